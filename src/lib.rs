@@ -1,0 +1,28 @@
+//! tfbench: a benchmark runner for the work of a transformer stack.
+//!
+//! Data flows one way:
+//!
+//! ```text
+//! suites/*.toml + configs/*.toml|yaml + CLI flags
+//!         |  config (defaults < profile < config file < suite section < CLI)
+//!         v
+//!       Plan = Vec<Case>         (plan: suite x benchmark x grid, filtered)
+//!         |  harness (warm-up, calibration, samples, allocations; no statistics)
+//!         v
+//!       Samples
+//!         |  analysis + stats (pure functions)
+//!         v
+//!       RunReport                (results: estimates, CIs, outliers, throughput)
+//!         |
+//!         +-- report::{table, json, jsonl, csv, markdown, bencher}
+//! ```
+#![deny(missing_docs)]
+
+pub mod config;
+pub mod env;
+pub mod plan;
+pub mod probe;
+pub mod results;
+pub mod stats;
+pub mod suites;
+pub mod util;

@@ -1,0 +1,279 @@
+//! The result model: what a run produced, as written to JSON (see
+//! `docs/json-schema.md`). Analysis fills it; reports, baselines and
+//! comparisons read it.
+
+use crate::plan::ParamValue;
+use crate::suites::{ThroughputKind, Verification};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the JSON layout below; bump it on any incompatible change.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything one `tfbench run` produced.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunReport {
+    /// Layout version, [`SCHEMA_VERSION`] when written by this build.
+    pub schema_version: u32,
+    /// The tfbench version that produced the report.
+    pub tfbench_version: String,
+    /// When the run started, RFC 3339 in UTC.
+    pub started_at: String,
+    /// Wall time of the whole run in seconds (planning to last report).
+    pub wall_time_secs: f64,
+    /// The machine and toolchain the run happened on.
+    pub environment: crate::env::Environment,
+    /// The harness's own measurements and the settings in force.
+    pub harness: HarnessInfo,
+    /// The machine's measured limits, when a probe was cached (`sysinfo --probe`).
+    pub machine_limits: Option<crate::probe::MachineLimits>,
+    /// One entry per case, in plan order.
+    pub cases: Vec<CaseResult>,
+    /// Checks of the performance targets the run can evaluate (e.g. best GEMM
+    /// as a fraction of peak FMA throughput).
+    pub targets: Vec<TargetCheck>,
+}
+
+impl RunReport {
+    /// Number of cases that failed (verification, error or panic).
+    pub fn failed_count(&self) -> usize {
+        self.cases.iter().filter(|c| c.status.is_failed()).count()
+    }
+}
+
+/// Facts about the harness itself, measured once per run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HarnessInfo {
+    /// Smallest non-zero step of the clock, in nanoseconds.
+    pub timer_resolution_ns: f64,
+    /// Cost of reading the clock once, in nanoseconds.
+    pub timer_overhead_ns: f64,
+    /// Cost of one iteration of an empty timed loop, in nanoseconds.
+    pub empty_loop_ns_per_iter: f64,
+    /// Minimum sample duration the calibration aimed for, in nanoseconds.
+    pub min_sample_ns: f64,
+    /// Worker threads in the rayon pool.
+    pub threads: usize,
+    /// Settings per suite, after layering defaults, profile, config and CLI.
+    pub settings: BTreeMap<String, crate::config::Settings>,
+}
+
+/// Whether a case produced trustworthy numbers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum CaseStatus {
+    /// Verified and measured.
+    Ok,
+    /// Failed in the named phase (prepare, verify, run, panic) with a reason.
+    Failed {
+        /// Phase that failed: `prepare`, `verify`, `warm_up`, `measure`.
+        phase: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
+
+impl CaseStatus {
+    /// True for [`CaseStatus::Failed`].
+    pub fn is_failed(&self) -> bool {
+        matches!(self, Self::Failed { .. })
+    }
+}
+
+/// One raw measurement: `iterations` back-to-back runs took `nanos`.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Sample {
+    /// Iterations timed together.
+    pub iterations: u64,
+    /// Elapsed wall-clock nanoseconds for all of them.
+    pub nanos: f64,
+    /// Which round of `--rounds` the sample came from (0-based).
+    pub round: u32,
+}
+
+impl Sample {
+    /// Nanoseconds per iteration.
+    pub fn per_iter(&self) -> f64 {
+        self.nanos / self.iterations as f64
+    }
+}
+
+/// A point estimate with a confidence interval.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Estimate {
+    /// The estimate.
+    pub point: f64,
+    /// Lower bound of the interval.
+    pub lower: f64,
+    /// Upper bound of the interval.
+    pub upper: f64,
+    /// Confidence level of the interval, e.g. 0.95.
+    pub level: f64,
+}
+
+/// Statistics of the per-iteration time, in nanoseconds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Estimates {
+    /// Median with an order-statistic (distribution-free) interval: the headline.
+    pub median: Estimate,
+    /// Mean with a seeded percentile-bootstrap interval.
+    pub mean: Estimate,
+    /// Sample standard deviation.
+    pub std_dev: f64,
+    /// Median absolute deviation (unscaled).
+    pub mad: f64,
+    /// Fastest sample.
+    pub min: f64,
+    /// Slowest sample.
+    pub max: f64,
+    /// 50th percentile.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// Interquartile range divided by the median.
+    pub iqr_over_median: f64,
+}
+
+/// Tukey-fence outlier counts (1.5x IQR mild, 3x IQR severe).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct OutlierCounts {
+    /// Below the 3x IQR lower fence.
+    pub low_severe: usize,
+    /// Between the 3x and 1.5x lower fences.
+    pub low_mild: usize,
+    /// Between the 1.5x and 3x upper fences.
+    pub high_mild: usize,
+    /// Above the 3x IQR upper fence.
+    pub high_severe: usize,
+    /// Samples dropped from the analysis (`--outliers remove`), else 0.
+    pub removed: usize,
+}
+
+impl OutlierCounts {
+    /// All outliers, mild and severe, on both sides.
+    pub fn total(&self) -> usize {
+        self.low_severe + self.low_mild + self.high_mild + self.high_severe
+    }
+}
+
+/// A rate derived from what the workload declared per iteration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ThroughputEstimate {
+    /// What is counted.
+    pub kind: ThroughputKind,
+    /// Units per iteration, as declared by the workload.
+    pub per_iteration: f64,
+    /// Units per second from the median time, with its interval.
+    pub rate: Estimate,
+    /// Rate as a percentage of the machine's probed peak for this kind
+    /// (FLOP/s against FMA peak, B/s against triad bandwidth), if probed.
+    pub pct_of_peak: Option<f64>,
+}
+
+/// Allocation figures from the counting allocator, per timed iteration.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct AllocStats {
+    /// Allocations per iteration.
+    pub allocs_per_iter: f64,
+    /// Bytes allocated per iteration.
+    pub bytes_per_iter: f64,
+    /// Peak live bytes above the level at the start of the measured call.
+    pub peak_bytes: u64,
+}
+
+/// Roofline classification of a case.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// Arithmetic intensity above the machine balance point.
+    Compute,
+    /// Arithmetic intensity below the machine balance point.
+    Memory,
+    /// Too short for either limit to matter (overheads dominate).
+    Latency,
+}
+
+/// Why sampling of a case stopped.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The requested number of samples was collected.
+    SampleSize,
+    /// The measurement-time budget ran out before the sample count.
+    MeasurementTime,
+    /// The hard `--max-time` budget cut sampling.
+    MaxTime,
+    /// The CI half-width fell below `--target-precision`.
+    TargetPrecision,
+}
+
+/// How a case was sampled.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SamplingInfo {
+    /// Time spent warming up, in nanoseconds.
+    pub warm_up_ns: f64,
+    /// Iterations per sample chosen by calibration.
+    pub iterations_per_sample: u64,
+    /// Samples collected (all rounds).
+    pub samples: usize,
+    /// Samples requested (all rounds).
+    pub requested_samples: usize,
+    /// Why sampling stopped (last round).
+    pub stopped_by: StopReason,
+}
+
+/// Everything about one case.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CaseResult {
+    /// `suite/benchmark/param=value,...`
+    pub id: String,
+    /// Suite name.
+    pub suite: String,
+    /// Benchmark name within the suite.
+    pub benchmark: String,
+    /// Parameters of this case.
+    pub params: BTreeMap<String, ParamValue>,
+    /// Ok, or failed with a reason.
+    pub status: CaseStatus,
+    /// The self-check's outcome, if it ran.
+    pub verification: Option<Verification>,
+    /// How sampling went; absent when the case failed before measuring.
+    pub sampling: Option<SamplingInfo>,
+    /// Raw samples (iterations and nanoseconds), all rounds.
+    pub samples: Vec<Sample>,
+    /// Per-iteration time statistics.
+    pub estimates: Option<Estimates>,
+    /// Outlier classification.
+    pub outliers: Option<OutlierCounts>,
+    /// Rates with intervals.
+    pub throughput: Vec<ThroughputEstimate>,
+    /// Allocation figures.
+    pub alloc: Option<AllocStats>,
+    /// Roofline classification, when FLOPs or bytes are declared.
+    pub bound: Option<Bound>,
+    /// Warnings and remarks (noisy case, max-time cut, outliers removed, ...).
+    pub notes: Vec<String>,
+}
+
+/// One performance target the run can check, with the measured ratio.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TargetCheck {
+    /// What is checked, e.g. "best GEMM 1024x1024x1024 vs probed FMA peak".
+    pub name: String,
+    /// The case that achieved the measured value.
+    pub case_id: String,
+    /// Measured rate.
+    pub measured: f64,
+    /// The limit it is compared with.
+    pub limit: f64,
+    /// Units of `measured` and `limit`.
+    pub unit: String,
+    /// measured / limit.
+    pub ratio: f64,
+    /// Required ratio.
+    pub required: f64,
+    /// ratio >= required.
+    pub met: bool,
+}

@@ -1,0 +1,1 @@
+//! Pure statistics. STUB: being written.

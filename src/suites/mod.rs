@@ -1,0 +1,208 @@
+//! The `Suite` and `Workload` traits and the explicit registry of suites.
+//!
+//! Adding a suite means adding one folder under `src/suites/`, one TOML file
+//! under `suites/` (its benchmarks and default parameter grids) and one line in
+//! [`registry`].
+
+use crate::plan::Case;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+pub mod tensor;
+
+/// A family of benchmarks (for example `tensor`), backed by a suite file that
+/// names its benchmarks and their default parameter grids.
+pub trait Suite: Sync {
+    /// Short lowercase name used on the command line (`--suite NAME`).
+    fn name(&self) -> &'static str;
+    /// One-line description shown by `tfbench list`.
+    fn describe(&self) -> &'static str;
+    /// The suite file (`suites/<name>.toml`) embedded at compile time.
+    fn spec_toml(&self) -> &'static str;
+    /// Build one runnable case. Allocation and setup happen here, untimed.
+    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>>;
+}
+
+/// One runnable benchmark case, prepared and ready to be verified and timed.
+pub trait Workload: Send {
+    /// Checked once before timing against an independent reference. An `Err`
+    /// (or a failed [`Verification`]) marks the case failed; it is never timed.
+    fn verify(&mut self) -> Result<Verification>;
+    /// Work done by one iteration (FLOPs, bytes, elements, items, tokens).
+    fn throughput(&self) -> Vec<Throughput>;
+    /// Run `iters` iterations back to back; the harness times the whole call.
+    fn run(&mut self, iters: u64) -> Result<()>;
+}
+
+/// The outcome of a workload's self-check against an independent reference.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Verification {
+    /// Whether the result matched the reference within tolerance.
+    pub passed: bool,
+    /// What the result was checked against (e.g. "naive triple loop, 64x64").
+    pub reference: String,
+    /// Largest error observed, in the units of `detail`, when meaningful.
+    pub max_error: Option<f64>,
+    /// Human-readable detail, e.g. the tolerance, or why it failed.
+    pub detail: String,
+}
+
+impl Verification {
+    /// A passed check against `reference`.
+    pub fn pass(reference: impl Into<String>) -> Self {
+        Self { passed: true, reference: reference.into(), max_error: None, detail: String::new() }
+    }
+
+    /// Compares `got` with `want` element-wise under a mixed absolute/relative
+    /// tolerance (`|g - w| <= atol + rtol * |w|`) and reports the worst error.
+    pub fn compare(reference: impl Into<String>, got: &[f32], want: &[f32], atol: f64, rtol: f64) -> Self {
+        let reference = reference.into();
+        if got.len() != want.len() {
+            return Self {
+                passed: false,
+                reference,
+                max_error: None,
+                detail: format!("length mismatch: got {} values, reference has {}", got.len(), want.len()),
+            };
+        }
+        let mut worst = 0.0f64;
+        let mut first_bad: Option<(usize, f32, f32)> = None;
+        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+            let (g64, w64) = (g as f64, w as f64);
+            let err = (g64 - w64).abs();
+            let ok = err <= atol + rtol * w64.abs() || (g.is_nan() && w.is_nan()) || g == w;
+            if err.is_nan() || !ok {
+                first_bad.get_or_insert((i, g, w));
+            }
+            if err > worst || err.is_nan() {
+                worst = err;
+            }
+        }
+        match first_bad {
+            None => Self {
+                passed: true,
+                reference,
+                max_error: Some(worst),
+                detail: format!("{} values within atol {atol:e} + rtol {rtol:e}", got.len()),
+            },
+            Some((i, g, w)) => Self {
+                passed: false,
+                reference,
+                max_error: Some(worst),
+                detail: format!("value {i}: got {g}, reference {w} (atol {atol:e}, rtol {rtol:e})"),
+            },
+        }
+    }
+
+    /// Turns a failed verification into an error, keeping its detail.
+    pub fn into_result(self) -> Result<Self> {
+        if self.passed {
+            Ok(self)
+        } else {
+            anyhow::bail!("verification against {} failed: {}", self.reference, self.detail)
+        }
+    }
+}
+
+/// Units of work one iteration performs; the harness turns them into rates.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum ThroughputKind {
+    /// Floating-point operations (a fused multiply-add counts as two).
+    Flops,
+    /// Bytes moved to and from memory (reads plus writes).
+    Bytes,
+    /// Tensor elements produced.
+    Elements,
+    /// Generic items (e.g. sequences, requests).
+    Items,
+    /// Tokens processed or generated.
+    Tokens,
+}
+
+impl ThroughputKind {
+    /// Unit of the rate, e.g. "FLOP/s".
+    pub fn rate_unit(self) -> &'static str {
+        match self {
+            Self::Flops => "FLOP/s",
+            Self::Bytes => "B/s",
+            Self::Elements => "elem/s",
+            Self::Items => "items/s",
+            Self::Tokens => "tokens/s",
+        }
+    }
+}
+
+/// Work done per iteration, of one kind.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Throughput {
+    /// What is counted.
+    pub kind: ThroughputKind,
+    /// How many per iteration.
+    pub per_iteration: f64,
+}
+
+impl Throughput {
+    /// `n` floating-point operations per iteration.
+    pub fn flops(n: f64) -> Self {
+        Self { kind: ThroughputKind::Flops, per_iteration: n }
+    }
+    /// `n` bytes moved per iteration.
+    pub fn bytes(n: f64) -> Self {
+        Self { kind: ThroughputKind::Bytes, per_iteration: n }
+    }
+    /// `n` elements produced per iteration.
+    pub fn elements(n: f64) -> Self {
+        Self { kind: ThroughputKind::Elements, per_iteration: n }
+    }
+    /// `n` items per iteration.
+    pub fn items(n: f64) -> Self {
+        Self { kind: ThroughputKind::Items, per_iteration: n }
+    }
+    /// `n` tokens per iteration.
+    pub fn tokens(n: f64) -> Self {
+        Self { kind: ThroughputKind::Tokens, per_iteration: n }
+    }
+}
+
+/// Every suite tfbench knows, in the order `list` shows them.
+pub fn registry() -> &'static [&'static dyn Suite] {
+    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite];
+    SUITES
+}
+
+/// Looks a suite up by name.
+pub fn find(name: &str) -> Option<&'static dyn Suite> {
+    registry().iter().copied().find(|s| s.name() == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_names_are_unique_and_specs_parse() {
+        let mut names: Vec<_> = registry().iter().map(|s| s.name()).collect();
+        names.sort();
+        let before = names.len();
+        names.dedup();
+        assert_eq!(before, names.len(), "duplicate suite names");
+        for suite in registry() {
+            let spec = crate::plan::SuiteSpec::parse(suite.name(), suite.spec_toml())
+                .unwrap_or_else(|e| panic!("suites/{}.toml: {e:#}", suite.name()));
+            assert!(!spec.benchmarks.is_empty(), "{} has no benchmarks", suite.name());
+        }
+    }
+
+    #[test]
+    fn compare_flags_the_first_bad_value() {
+        let v = Verification::compare("ref", &[1.0, 2.0, 3.5], &[1.0, 2.0, 3.0], 1e-3, 1e-3);
+        assert!(!v.passed);
+        assert!(v.detail.contains("value 2"), "{}", v.detail);
+        assert_eq!(v.max_error, Some(0.5));
+        let ok = Verification::compare("ref", &[1.0, 2.0005], &[1.0, 2.0], 1e-3, 0.0);
+        assert!(ok.passed, "{}", ok.detail);
+        let nan = Verification::compare("ref", &[f32::NAN], &[1.0], 1e-3, 0.0);
+        assert!(!nan.passed);
+    }
+}
