@@ -1,17 +1,580 @@
-//! Description of the machine and toolchain. STUB: being written.
+//! Description of the machine and toolchain a run happened on.
+//!
+//! Everything is read best-effort from `/proc`, `/sys` and `/etc`: a missing or
+//! unreadable file leaves the field `None` or `"unknown"` and never fails, so the
+//! same code serves Linux boxes, containers and other operating systems.
 
 use serde::{Deserialize, Serialize};
+use std::path::Path;
 
 /// The machine, OS and build a run happened on.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+// Reports written before a field existed must still load as baselines.
+#[serde(default)]
 pub struct Environment {
     /// CPU model name.
     pub cpu_model: String,
+    /// CPU vendor, e.g. `GenuineIntel`.
+    pub cpu_vendor: String,
+    /// Physical cores (distinct core ids over all packages), when known.
+    pub physical_cores: Option<usize>,
+    /// Logical CPUs (hardware threads) the OS knows about.
+    pub logical_threads: usize,
+    /// Logical CPUs this process may run on (affinity and cgroup limits applied).
+    pub available_parallelism: usize,
+    /// SIMD and matrix extensions present, with rustc `target_feature` names
+    /// (e.g. `avx2`, `avx512f`, `amx-tile`).
+    pub isa_flags: Vec<String>,
+    /// L1 data cache per core, bytes.
+    pub l1d_cache_bytes: Option<u64>,
+    /// L1 instruction cache per core, bytes.
+    pub l1i_cache_bytes: Option<u64>,
+    /// L2 cache as seen from CPU 0, bytes.
+    pub l2_cache_bytes: Option<u64>,
+    /// L3 cache as seen from CPU 0 (usually shared), bytes.
+    pub l3_cache_bytes: Option<u64>,
+    /// Total memory, bytes.
+    pub total_memory_bytes: Option<u64>,
+    /// Memory available to new allocations when the run started, bytes.
+    pub available_memory_bytes: Option<u64>,
+    /// Operating system, e.g. `Debian GNU/Linux 12 (bookworm)`.
+    pub os_name: String,
+    /// Kernel release, e.g. `6.1.0-18-amd64`.
+    pub kernel_release: String,
+    /// CPU architecture the binary was built for, e.g. `x86_64`.
+    pub arch: String,
+    /// cpufreq governor of CPU 0, e.g. `performance`, when exposed.
+    pub cpu_governor: Option<String>,
+    /// Whether turbo/boost frequencies are enabled, when exposed.
+    pub turbo_enabled: Option<bool>,
+    /// True when running under a hypervisor (a VM or cloud instance).
+    pub hypervisor: bool,
+    /// tfbench version.
+    pub tfbench_version: String,
+    /// Git revision the binary was built from (`abc1234`, `abc1234-dirty` or `unknown`).
+    pub git_revision: String,
+    /// `rustc --version` of the compiler that built the binary.
+    pub rustc_version: String,
+    /// Cargo features enabled in the build.
+    pub cargo_features: Vec<String>,
+    /// Build profile: `debug` or `release`.
+    pub build_profile: String,
 }
 
 impl Environment {
-    /// Reads the environment of this process.
+    /// Reads the environment of this process. Never fails: whatever cannot be
+    /// read is left `None` or `"unknown"`.
     pub fn gather() -> Self {
-        Self::default()
+        let cpuinfo = read_trimmed("/proc/cpuinfo").unwrap_or_default();
+        let cpu = parse_cpuinfo(&cpuinfo);
+        let meminfo = read_trimmed("/proc/meminfo").unwrap_or_default();
+        let caches = read_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
+        let available_parallelism = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let os_name = ["/etc/os-release", "/usr/lib/os-release"]
+            .iter()
+            .find_map(|p| read_trimmed(p).and_then(|s| parse_os_release(&s)))
+            .unwrap_or_else(|| std::env::consts::OS.to_string());
+        Self {
+            cpu_model: cpu.model.unwrap_or_else(unknown),
+            cpu_vendor: cpu.vendor.unwrap_or_else(unknown),
+            physical_cores: cpu.physical_cores,
+            logical_threads: cpu.logical_threads.unwrap_or(available_parallelism),
+            available_parallelism,
+            isa_flags: isa_flags(&cpu.flags),
+            l1d_cache_bytes: caches.l1d,
+            l1i_cache_bytes: caches.l1i,
+            l2_cache_bytes: caches.l2,
+            l3_cache_bytes: caches.l3,
+            total_memory_bytes: meminfo_bytes(&meminfo, "MemTotal"),
+            available_memory_bytes: meminfo_bytes(&meminfo, "MemAvailable"),
+            os_name,
+            kernel_release: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(unknown),
+            arch: std::env::consts::ARCH.to_string(),
+            cpu_governor: read_trimmed("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+            turbo_enabled: turbo_enabled(),
+            hypervisor: cpu.flags.iter().any(|f| f == "hypervisor")
+                || read_trimmed("/sys/hypervisor/type").is_some(),
+            tfbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            git_revision: env!("TFBENCH_GIT_REVISION").to_string(),
+            rustc_version: env!("TFBENCH_RUSTC_VERSION").to_string(),
+            cargo_features: env!("TFBENCH_FEATURES")
+                .split(',')
+                .filter(|f| !f.is_empty())
+                .map(str::to_string)
+                .collect(),
+            build_profile: if cfg!(debug_assertions) { "debug" } else { "release" }.to_string(),
+        }
+    }
+
+    /// A stable identifier of the machine, used to key cached probe results.
+    ///
+    /// Built only from what identifies the hardware and OS install (CPU model,
+    /// logical threads, total memory rounded to GiB, OS name, arch), so it
+    /// survives reboots, kernel updates, frequency changes and memory pressure.
+    pub fn fingerprint(&self) -> String {
+        const GIB: f64 = (1u64 << 30) as f64;
+        // Rounded because the kernel's MemTotal moves by a few MiB between
+        // kernel versions and boot parameters.
+        let memory_gib = self.total_memory_bytes.map_or(0, |b| (b as f64 / GIB).round() as u64);
+        let key = format!(
+            "{}\x1f{}\x1f{}\x1f{}\x1f{}",
+            self.cpu_model, self.logical_threads, memory_gib, self.os_name, self.arch
+        );
+        format!("{:016x}", fnv1a_64(key.as_bytes()))
+    }
+}
+
+/// Two-column ("property", "value") table of the environment and, when given,
+/// the measured machine limits; printed by `tfbench sysinfo`.
+pub fn render_table(env: &Environment, limits: Option<&crate::probe::MachineLimits>) -> String {
+    let mut rows: Vec<(String, String)> = Vec::new();
+    let mut row = |k: &str, v: String| rows.push((k.to_string(), v));
+    let or_unknown = |v: Option<String>| v.unwrap_or_else(unknown);
+
+    row("tfbench", format!("{} ({})", env.tfbench_version, env.git_revision));
+    row("rustc", env.rustc_version.clone());
+    row("build profile", env.build_profile.clone());
+    row(
+        "cargo features",
+        if env.cargo_features.is_empty() { "none".into() } else { env.cargo_features.join(", ") },
+    );
+    row("cpu", env.cpu_model.clone());
+    row("vendor", env.cpu_vendor.clone());
+    row(
+        "cores / threads",
+        format!(
+            "{} physical / {} logical ({} usable)",
+            env.physical_cores.map_or_else(unknown, |c| c.to_string()),
+            env.logical_threads,
+            env.available_parallelism
+        ),
+    );
+    row("isa", if env.isa_flags.is_empty() { "none detected".into() } else { env.isa_flags.join(" ") });
+    row(
+        "l1d / l1i cache",
+        format!("{} / {}", fmt_opt_bytes(env.l1d_cache_bytes), fmt_opt_bytes(env.l1i_cache_bytes)),
+    );
+    row("l2 cache", fmt_opt_bytes(env.l2_cache_bytes));
+    row("l3 cache", fmt_opt_bytes(env.l3_cache_bytes));
+    row(
+        "memory",
+        format!(
+            "{} total, {} available",
+            fmt_opt_bytes(env.total_memory_bytes),
+            fmt_opt_bytes(env.available_memory_bytes)
+        ),
+    );
+    row("os", env.os_name.clone());
+    row("kernel", env.kernel_release.clone());
+    row("arch", env.arch.clone());
+    row("governor", or_unknown(env.cpu_governor.clone()));
+    row("turbo", or_unknown(env.turbo_enabled.map(|t| if t { "on" } else { "off" }.to_string())));
+    row("hypervisor", if env.hypervisor { "yes" } else { "no" }.into());
+    let fingerprint = env.fingerprint();
+    row("fingerprint", fingerprint.clone());
+
+    match limits {
+        Some(l) => {
+            let stale = if l.fingerprint == fingerprint { "" } else { " (other machine fingerprint!)" };
+            row("probe measured at", format!("{}{stale}", l.measured_at));
+            row("peak f32 FMA, 1 core", fmt_flops(l.peak_flops_one_core));
+            row(&format!("peak f32 FMA, {} threads", l.threads), fmt_flops(l.peak_flops_all_cores));
+            row("copy bandwidth, 1 thread", fmt_bandwidth(l.copy_bandwidth_one_thread));
+            row(
+                &format!("copy bandwidth, {} threads", l.threads),
+                fmt_bandwidth(l.copy_bandwidth_all_threads),
+            );
+            row("triad bandwidth, 1 thread", fmt_bandwidth(l.triad_bandwidth_one_thread));
+            row(
+                &format!("triad bandwidth, {} threads", l.threads),
+                fmt_bandwidth(l.triad_bandwidth_all_threads),
+            );
+        }
+        None => row("machine limits", "not measured (run `tfbench sysinfo --probe`)".into()),
+    }
+
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::UTF8_FULL_CONDENSED);
+    table.set_header(vec!["property", "value"]);
+    table.set_content_arrangement(comfy_table::ContentArrangement::Dynamic);
+    for (k, v) in rows {
+        table.add_row(vec![k, v]);
+    }
+    table.to_string()
+}
+
+fn unknown() -> String {
+    "unknown".to_string()
+}
+
+/// File contents without surrounding whitespace; `None` when unreadable or empty.
+fn read_trimmed(path: impl AsRef<Path>) -> Option<String> {
+    let s = std::fs::read_to_string(path).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+/// 64-bit FNV-1a: tiny, and unlike std's `DefaultHasher` it is specified, so
+/// fingerprints stay equal across processes, builds and Rust versions.
+fn fnv1a_64(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct CpuInfo {
+    model: Option<String>,
+    vendor: Option<String>,
+    flags: Vec<String>,
+    physical_cores: Option<usize>,
+    logical_threads: Option<usize>,
+}
+
+/// Parses `/proc/cpuinfo`: one blank-line-separated block per logical CPU.
+fn parse_cpuinfo(text: &str) -> CpuInfo {
+    let mut info = CpuInfo::default();
+    let mut processors = 0usize;
+    let mut cores = std::collections::BTreeSet::new();
+    let mut package: Option<String> = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else { continue };
+        let (key, value) = (key.trim(), value.trim());
+        match key {
+            "processor" => processors += 1,
+            // "Hardware"/"Model" are what some ARM kernels print instead.
+            "model name" | "Model" | "Hardware" if info.model.is_none() && !value.is_empty() => {
+                info.model = Some(value.to_string())
+            }
+            "vendor_id" | "CPU implementer" if info.vendor.is_none() => info.vendor = Some(value.to_string()),
+            "flags" | "Features" if info.flags.is_empty() => {
+                info.flags = value.split_whitespace().map(str::to_string).collect()
+            }
+            "physical id" => package = Some(value.to_string()),
+            "core id" => {
+                cores.insert((package.clone().unwrap_or_default(), value.to_string()));
+            }
+            _ => {}
+        }
+    }
+    info.logical_threads = (processors > 0).then_some(processors);
+    info.physical_cores = (!cores.is_empty()).then_some(cores.len());
+    info
+}
+
+#[derive(Debug, Default, PartialEq)]
+struct Caches {
+    l1d: Option<u64>,
+    l1i: Option<u64>,
+    l2: Option<u64>,
+    l3: Option<u64>,
+}
+
+/// Reads `index*/{level,type,size}` under a cpuN/cache directory.
+fn read_caches(dir: &Path) -> Caches {
+    let mut caches = Caches::default();
+    let Ok(entries) = std::fs::read_dir(dir) else { return caches };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_name().to_string_lossy().starts_with("index") {
+            continue;
+        }
+        let (Some(level), Some(kind), Some(size)) = (
+            read_trimmed(path.join("level")),
+            read_trimmed(path.join("type")),
+            read_trimmed(path.join("size")).and_then(|s| parse_size(&s)),
+        ) else {
+            continue;
+        };
+        let slot = match (level.as_str(), kind.as_str()) {
+            ("1", "Data") => &mut caches.l1d,
+            ("1", "Instruction") => &mut caches.l1i,
+            ("2", _) => &mut caches.l2,
+            ("3", _) => &mut caches.l3,
+            _ => continue,
+        };
+        *slot = Some(size);
+    }
+    caches
+}
+
+/// Parses sysfs cache sizes such as `48K`, `2048K`, `1M` or `512`.
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, unit) = match s.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => s.split_at(i),
+        None => (s, ""),
+    };
+    let n: u64 = digits.parse().ok()?;
+    let factor = match unit.trim() {
+        "" | "B" => 1,
+        "K" | "KB" | "KiB" => 1 << 10,
+        "M" | "MB" | "MiB" => 1 << 20,
+        "G" | "GB" | "GiB" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(factor)
+}
+
+/// A `/proc/meminfo` entry in bytes (the file says `kB` but means KiB).
+fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u64> {
+    meminfo.lines().find_map(|line| {
+        let (k, rest) = line.split_once(':')?;
+        if k.trim() != key {
+            return None;
+        }
+        let mut parts = rest.split_whitespace();
+        let n: u64 = parts.next()?.parse().ok()?;
+        match parts.next() {
+            Some("kB") => n.checked_mul(1024),
+            None => Some(n),
+            Some(_) => None,
+        }
+    })
+}
+
+fn parse_os_release(text: &str) -> Option<String> {
+    text.lines().find_map(|line| {
+        let value = line.strip_prefix("PRETTY_NAME=")?.trim();
+        let value = value.trim_matches(|c| c == '"' || c == '\'').trim();
+        (!value.is_empty()).then(|| value.to_string())
+    })
+}
+
+/// intel_pstate reports the inverse ("no_turbo"); other drivers use "boost".
+fn turbo_enabled() -> Option<bool> {
+    if let Some(v) = read_trimmed("/sys/devices/system/cpu/intel_pstate/no_turbo") {
+        return match v.as_str() {
+            "0" => Some(true),
+            "1" => Some(false),
+            _ => None,
+        };
+    }
+    match read_trimmed("/sys/devices/system/cpu/cpufreq/boost")?.as_str() {
+        "1" => Some(true),
+        "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// The SIMD/matrix extensions from the list tfbench cares about that this CPU
+/// has. std's detection also checks that the OS saves the wide registers, so it
+/// is preferred; `/proc/cpuinfo` flags cover what std cannot detect on this
+/// compiler (AMX is still unstable in std).
+#[cfg(any(target_arch = "x86", target_arch = "x86_64"))]
+fn isa_flags(cpuinfo_flags: &[String]) -> Vec<String> {
+    let has = |flag: &str| cpuinfo_flags.iter().any(|f| f == flag);
+    let mut found: Vec<(&str, bool)> = vec![
+        ("sse", is_x86_feature_detected!("sse")),
+        ("sse2", is_x86_feature_detected!("sse2")),
+        ("sse3", is_x86_feature_detected!("sse3")),
+        ("ssse3", is_x86_feature_detected!("ssse3")),
+        ("sse4.1", is_x86_feature_detected!("sse4.1")),
+        ("sse4.2", is_x86_feature_detected!("sse4.2")),
+        ("avx", is_x86_feature_detected!("avx")),
+        ("avx2", is_x86_feature_detected!("avx2")),
+        ("fma", is_x86_feature_detected!("fma")),
+        ("f16c", is_x86_feature_detected!("f16c")),
+        ("avx512f", is_x86_feature_detected!("avx512f")),
+        ("avx512bw", is_x86_feature_detected!("avx512bw")),
+        ("avx512dq", is_x86_feature_detected!("avx512dq")),
+        ("avx512vl", is_x86_feature_detected!("avx512vl")),
+    ];
+    #[cfg(tfbench_rust_1_89)]
+    found.extend([
+        ("avx512vnni", is_x86_feature_detected!("avx512vnni")),
+        ("avx512bf16", is_x86_feature_detected!("avx512bf16")),
+        ("avx512fp16", is_x86_feature_detected!("avx512fp16")),
+        ("avxvnni", is_x86_feature_detected!("avxvnni")),
+    ]);
+    #[cfg(not(tfbench_rust_1_89))]
+    found.extend([
+        ("avx512vnni", has("avx512_vnni")),
+        ("avx512bf16", has("avx512_bf16")),
+        ("avx512fp16", has("avx512_fp16")),
+        ("avxvnni", has("avx_vnni")),
+    ]);
+    found.extend([
+        ("amx-tile", has("amx_tile")),
+        ("amx-int8", has("amx_int8")),
+        ("amx-bf16", has("amx_bf16")),
+    ]);
+    found.into_iter().filter(|&(_, present)| present).map(|(name, _)| name.to_string()).collect()
+}
+
+#[cfg(target_arch = "aarch64")]
+fn isa_flags(_cpuinfo_flags: &[String]) -> Vec<String> {
+    use std::arch::is_aarch64_feature_detected as detected;
+    let found = [
+        ("neon", detected!("neon")),
+        ("fp16", detected!("fp16")),
+        ("dotprod", detected!("dotprod")),
+        ("i8mm", detected!("i8mm")),
+        ("bf16", detected!("bf16")),
+        ("sve", detected!("sve")),
+        ("sve2", detected!("sve2")),
+    ];
+    found.into_iter().filter(|&(_, present)| present).map(|(name, _)| name.to_string()).collect()
+}
+
+#[cfg(not(any(target_arch = "x86", target_arch = "x86_64", target_arch = "aarch64")))]
+fn isa_flags(_cpuinfo_flags: &[String]) -> Vec<String> {
+    Vec::new()
+}
+
+/// Binary units: the sizes of caches and memory are powers of two.
+fn fmt_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 || value.fract() == 0.0 {
+        format!("{value:.0} {}", UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+fn fmt_opt_bytes(bytes: Option<u64>) -> String {
+    bytes.map_or_else(unknown, fmt_bytes)
+}
+
+fn fmt_flops(flops: f64) -> String {
+    format!("{:.1} GFLOP/s", flops / 1e9)
+}
+
+/// Decimal GB/s, the convention of STREAM and of vendors' bandwidth figures.
+fn fmt_bandwidth(bytes_per_sec: f64) -> String {
+    format!("{:.1} GB/s", bytes_per_sec / 1e9)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_is_stable_across_gathers() {
+        let (a, b) = (Environment::gather(), Environment::gather());
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.fingerprint().len(), 16);
+        assert!(a.fingerprint().chars().all(|c| c.is_ascii_hexdigit()));
+    }
+
+    #[test]
+    fn fingerprint_ignores_volatile_fields() {
+        let a = Environment::gather();
+        let mut b = a.clone();
+        b.available_memory_bytes = b.available_memory_bytes.map(|m| m / 2).or(Some(1));
+        b.kernel_release.push_str("-rebuilt");
+        b.cpu_governor = Some("powersave".into());
+        b.turbo_enabled = Some(false);
+        b.git_revision = "0000000-dirty".into();
+        // A few MiB of MemTotal drift between kernels must not matter.
+        b.total_memory_bytes = a.total_memory_bytes.map(|m| m.saturating_sub(8 << 20));
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        b.logical_threads += 1;
+        assert_ne!(a.fingerprint(), b.fingerprint());
+    }
+
+    #[test]
+    fn fnv1a_matches_reference_vectors() {
+        assert_eq!(fnv1a_64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a_64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a_64(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+
+    #[test]
+    fn gather_reads_build_facts() {
+        let env = Environment::gather();
+        assert_eq!(env.tfbench_version, env!("CARGO_PKG_VERSION"));
+        assert!(!env.git_revision.is_empty() && !env.rustc_version.is_empty());
+        assert!(env.logical_threads >= 1 && env.available_parallelism >= 1);
+        assert_eq!(env.arch, std::env::consts::ARCH);
+    }
+
+    #[test]
+    fn parses_cpuinfo_blocks() {
+        let text = "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Test CPU\nphysical id\t: 0\n\
+                    core id\t: 0\nflags\t\t: fpu sse avx512f hypervisor\n\n\
+                    processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: Test CPU\nphysical id\t: 0\n\
+                    core id\t: 0\nflags\t\t: fpu sse avx512f hypervisor\n\n\
+                    processor\t: 2\nphysical id\t: 0\ncore id\t: 1\n";
+        let info = parse_cpuinfo(text);
+        assert_eq!(info.model.as_deref(), Some("Test CPU"));
+        assert_eq!(info.vendor.as_deref(), Some("GenuineIntel"));
+        assert_eq!(info.logical_threads, Some(3));
+        assert_eq!(info.physical_cores, Some(2));
+        assert!(info.flags.iter().any(|f| f == "avx512f"));
+        assert_eq!(parse_cpuinfo(""), CpuInfo::default());
+    }
+
+    #[test]
+    fn parses_sizes_meminfo_and_os_release() {
+        assert_eq!(parse_size("48K"), Some(48 << 10));
+        assert_eq!(parse_size("107520K"), Some(107_520 << 10));
+        assert_eq!(parse_size("1M"), Some(1 << 20));
+        assert_eq!(parse_size("512"), Some(512));
+        assert_eq!(parse_size("x"), None);
+        let meminfo =
+            "MemTotal:       24684084 kB\nMemFree:        21866888 kB\nMemAvailable:   24313572 kB\n";
+        assert_eq!(meminfo_bytes(meminfo, "MemTotal"), Some(24_684_084 * 1024));
+        assert_eq!(meminfo_bytes(meminfo, "MemAvailable"), Some(24_313_572 * 1024));
+        assert_eq!(meminfo_bytes(meminfo, "Missing"), None);
+        let os = "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n";
+        assert_eq!(parse_os_release(os).as_deref(), Some("Debian GNU/Linux 12 (bookworm)"));
+        assert_eq!(parse_os_release("NAME=x"), None);
+    }
+
+    #[test]
+    fn missing_sysfs_gives_none() {
+        assert_eq!(read_caches(Path::new("/nonexistent/tfbench/cache")), Caches::default());
+        assert_eq!(read_trimmed("/nonexistent/tfbench/file"), None);
+    }
+
+    #[test]
+    fn human_units() {
+        assert_eq!(fmt_bytes(48 << 10), "48 KiB");
+        assert_eq!(fmt_bytes(107_520 << 10), "105 MiB");
+        assert_eq!(fmt_bytes(24_684_084 * 1024), "23.5 GiB");
+        assert_eq!(fmt_bytes(100), "100 B");
+        assert_eq!(fmt_flops(350e9), "350.0 GFLOP/s");
+        assert_eq!(fmt_bandwidth(14.2e9), "14.2 GB/s");
+    }
+
+    #[test]
+    fn table_lists_environment_and_limits() {
+        let env = Environment::gather();
+        let without = render_table(&env, None);
+        assert!(without.contains("property") && without.contains("value"));
+        assert!(without.contains(&env.fingerprint()));
+        assert!(without.contains("not measured"));
+        let limits = crate::probe::MachineLimits {
+            fingerprint: env.fingerprint(),
+            measured_at: "2024-01-01T00:00:00Z".into(),
+            threads: 2,
+            peak_flops_one_core: 175e9,
+            peak_flops_all_cores: 350e9,
+            copy_bandwidth_one_thread: 12e9,
+            copy_bandwidth_all_threads: 24e9,
+            triad_bandwidth_one_thread: 14e9,
+            triad_bandwidth_all_threads: 30e9,
+        };
+        let with = render_table(&env, Some(&limits));
+        assert!(with.contains("350.0 GFLOP/s") && with.contains("30.0 GB/s"));
+        assert!(!with.contains("other machine"));
+    }
+
+    #[test]
+    fn old_reports_still_deserialize() {
+        let env: Environment =
+            serde_json::from_str(r#"{"cpu_model":"Old CPU"}"#).expect("partial JSON loads");
+        assert_eq!(env.cpu_model, "Old CPU");
+        assert_eq!(env.logical_threads, 0);
     }
 }

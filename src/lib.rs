@@ -18,10 +18,16 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod analysis;
+pub mod app;
+pub mod cli;
 pub mod config;
 pub mod env;
+pub mod harness;
 pub mod plan;
 pub mod probe;
+pub mod progress;
+pub mod report;
 pub mod results;
 pub mod stats;
 pub mod suites;

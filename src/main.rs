@@ -1,1 +1,25 @@
-fn main() {}
+//! The `tfbench` binary: parse, dispatch, map errors to exit codes.
+
+use clap::Parser;
+use std::process::ExitCode;
+use tfbench::app::{self, EXIT_USAGE, Outcome};
+use tfbench::cli::{Cli, Command};
+
+#[global_allocator]
+static ALLOC: tfbench::harness::alloc::CountingAlloc = tfbench::harness::alloc::CountingAlloc;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::List(a) => app::list(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success),
+        Command::Run(a) => app::run(a),
+        Command::Sysinfo(a) => app::sysinfo(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success),
+    };
+    match result {
+        Ok(outcome) => ExitCode::from(outcome.code()),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}

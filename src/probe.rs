@@ -1,7 +1,20 @@
 //! Measured machine limits (`tfbench sysinfo --probe`), cached per machine.
-//! STUB: being written.
+//!
+//! The probe measures peak f32 FMA throughput and STREAM copy/triad bandwidth,
+//! on one core and on all requested threads. Results are cached as
+//! `probe-<fingerprint>.json` so `tfbench run` can report "% of peak" without
+//! re-measuring; the fingerprint ([`crate::env::Environment::fingerprint`])
+//! keeps results from one machine out of another's reports.
 
+mod flops;
+mod stream;
+
+use anyhow::{Context, Result, bail, ensure};
 use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The machine's measured limits, used for "% of peak" and roofline.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -25,3 +38,302 @@ pub struct MachineLimits {
     /// STREAM triad bandwidth on all threads, bytes/s.
     pub triad_bandwidth_all_threads: f64,
 }
+
+/// The widest vector code this CPU runs, detected at run time so one binary
+/// serves every x86-64 machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Isa {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    Avx512,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    Portable,
+}
+
+impl Isa {
+    fn detect() -> Self {
+        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        if is_x86_feature_detected!("avx512f") {
+            return Self::Avx512;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+            return Self::Avx2;
+        }
+        Self::Portable
+    }
+}
+
+/// How long and how big the probe runs.
+#[derive(Debug, Clone, Copy)]
+struct ProbeConfig {
+    /// Length of one FMA measurement.
+    fma_duration: Duration,
+    /// FMA measurements per thread count; the best is kept.
+    fma_reps: usize,
+    /// f32 elements in each of the three STREAM arrays.
+    stream_len: usize,
+    /// STREAM passes per kernel and thread count; the best is kept.
+    stream_reps: usize,
+}
+
+impl ProbeConfig {
+    /// The real probe: about 3-6 s on a desktop or small server.
+    fn full(env: &crate::env::Environment) -> Self {
+        const MIB: u64 = 1 << 20;
+        // STREAM's rule: each array at least 4x the last-level cache, so no
+        // pass is served from cache. Without a known L3, 256 MiB covers most
+        // CPUs. Capped at 1 GiB per array and at a quarter of the available
+        // memory for all three, so the probe never pushes the machine to swap.
+        let mut bytes = env.l3_cache_bytes.map_or(256 * MIB, |l3| (4 * l3).max(64 * MIB)).min(1024 * MIB);
+        if let Some(avail) = env.available_memory_bytes {
+            bytes = bytes.min(avail / 12).max(16 * MIB);
+        }
+        Self {
+            fma_duration: Duration::from_millis(250),
+            fma_reps: 3,
+            stream_len: (bytes / 4) as usize,
+            stream_reps: 5,
+        }
+    }
+
+    /// A tiny probe for tests: numbers are real but cache-resident.
+    #[cfg(test)]
+    fn quick() -> Self {
+        Self { fma_duration: Duration::from_millis(20), fma_reps: 2, stream_len: 1 << 18, stream_reps: 2 }
+    }
+}
+
+/// Measures peak f32 FMA throughput and STREAM copy/triad bandwidth on one
+/// core and on `threads` concurrent threads. Takes a few seconds and about
+/// 12x the L3 size of memory (bounded by what is available).
+pub fn measure(threads: usize) -> Result<MachineLimits> {
+    let env = crate::env::Environment::gather();
+    measure_with(threads, &ProbeConfig::full(&env), env.fingerprint())
+}
+
+fn measure_with(threads: usize, config: &ProbeConfig, fingerprint: String) -> Result<MachineLimits> {
+    ensure!(threads > 0, "the probe needs at least one thread");
+    let measured_at = now_rfc3339();
+    let isa = Isa::detect();
+    let (peak_one, peak_all) = if threads == 1 {
+        let (one, _) = flops::peak(isa, 1, config.fma_duration, config.fma_reps)?;
+        (one, one)
+    } else {
+        flops::peak(isa, threads, config.fma_duration, config.fma_reps)?
+    };
+    let bw = stream::bandwidth(isa, threads, config.stream_len, config.stream_reps)?;
+    let limits = MachineLimits {
+        fingerprint,
+        measured_at,
+        threads,
+        peak_flops_one_core: peak_one,
+        peak_flops_all_cores: peak_all,
+        copy_bandwidth_one_thread: bw.copy_one,
+        copy_bandwidth_all_threads: bw.copy_all,
+        triad_bandwidth_one_thread: bw.triad_one,
+        triad_bandwidth_all_threads: bw.triad_all,
+    };
+    for (name, v) in [
+        ("peak FLOP/s (1 core)", limits.peak_flops_one_core),
+        ("peak FLOP/s (all cores)", limits.peak_flops_all_cores),
+        ("copy bandwidth (1 thread)", limits.copy_bandwidth_one_thread),
+        ("copy bandwidth (all threads)", limits.copy_bandwidth_all_threads),
+        ("triad bandwidth (1 thread)", limits.triad_bandwidth_one_thread),
+        ("triad bandwidth (all threads)", limits.triad_bandwidth_all_threads),
+    ] {
+        ensure!(v.is_finite() && v > 0.0, "probe measured an implausible {name}: {v}");
+    }
+    Ok(limits)
+}
+
+/// What [`run_gated`] returns: each job's result, in order, and the wall time
+/// from the earliest start to the latest finish.
+struct GatedRun<T> {
+    results: Vec<T>,
+    wall: Duration,
+}
+
+/// Runs each job on its own thread, all released together once every thread
+/// exists, so thread start-up is not timed and the jobs overlap.
+fn run_gated<T: Send, F: FnOnce() -> T + Send>(jobs: Vec<F>) -> Result<GatedRun<T>> {
+    const WAIT: u8 = 0;
+    const GO: u8 = 1;
+    const ABORT: u8 = 2;
+    // A spin gate rather than std's Barrier: if spawning a later thread fails,
+    // a Barrier would leave the earlier ones waiting forever.
+    let gate = AtomicU8::new(WAIT);
+    let gate = &gate;
+    std::thread::scope(|scope| {
+        let mut handles = Vec::with_capacity(jobs.len());
+        for (k, job) in jobs.into_iter().enumerate() {
+            let spawned = std::thread::Builder::new().name(format!("tfbench-probe-{k}")).spawn_scoped(
+                scope,
+                move || loop {
+                    match gate.load(Ordering::Acquire) {
+                        WAIT => std::thread::yield_now(),
+                        GO => {
+                            let start = Instant::now();
+                            let result = job();
+                            return Some((start, Instant::now(), result));
+                        }
+                        _ => return None,
+                    }
+                },
+            );
+            match spawned {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    gate.store(ABORT, Ordering::Release);
+                    return Err(e).context("spawning a probe thread");
+                }
+            }
+        }
+        gate.store(GO, Ordering::Release);
+        let mut results = Vec::with_capacity(handles.len());
+        let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
+        for h in handles {
+            let Ok(Some((start, end, result))) = h.join() else { bail!("a probe thread panicked") };
+            first = Some(first.map_or(start, |f| f.min(start)));
+            last = Some(last.map_or(end, |l| l.max(end)));
+            results.push(result);
+        }
+        let wall = match (first, last) {
+            (Some(f), Some(l)) => l.duration_since(f),
+            _ => Duration::ZERO,
+        };
+        // A wall time of zero would turn into an infinite rate.
+        Ok(GatedRun { results, wall: wall.max(Duration::from_nanos(1)) })
+    })
+}
+
+/// Where probe results are cached: `$TFBENCH_CACHE_DIR`, else
+/// `$XDG_CACHE_HOME/tfbench`, else `$HOME/.cache/tfbench`, else
+/// `./.tfbench-cache`.
+pub fn cache_dir() -> PathBuf {
+    cache_dir_from(|key| std::env::var_os(key))
+}
+
+fn cache_dir_from(var: impl Fn(&str) -> Option<OsString>) -> PathBuf {
+    let var = |key| var(key).filter(|v| !v.is_empty());
+    if let Some(dir) = var("TFBENCH_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    // The XDG spec says relative values are invalid and must be ignored.
+    if let Some(dir) = var("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute()) {
+        return dir.join("tfbench");
+    }
+    if let Some(home) = var("HOME") {
+        return PathBuf::from(home).join(".cache").join("tfbench");
+    }
+    PathBuf::from(".tfbench-cache")
+}
+
+fn cache_file(dir: &Path, fingerprint: &str) -> Result<PathBuf> {
+    // The fingerprint becomes part of a file name; one read back from a file
+    // or typed by a user must not be able to point outside the cache.
+    ensure!(
+        !fingerprint.is_empty()
+            && fingerprint.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
+        "invalid machine fingerprint {fingerprint:?}"
+    );
+    Ok(dir.join(format!("probe-{fingerprint}.json")))
+}
+
+/// Writes `limits` to the cache as `probe-<fingerprint>.json` and returns the
+/// path. The write is atomic: readers see the old file or the new one, never
+/// a partial one.
+pub fn save(limits: &MachineLimits) -> Result<PathBuf> {
+    save_in(&cache_dir(), limits)
+}
+
+fn save_in(dir: &Path, limits: &MachineLimits) -> Result<PathBuf> {
+    use std::io::Write;
+    let path = cache_file(dir, &limits.fingerprint)?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating cache directory {}", dir.display()))?;
+    let json = serde_json::to_string_pretty(limits).context("serialising machine limits")?;
+    // Same directory as the target so the rename cannot cross file systems;
+    // pid and time keep concurrent probes from sharing a temp file.
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
+    let tmp = dir.join(format!(".probe-{}.{}.{nanos}.tmp", limits.fingerprint, std::process::id()));
+    let written = (|| -> std::io::Result<()> {
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(json.as_bytes())?;
+        file.write_all(b"\n")?;
+        // Flushed before the rename, or a crash could leave an empty file
+        // under the final name.
+        file.sync_all()?;
+        std::fs::rename(&tmp, &path)
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e).with_context(|| format!("writing {}", path.display()));
+    }
+    Ok(path)
+}
+
+/// Loads the cached limits for `fingerprint`: `Ok(None)` when there are none,
+/// an error naming the file when it cannot be read or parsed.
+pub fn load(fingerprint: &str) -> Result<Option<MachineLimits>> {
+    load_in(&cache_dir(), fingerprint)
+}
+
+fn load_in(dir: &Path, fingerprint: &str) -> Result<Option<MachineLimits>> {
+    let path = cache_file(dir, fingerprint)?;
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let limits: MachineLimits = serde_json::from_str(&text)
+        .with_context(|| format!("corrupt probe cache {} (delete it or re-run the probe)", path.display()))?;
+    ensure!(
+        limits.fingerprint == fingerprint,
+        "probe cache {} belongs to machine {}, not {fingerprint}",
+        path.display(),
+        limits.fingerprint
+    );
+    Ok(Some(limits))
+}
+
+/// The cached limits of this machine, if any; errors count as "none" because
+/// a run must not fail over an optional figure.
+pub fn load_for_this_machine() -> Option<MachineLimits> {
+    load(&crate::env::Environment::gather().fingerprint()).ok().flatten()
+}
+
+/// The current time, RFC 3339 in UTC with seconds precision
+/// (`2023-11-14T22:13:20Z`).
+pub fn now_rfc3339() -> String {
+    let secs = match SystemTime::now().duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(i64::MAX),
+    };
+    rfc3339_from_unix(secs)
+}
+
+/// Seconds since the Unix epoch as RFC 3339 UTC.
+fn rfc3339_from_unix(secs: i64) -> String {
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+}
+
+/// Proleptic Gregorian (year, month, day) of a day count since 1970-01-01,
+/// after Howard Hinnant's `civil_from_days`: shift to eras of 400 years that
+/// start on 1 March, so the leap day is the last day of its year.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097); // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
+    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+#[cfg(test)]
+mod tests;

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// What to do with outlier samples.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum OutlierPolicy {
     /// Classify and report outliers, analyse all samples.
@@ -52,3 +52,44 @@ impl Default for Settings {
         }
     }
 }
+
+impl Settings {
+    /// Checks every value is in range; the error names the key and the range.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let pos = |x: f64| x.is_finite() && x > 0.0;
+        if self.sample_size < 2 {
+            return Err(("sample_size", format!("must be at least 2, got {}", self.sample_size)));
+        }
+        if !(self.warm_up_time.is_finite() && self.warm_up_time >= 0.0) {
+            return Err(("warm_up_time", format!("must be >= 0 seconds, got {}", self.warm_up_time)));
+        }
+        if !pos(self.measurement_time) {
+            return Err(("measurement_time", format!("must be > 0 seconds, got {}", self.measurement_time)));
+        }
+        if let Some(m) = self.max_time.filter(|&m| !pos(m)) {
+            return Err(("max_time", format!("must be > 0 seconds, got {m}")));
+        }
+        if let Some(p) = self.target_precision.filter(|&p| !(pos(p) && p < 100.0)) {
+            return Err(("target_precision", format!("must be a percentage in (0, 100), got {p}")));
+        }
+        if !(self.confidence_level > 0.0 && self.confidence_level < 1.0) {
+            return Err(("confidence_level", format!("must be in (0, 1), e.g. 0.95, got {}", self.confidence_level)));
+        }
+        if self.bootstrap_resamples < 100 {
+            return Err(("bootstrap_resamples", format!("must be at least 100, got {}", self.bootstrap_resamples)));
+        }
+        Ok(())
+    }
+}
+
+mod file;
+mod resolve;
+
+pub use file::{
+    ConfigFile, LoadedConfig, OneOrMany, PartialSettings, RunSection, SuiteSection, line_col, load, parse_toml,
+    parse_yaml,
+};
+pub use resolve::{CliOverrides, Resolved, default_threads, resolve};
+
+/// The `--quick` profile, shipped as `configs/quick.toml`.
+pub const QUICK_PROFILE: &str = include_str!("../../configs/quick.toml");

@@ -21,6 +21,39 @@ pub trait Suite: Sync {
     fn spec_toml(&self) -> &'static str;
     /// Build one runnable case. Allocation and setup happen here, untimed.
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>>;
+    /// Performance targets this suite's results can be checked against
+    /// (reported with the run, never used to fail it).
+    fn targets(&self) -> Vec<TargetSpec> {
+        Vec::new()
+    }
+}
+
+/// The machine limit a target is measured against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Limit {
+    /// Probed peak FMA throughput on all cores.
+    PeakFlopsAllCores,
+    /// Probed peak FMA throughput on one core.
+    PeakFlopsOneCore,
+    /// Probed STREAM triad bandwidth on all threads.
+    TriadAllThreads,
+    /// Probed STREAM triad bandwidth on one thread.
+    TriadOneThread,
+}
+
+/// A performance target: the best rate of matching cases against a limit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TargetSpec {
+    /// What is checked, shown in reports.
+    pub name: &'static str,
+    /// Regex over case ids; the fastest matching case counts.
+    pub case_pattern: &'static str,
+    /// Which declared rate is compared.
+    pub kind: ThroughputKind,
+    /// The limit it is compared with.
+    pub limit: Limit,
+    /// Required fraction of the limit.
+    pub required: f64,
 }
 
 /// One runnable benchmark case, prepared and ready to be verified and timed.

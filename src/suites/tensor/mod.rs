@@ -1,11 +1,93 @@
-//! The tensor suite. STUB: being written.
+//! The tensor suite: core tensor operations on the CPU.
+//!
+//! Benchmarks (see `suites/tensor.toml` for grids and how work is counted):
+//!
+//! | benchmark      | file                 | ops / params                                        |
+//! |----------------|----------------------|-----------------------------------------------------|
+//! | `creation`     | `creation.rs`        | zeros, ones, randn                                  |
+//! | `binary`       | `elementwise.rs`     | add, sub, mul, div, broadcast_add                   |
+//! | `unary`        | `unary.rs`           | relu, sigmoid, tanh, exp, log, sqrt, gelu           |
+//! | `reduction`    | `reduction.rs`       | sum, mean, max, argmax, softmax, layernorm          |
+//! | `transpose`, `reshape`, `slice`, `concat` | `manipulation.rs` | materialised copies and views |
+//! | `matmul`, `bmm`| `matmul.rs`          | matrixmultiply / gemm, 1 or all threads             |
+//! | `half_convert`, `half_add` | `half_precision.rs` | f16 / bf16 via the `half` crate          |
+//!
+//! Every workload verifies its own kernel (the code path `run` times) against
+//! an independent naive reference from `reference.rs`.
+//!
+//! Elementwise kernels are written as plain zips over equal-length slices so
+//! they auto-vectorise; the compute-heavy ones are compiled three times
+//! (AVX-512, AVX2+FMA, baseline) and picked at run time by [`simd_dispatch`],
+//! since the crate itself is built for baseline x86-64.
 
-use crate::plan::Case;
+use crate::plan::{Case, ParamValue};
 use crate::suites::{Suite, Workload};
-use anyhow::Result;
+use anyhow::{Result, bail};
+
+/// Defines a function whose body is compiled for AVX-512 (when the compiler
+/// supports it, `tfbench_rust_1_89` from build.rs), AVX2+FMA and the baseline
+/// target, dispatching at run time on the detected CPU features. Helpers
+/// called from the body must be `#[inline(always)]` to benefit.
+macro_rules! simd_dispatch {
+    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
+        $(#[$meta])*
+        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
+            #[inline(always)]
+            fn body($($arg: $ty),*) $(-> $ret)? $body
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[cfg(tfbench_rust_1_89)]
+                {
+                    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
+                    unsafe fn v4($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+                    if std::arch::is_x86_feature_detected!("avx512f")
+                        && std::arch::is_x86_feature_detected!("avx512vl")
+                        && std::arch::is_x86_feature_detected!("avx512dq")
+                        && std::arch::is_x86_feature_detected!("avx512bw")
+                    {
+                        // SAFETY: the CPU supports every feature v4 was compiled for.
+                        return unsafe { v4($($arg),*) };
+                    }
+                }
+                #[target_feature(enable = "avx2,fma")]
+                unsafe fn v3($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
+                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+                    // SAFETY: the CPU supports every feature v3 was compiled for.
+                    return unsafe { v3($($arg),*) };
+                }
+            }
+            body($($arg),*)
+        }
+    };
+}
+
+mod creation;
+mod elementwise;
+mod half_precision;
+mod manipulation;
+mod matmul;
+mod reduction;
+mod reference;
+mod unary;
 
 /// Core tensor operations on the CPU.
 pub struct TensorSuite;
+
+/// Benchmarks of `suites/tensor.toml`, in file order; `prepare` handles each.
+pub const BENCHMARKS: &[&str] = &[
+    "creation",
+    "binary",
+    "unary",
+    "reduction",
+    "transpose",
+    "reshape",
+    "slice",
+    "concat",
+    "matmul",
+    "bmm",
+    "half_convert",
+    "half_add",
+];
 
 impl Suite for TensorSuite {
     fn name(&self) -> &'static str {
@@ -18,6 +100,246 @@ impl Suite for TensorSuite {
         include_str!("../../../suites/tensor.toml")
     }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
-        anyhow::bail!("{}: not yet implemented", case.id)
+        match case.benchmark.as_str() {
+            "creation" => creation::prepare(case),
+            "binary" => elementwise::prepare(case),
+            "unary" => unary::prepare(case),
+            "reduction" => reduction::prepare(case),
+            "transpose" => manipulation::prepare_transpose(case),
+            "reshape" => manipulation::prepare_reshape(case),
+            "slice" => manipulation::prepare_slice(case),
+            "concat" => manipulation::prepare_concat(case),
+            "matmul" => matmul::prepare_matmul(case),
+            "bmm" => matmul::prepare_bmm(case),
+            "half_convert" => half_precision::prepare_convert(case),
+            "half_add" => half_precision::prepare_add(case),
+            other => bail!("tensor suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
+        }
+    }
+}
+
+/// Slices shorter than this run serially: below ~100K elements rayon's
+/// fork/join overhead is comparable to the kernel itself.
+pub(crate) const PAR_MIN: usize = 1 << 17;
+
+/// Elements per rayon task for parallel elementwise kernels (256 KiB of f32).
+pub(crate) const CHUNK: usize = 1 << 16;
+
+/// A reproducible seed derived from the case id (FNV-1a).
+pub(crate) fn seed(case: &Case) -> u64 {
+    case.id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// The string parameter `key`, which must be one of `valid`.
+pub(crate) fn choice<'a>(case: &Case, key: &str, valid: &[&'a str]) -> Result<&'a str> {
+    let got = case.str(key)?;
+    match valid.iter().find(|v| **v == got) {
+        Some(v) => Ok(v),
+        None => bail!("case {}: `{key}` = `{got}` is not valid; valid: {}", case.id, valid.join(", ")),
+    }
+}
+
+/// The positive integer parameter `elements`.
+pub(crate) fn elements(case: &Case) -> Result<usize> {
+    let n = case.usize("elements")?;
+    if n == 0 {
+        bail!("case {}: `elements` must be positive", case.id);
+    }
+    Ok(n)
+}
+
+/// A two-dimensional `shape` parameter, `ROWSxCOLS`.
+pub(crate) fn shape2(case: &Case) -> Result<(usize, usize)> {
+    match case.shape("shape")?.as_slice() {
+        &[r, c] => Ok((r, c)),
+        other => bail!("case {}: `shape` must be ROWSxCOLS, got {} dimensions", case.id, other.len()),
+    }
+}
+
+/// A dedicated pool when `threads` is an explicit count, `None` (the global
+/// pool) when it is `all`, together with the thread count to use.
+pub(crate) fn thread_pool(case: &Case) -> Result<(Option<rayon::ThreadPool>, usize)> {
+    let threads = case.threads()?;
+    match case.params.get("threads") {
+        Some(ParamValue::Int(_)) => {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
+            Ok((Some(pool), threads))
+        }
+        _ => Ok((None, threads)),
+    }
+}
+
+/// Runs `f` inside `pool`, or on the current (global) pool when `None`.
+pub(crate) fn install<R: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{SuiteSpec, expand};
+    use std::collections::BTreeMap;
+
+    fn spec() -> SuiteSpec {
+        SuiteSpec::parse("tensor", TensorSuite.spec_toml()).unwrap()
+    }
+
+    /// Rough size of a case: elements touched, or M*K*N for a matmul.
+    fn size(case: &Case) -> usize {
+        let mut n = 1usize;
+        if let Ok(e) = case.usize("elements") {
+            n = n.max(e);
+        }
+        if let Ok(s) = case.shape("shape") {
+            n = n.max(s.iter().product());
+        }
+        n
+    }
+
+    #[test]
+    fn toml_benchmarks_match_the_dispatch_table() {
+        let names: Vec<_> = spec().benchmarks.iter().map(|b| b.name.clone()).collect();
+        assert_eq!(names, BENCHMARKS);
+        for b in spec().benchmarks {
+            assert!(b.description.len() > 40, "{}: description too short", b.name);
+        }
+    }
+
+    #[test]
+    fn default_grid_cases_below_size_limit_prepare_and_verify() {
+        let mut checked = 0;
+        let mut total = 0;
+        for b in spec().benchmarks {
+            for case in expand("tensor", &b) {
+                total += 1;
+                if size(&case) > 1 << 21 {
+                    continue;
+                }
+                let mut w = TensorSuite.prepare(&case).unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
+                let v = w.verify().unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
+                assert!(v.passed, "{}: {} {}", case.id, v.reference, v.detail);
+                assert!(!w.throughput().is_empty(), "{}", case.id);
+                w.run(1).unwrap();
+                checked += 1;
+            }
+        }
+        assert!(total > 100, "only {total} cases");
+        assert!(checked >= 40, "only {checked} of {total} cases were small enough to check");
+    }
+
+    /// Every benchmark, with every value of its non-size parameters, on small sizes.
+    #[test]
+    fn every_benchmark_and_op_prepares_verifies_and_runs_on_small_params() {
+        let small: BTreeMap<&str, Vec<ParamValue>> = [
+            ("elements", vec![ParamValue::Int(1000), ParamValue::Int(PAR_MIN as i64 + 17)]),
+            ("shape", vec![ParamValue::Str("37x53".into()), ParamValue::Str("300x513".into())]),
+        ]
+        .into_iter()
+        .collect();
+        let small_mm = vec![ParamValue::Str("7x13x5".into()), ParamValue::Str("65x33x17".into())];
+        let small_bmm = vec![ParamValue::Str("3x7x13x5".into())];
+        let mut spec = spec();
+        for b in &mut spec.benchmarks {
+            for g in &mut b.grids {
+                for (k, v) in g.iter_mut() {
+                    if b.name == "matmul" && k == "shape" {
+                        *v = small_mm.clone();
+                    } else if b.name == "bmm" && k == "shape" {
+                        *v = small_bmm.clone();
+                    } else if let Some(s) = small.get(k.as_str()) {
+                        *v = s.clone();
+                    }
+                }
+            }
+            for case in expand("tensor", b) {
+                let mut w = TensorSuite.prepare(&case).unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
+                let v = w.verify().unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
+                assert!(v.passed, "{}: {} {}", case.id, v.reference, v.detail);
+                w.run(2).unwrap();
+            }
+        }
+    }
+
+    /// Not a test: times default-grid cases whose id matches the regex in
+    /// `TFBENCH_PROBE` (default: the 16M add) and prints their rates, with a
+    /// STREAM-triad-like reference kernel for bandwidth comparison.
+    /// `TFBENCH_PROBE=binary cargo test --release --lib tensor::tests::probe -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn probe() {
+        use std::time::Instant;
+        let time = |f: &mut dyn FnMut(u64), work: f64| {
+            let mut iters = 1u64;
+            loop {
+                let t = Instant::now();
+                f(iters);
+                if t.elapsed().as_secs_f64() > 0.05 {
+                    break;
+                }
+                iters *= 2;
+            }
+            let mut best = f64::MAX;
+            for _ in 0..7 {
+                let t = Instant::now();
+                f(iters);
+                best = best.min(t.elapsed().as_secs_f64() / iters as f64);
+            }
+            work / best
+        };
+        let n = 1 << 24;
+        let (a, b) = (crate::util::randn(n, 1), crate::util::randn(n, 2));
+        let mut c = vec![0.0f32; n];
+        use rayon::prelude::*;
+        let triad = time(
+            &mut |it| {
+                for _ in 0..it {
+                    c.par_chunks_mut(CHUNK).zip(a.par_chunks(CHUNK)).zip(b.par_chunks(CHUNK)).for_each(
+                        |((c, a), b)| c.iter_mut().zip(a).zip(b).for_each(|((c, &a), &b)| *c = a + 3.0 * b),
+                    );
+                    std::hint::black_box(&mut c);
+                }
+            },
+            12.0 * n as f64,
+        );
+        println!("triad-like 16M (12 B/elem): {:.1} GB/s", triad / 1e9);
+        let re =
+            regex::Regex::new(&std::env::var("TFBENCH_PROBE").unwrap_or("binary/op=add,shape=4096".into()))
+                .unwrap();
+        for b in spec().benchmarks {
+            for case in expand("tensor", &b).into_iter().filter(|c| re.is_match(&c.id)) {
+                let mut w = TensorSuite.prepare(&case).unwrap();
+                assert!(w.verify().unwrap().passed, "{}", case.id);
+                let tp = w.throughput();
+                let t = tp[0];
+                let per_sec = time(&mut |it| w.run(it).unwrap(), 1.0);
+                let rates: Vec<String> = tp
+                    .iter()
+                    .map(|t| format!("{:.2} G{}", t.per_iteration * per_sec / 1e9, t.kind.rate_unit()))
+                    .collect();
+                let _ = t;
+                println!("{}: {}", case.id, rates.join(", "));
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_benchmarks_and_bad_params_name_the_valid_choices() {
+        let case = Case::new("tensor", "nope", BTreeMap::new());
+        let err = TensorSuite.prepare(&case).err().unwrap().to_string();
+        assert!(err.contains("valid: creation, binary"), "{err}");
+        let mut p = BTreeMap::new();
+        p.insert("op".to_string(), ParamValue::Str("cube".into()));
+        p.insert("elements".to_string(), ParamValue::Int(10));
+        let err = TensorSuite.prepare(&Case::new("tensor", "unary", p)).err().unwrap().to_string();
+        assert!(err.contains("valid: relu, sigmoid"), "{err}");
+        let mut p = BTreeMap::new();
+        p.insert("impl".to_string(), ParamValue::Str("blas".into()));
+        p.insert("shape".to_string(), ParamValue::Str("2x2x2".into()));
+        p.insert("threads".to_string(), ParamValue::Int(1));
+        let err = TensorSuite.prepare(&Case::new("tensor", "matmul", p)).err().unwrap().to_string();
+        assert!(err.contains("valid: matrixmultiply, gemm"), "{err}");
     }
 }

@@ -1,0 +1,358 @@
+//! Raw samples -> estimates, intervals, outliers, rates, roofline class and
+//! notes. Pure: no clocks, no I/O.
+
+use crate::config::{OutlierPolicy, Settings};
+use crate::harness::sampler::Measurement;
+use crate::plan::{Case, ParamValue};
+use crate::probe::MachineLimits;
+use crate::results::{
+    AllocStats, Bound, CaseResult, CaseStatus, Estimate, Estimates, OutlierCounts, SamplingInfo, StopReason,
+    TargetCheck, ThroughputEstimate,
+};
+use crate::stats::{self, OutlierClass};
+use crate::suites::{Limit, TargetSpec, Throughput, ThroughputKind, Verification};
+
+/// IQR/median above this marks a case as noisy.
+pub const NOISY_IQR_RATIO: f64 = 0.10;
+/// A case achieving under this fraction of its roofline bound is latency-bound.
+pub const LATENCY_BOUND_FRACTION: f64 = 0.10;
+
+/// Everything the runner gathered for one case over all rounds.
+#[derive(Debug, Clone)]
+pub struct CaseOutcome {
+    /// The case.
+    pub case: Case,
+    /// The phase and reason of a failure, if any.
+    pub failure: Option<(String, String)>,
+    /// The self-check's result, if it ran.
+    pub verification: Option<Verification>,
+    /// Work per iteration as declared by the workload.
+    pub throughput: Vec<Throughput>,
+    /// One measurement per round that got that far.
+    pub measurements: Vec<Measurement>,
+}
+
+/// Turns one case's raw outcome into its result.
+pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) -> CaseResult {
+    let samples: Vec<_> = o.measurements.iter().flat_map(|m| m.samples.iter().copied()).collect();
+    let mut r = CaseResult {
+        id: o.case.id.clone(),
+        suite: o.case.suite.clone(),
+        benchmark: o.case.benchmark.clone(),
+        params: o.case.params.clone(),
+        status: match &o.failure {
+            None => CaseStatus::Ok,
+            Some((phase, reason)) => CaseStatus::Failed { phase: phase.clone(), reason: reason.clone() },
+        },
+        verification: o.verification.clone(),
+        sampling: sampling_info(&o.measurements),
+        samples,
+        estimates: None,
+        outliers: None,
+        throughput: Vec::new(),
+        alloc: merge_alloc(&o.measurements),
+        bound: None,
+        notes: Vec::new(),
+    };
+    if r.status.is_failed() || r.samples.is_empty() {
+        return r;
+    }
+    let per_iter: Vec<f64> = r.samples.iter().map(|x| x.per_iter()).collect();
+    let (_, classes) = stats::tukey(&per_iter);
+    let mut counts = OutlierCounts::default();
+    for c in &classes {
+        match c {
+            OutlierClass::LowSevere => counts.low_severe += 1,
+            OutlierClass::LowMild => counts.low_mild += 1,
+            OutlierClass::HighMild => counts.high_mild += 1,
+            OutlierClass::HighSevere => counts.high_severe += 1,
+            OutlierClass::Normal => {}
+        }
+    }
+    let mut analysed = per_iter.clone();
+    if s.outliers == OutlierPolicy::Remove && counts.total() > 0 && counts.total() < per_iter.len() {
+        analysed = per_iter.iter().zip(&classes).filter(|(_, c)| **c == OutlierClass::Normal).map(|(x, _)| *x).collect();
+        counts.removed = per_iter.len() - analysed.len();
+        r.notes.push(format!("{} outlier sample(s) removed before analysis (--outliers remove)", counts.removed));
+    }
+    let Some(est) = estimates(&analysed, s, &o.case.id) else { return r };
+    if est.iqr_over_median > NOISY_IQR_RATIO {
+        r.notes.push(format!("noisy: IQR is {:.0}% of the median", est.iqr_over_median * 100.0));
+    }
+    if let Some(info) = &r.sampling {
+        match info.stopped_by {
+            StopReason::MaxTime => r.notes.push(format!(
+                "max-time cut sampling: {} of {} samples",
+                info.samples, info.requested_samples
+            )),
+            StopReason::MeasurementTime if info.samples < info.requested_samples => r.notes.push(format!(
+                "measurement time allowed {} of {} samples",
+                info.samples, info.requested_samples
+            )),
+            _ => {}
+        }
+    }
+    let one_core = matches!(o.case.params.get("threads"), Some(ParamValue::Int(1)));
+    r.throughput = o.throughput.iter().map(|t| rate(t, &est.median, limits, one_core)).collect();
+    r.bound = limits.and_then(|l| classify(&o.throughput, est.median.point, l, one_core));
+    r.outliers = Some(counts);
+    r.estimates = Some(est);
+    r
+}
+
+fn sampling_info(ms: &[Measurement]) -> Option<SamplingInfo> {
+    let last = ms.last()?;
+    Some(SamplingInfo {
+        warm_up_ns: ms.iter().map(|m| m.warm_up_ns).sum(),
+        iterations_per_sample: last.iterations_per_sample,
+        samples: ms.iter().map(|m| m.samples.len()).sum(),
+        requested_samples: ms.iter().map(|m| m.requested).sum(),
+        stopped_by: last.stopped_by,
+    })
+}
+
+fn merge_alloc(ms: &[Measurement]) -> Option<AllocStats> {
+    let mut iters = 0.0;
+    let mut out = AllocStats::default();
+    for m in ms {
+        let a = m.alloc.as_ref()?;
+        let n: f64 = m.samples.iter().map(|x| x.iterations as f64).sum();
+        out.allocs_per_iter += a.allocs_per_iter * n;
+        out.bytes_per_iter += a.bytes_per_iter * n;
+        out.peak_bytes = out.peak_bytes.max(a.peak_bytes);
+        iters += n;
+    }
+    if iters == 0.0 {
+        return None;
+    }
+    out.allocs_per_iter /= iters;
+    out.bytes_per_iter /= iters;
+    Some(out)
+}
+
+/// Estimates of per-iteration times (ns); `None` for no data.
+pub fn estimates(x: &[f64], s: &Settings, id: &str) -> Option<Estimates> {
+    let sum = stats::Summary::new(x)?;
+    let mut sorted = x.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let level = s.confidence_level;
+    let (mlo, mhi) = stats::median_ci(&sorted, level);
+    // Seeded per case so the same samples always give the same interval.
+    let (blo, bhi) = stats::bootstrap_mean_ci(x, level, s.bootstrap_resamples, s.seed ^ fnv1a(id));
+    Some(Estimates {
+        median: Estimate { point: sum.median, lower: mlo, upper: mhi, level },
+        mean: Estimate { point: sum.mean, lower: blo, upper: bhi, level },
+        std_dev: sum.std_dev,
+        mad: sum.mad,
+        min: sum.min,
+        max: sum.max,
+        p50: sum.median,
+        p90: sum.p90,
+        p99: sum.p99,
+        iqr_over_median: if sum.median > 0.0 { (sum.q3 - sum.q1) / sum.median } else { 0.0 },
+    })
+}
+
+fn fnv1a(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
+}
+
+fn peak_for(kind: ThroughputKind, l: &MachineLimits, one_core: bool) -> Option<f64> {
+    match (kind, one_core) {
+        (ThroughputKind::Flops, true) => Some(l.peak_flops_one_core),
+        (ThroughputKind::Flops, false) => Some(l.peak_flops_all_cores),
+        (ThroughputKind::Bytes, true) => Some(l.triad_bandwidth_one_thread),
+        (ThroughputKind::Bytes, false) => Some(l.triad_bandwidth_all_threads),
+        _ => None,
+    }
+}
+
+fn rate(t: &Throughput, median: &Estimate, limits: Option<&MachineLimits>, one_core: bool) -> ThroughputEstimate {
+    let per_sec = |ns: f64| if ns > 0.0 { t.per_iteration * 1e9 / ns } else { f64::INFINITY };
+    let point = per_sec(median.point);
+    ThroughputEstimate {
+        kind: t.kind,
+        per_iteration: t.per_iteration,
+        // A longer time is a lower rate: the bounds swap.
+        rate: Estimate { point, lower: per_sec(median.upper), upper: per_sec(median.lower), level: median.level },
+        pct_of_peak: limits.and_then(|l| peak_for(t.kind, l, one_core)).map(|p| point / p * 100.0),
+    }
+}
+
+/// Roofline: compute- or memory-bound by arithmetic intensity against the
+/// machine balance; latency-bound when the case reaches under 10% of the
+/// roof that should limit it (overheads, not the machine, set its time).
+pub fn classify(decl: &[Throughput], median_ns: f64, l: &MachineLimits, one_core: bool) -> Option<Bound> {
+    let get = |k| decl.iter().find(|t| t.kind == k).map(|t| t.per_iteration).filter(|&v| v > 0.0);
+    let flops = get(ThroughputKind::Flops);
+    let bytes = get(ThroughputKind::Bytes);
+    let peak = peak_for(ThroughputKind::Flops, l, one_core)?;
+    let bw = peak_for(ThroughputKind::Bytes, l, one_core)?;
+    let secs = median_ns / 1e9;
+    let (bound, attainable_secs) = match (flops, bytes) {
+        (Some(f), Some(b)) => {
+            if f / b > peak / bw {
+                (Bound::Compute, f / peak)
+            } else {
+                (Bound::Memory, b / bw)
+            }
+        }
+        (Some(f), None) => (Bound::Compute, f / peak),
+        (None, Some(b)) => (Bound::Memory, b / bw),
+        (None, None) => return None,
+    };
+    Some(if attainable_secs < LATENCY_BOUND_FRACTION * secs { Bound::Latency } else { bound })
+}
+
+/// Evaluates the suites' performance targets against this run's results.
+pub fn evaluate_targets(specs: &[TargetSpec], cases: &[CaseResult], limits: Option<&MachineLimits>) -> Vec<TargetCheck> {
+    let Some(l) = limits else { return Vec::new() };
+    let mut out = Vec::new();
+    for spec in specs {
+        let Ok(re) = regex::Regex::new(spec.case_pattern) else { continue };
+        let best = cases
+            .iter()
+            .filter(|c| !c.status.is_failed() && re.is_match(&c.id))
+            .filter_map(|c| c.throughput.iter().find(|t| t.kind == spec.kind).map(|t| (c, t.rate.point)))
+            .max_by(|a, b| a.1.total_cmp(&b.1));
+        let Some((case, measured)) = best else { continue };
+        let limit = match spec.limit {
+            Limit::PeakFlopsAllCores => l.peak_flops_all_cores,
+            Limit::PeakFlopsOneCore => l.peak_flops_one_core,
+            Limit::TriadAllThreads => l.triad_bandwidth_all_threads,
+            Limit::TriadOneThread => l.triad_bandwidth_one_thread,
+        };
+        let ratio = measured / limit;
+        out.push(TargetCheck {
+            name: spec.name.to_string(),
+            case_id: case.id.clone(),
+            measured,
+            limit,
+            unit: spec.kind.rate_unit().to_string(),
+            ratio,
+            required: spec.required,
+            met: ratio >= spec.required,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Sample;
+
+    fn limits() -> MachineLimits {
+        MachineLimits {
+            fingerprint: "f".into(),
+            measured_at: "t".into(),
+            threads: 2,
+            peak_flops_one_core: 100e9,
+            peak_flops_all_cores: 200e9,
+            copy_bandwidth_one_thread: 10e9,
+            copy_bandwidth_all_threads: 20e9,
+            triad_bandwidth_one_thread: 10e9,
+            triad_bandwidth_all_threads: 20e9,
+        }
+    }
+
+    fn outcome(times: &[f64], decl: Vec<Throughput>) -> CaseOutcome {
+        let samples = times.iter().map(|&t| Sample { iterations: 10, nanos: t * 10.0, round: 0 }).collect();
+        CaseOutcome {
+            case: Case::new("s", "b", Default::default()),
+            failure: None,
+            verification: Some(Verification::pass("r")),
+            throughput: decl,
+            measurements: vec![Measurement {
+                samples,
+                warm_up_ns: 1.0,
+                iterations_per_sample: 10,
+                requested: times.len(),
+                stopped_by: StopReason::SampleSize,
+                alloc: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn rates_invert_the_time_interval_and_scale_to_peak() {
+        let times: Vec<f64> = (0..50).map(|i| 1000.0 + (i % 5) as f64).collect();
+        let r = analyze(&outcome(&times, vec![Throughput::flops(100_000.0)]), &Settings::default(), Some(&limits()));
+        let est = r.estimates.as_ref().unwrap();
+        assert_eq!(est.median.point, 1002.0);
+        let t = &r.throughput[0];
+        assert!((t.rate.point - 100_000.0 * 1e9 / 1002.0).abs() < 1.0);
+        assert!(t.rate.lower <= t.rate.point && t.rate.point <= t.rate.upper);
+        let pct = t.pct_of_peak.unwrap();
+        assert!((pct - t.rate.point / 200e9 * 100.0).abs() < 1e-9);
+        assert_eq!(r.bound, Some(Bound::Compute));
+    }
+
+    #[test]
+    fn outliers_are_counted_and_removed_only_on_request() {
+        let mut times = vec![100.0; 40];
+        times.extend([101.0, 99.0, 102.0, 98.0, 10_000.0]);
+        let keep = analyze(&outcome(&times, vec![]), &Settings::default(), None);
+        let o = keep.outliers.as_ref().unwrap();
+        assert_eq!(o.high_severe, 1);
+        assert_eq!(o.removed, 0);
+        assert!(keep.estimates.as_ref().unwrap().max == 10_000.0);
+        let s = Settings { outliers: OutlierPolicy::Remove, ..Default::default() };
+        let rem = analyze(&outcome(&times, vec![]), &s, None);
+        assert!(rem.outliers.as_ref().unwrap().removed >= 1);
+        assert!(rem.estimates.as_ref().unwrap().max < 10_000.0);
+        assert!(rem.notes.iter().any(|n| n.contains("removed")));
+    }
+
+    #[test]
+    fn noisy_cases_get_a_note_and_analysis_is_reproducible() {
+        let times: Vec<f64> = (0..40).map(|i| 100.0 + 5.0 * (i % 8) as f64).collect();
+        let a = analyze(&outcome(&times, vec![]), &Settings::default(), None);
+        assert!(a.notes.iter().any(|n| n.starts_with("noisy")), "{:?}", a.notes);
+        let b = analyze(&outcome(&times, vec![]), &Settings::default(), None);
+        assert_eq!(a.estimates, b.estimates);
+    }
+
+    #[test]
+    fn roofline_classes() {
+        let l = limits();
+        // 1 FLOP per byte is below the balance of 10: memory-bound at 50% of bandwidth.
+        let mem = [Throughput::flops(1e6), Throughput::bytes(1e6)];
+        assert_eq!(classify(&mem, 1e6 / 20e9 * 2.0 * 1e9, &l, false), Some(Bound::Memory));
+        // Same work taking 100x the roofline time: latency-bound.
+        assert_eq!(classify(&mem, 1e6 / 20e9 * 100.0 * 1e9, &l, false), Some(Bound::Latency));
+        let comp = [Throughput::flops(1e9), Throughput::bytes(1e6)];
+        assert_eq!(classify(&comp, 1e9 / 200e9 * 1.2 * 1e9, &l, false), Some(Bound::Compute));
+        assert_eq!(classify(&[Throughput::items(3.0)], 10.0, &l, false), None);
+    }
+
+    #[test]
+    fn failed_cases_keep_their_reason_and_no_estimates() {
+        let mut o = outcome(&[1.0, 2.0], vec![]);
+        o.failure = Some(("verify".into(), "bad".into()));
+        let r = analyze(&o, &Settings::default(), None);
+        assert!(r.status.is_failed() && r.estimates.is_none());
+    }
+
+    #[test]
+    fn targets_pick_the_best_matching_case() {
+        let mk = |id: &str, rate: f64| {
+            let mut r = analyze(&outcome(&[1.0, 1.0, 1.0], vec![Throughput::flops(1.0)]), &Settings::default(), None);
+            r.id = id.into();
+            r.throughput[0].rate.point = rate;
+            r
+        };
+        let cases = vec![mk("t/mm/a", 150e9), mk("t/mm/b", 170e9), mk("t/add/x", 500e9)];
+        let spec = TargetSpec {
+            name: "gemm",
+            case_pattern: "^t/mm/",
+            kind: ThroughputKind::Flops,
+            limit: Limit::PeakFlopsAllCores,
+            required: 0.8,
+        };
+        let checks = evaluate_targets(&[spec], &cases, Some(&limits()));
+        assert_eq!(checks.len(), 1);
+        assert_eq!(checks[0].case_id, "t/mm/b");
+        assert!((checks[0].ratio - 0.85).abs() < 1e-12 && checks[0].met);
+    }
+}

@@ -1,0 +1,219 @@
+//! Layering: defaults < `--quick` profile < config file < its suite section
+//! < CLI flags, and the plan of cases that results.
+
+use super::file::{ConfigFile, LoadedConfig, PartialSettings, parse_toml};
+use super::{QUICK_PROFILE, Settings};
+use crate::plan::{self, Case, Filter, SuiteSpec};
+use crate::suites::{self, Suite};
+use anyhow::{Result, bail};
+use std::collections::BTreeMap;
+
+/// What the command line says about a run (all optional: unset means "not given").
+#[derive(Debug, Clone, Default)]
+pub struct CliOverrides {
+    /// `--suite` values (empty: the config's list, else every suite).
+    pub suites: Vec<String>,
+    /// FILTER, `--exact`, `--skip`.
+    pub filter: Filter,
+    /// Harness flags.
+    pub harness: PartialSettings,
+    /// `--quick`.
+    pub quick: bool,
+    /// `--threads`.
+    pub threads: Option<usize>,
+    /// `--rounds`.
+    pub rounds: Option<u32>,
+    /// `--shuffle`.
+    pub shuffle: bool,
+}
+
+/// A resolved run: the cases in plan order and the settings for each suite.
+#[derive(Clone)]
+pub struct Resolved {
+    /// Cases after grid overrides and filtering, in registry and file order.
+    pub cases: Vec<Case>,
+    /// Settings per suite name (only the suites selected).
+    pub settings: BTreeMap<String, Settings>,
+    /// Suites selected, in registry order.
+    pub suites: Vec<&'static dyn Suite>,
+    /// Each selected suite's spec after the config's grid overrides.
+    pub specs: BTreeMap<String, SuiteSpec>,
+    /// Worker threads for the rayon pool.
+    pub threads: usize,
+    /// Rounds over the plan.
+    pub rounds: u32,
+    /// Shuffle each round.
+    pub shuffle: bool,
+}
+
+/// Resolves the layers into a plan. Errors name the file, line and the choices.
+pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Resolved> {
+    let empty = ConfigFile::default();
+    let file = config.map_or(&empty, |c| &c.config);
+    let at = |key: &str, msg: String| match config {
+        Some(c) => c.error_at(key, msg),
+        None => anyhow::anyhow!(msg),
+    };
+    let known: Vec<&str> = suites::registry().iter().map(|s| s.name()).collect();
+
+    // Suites: CLI, else config, else all.
+    let names: Vec<String> = if !cli.suites.is_empty() {
+        cli.suites.clone()
+    } else {
+        file.run.suites.clone().unwrap_or_else(|| known.iter().map(|s| s.to_string()).collect())
+    };
+    let mut selected: Vec<&'static dyn Suite> = Vec::new();
+    for n in &names {
+        match suites::find(n) {
+            Some(s) if !selected.iter().any(|x| x.name() == s.name()) => selected.push(s),
+            Some(_) => {}
+            None if cli.suites.is_empty() => {
+                return Err(at("suites", format!("unknown suite `{n}`; known suites: {}", known.join(", "))));
+            }
+            None => bail!("unknown suite `{n}`; known suites: {}", known.join(", ")),
+        }
+    }
+    selected.sort_by_key(|s| known.iter().position(|k| *k == s.name()));
+    for name in file.suites.keys() {
+        if suites::find(name).is_none() {
+            return Err(at(name, format!("unknown suite `{name}` in [suites]; known suites: {}", known.join(", "))));
+        }
+    }
+
+    let quick = if cli.quick { Some(parse_toml("configs/quick.toml", QUICK_PROFILE)?) } else { None };
+    let mut settings = BTreeMap::new();
+    let mut specs = BTreeMap::new();
+    let mut cases = Vec::new();
+    let filter = Filter {
+        pattern: cli.filter.pattern.clone().or_else(|| file.run.filter.clone()),
+        exact: cli.filter.exact,
+        skip: cli.filter.skip.clone().or_else(|| file.run.skip.clone()),
+    }
+    .compile()?;
+    for suite in &selected {
+        let section = file.suites.get(suite.name());
+        let mut s = Settings::default();
+        if let Some(q) = &quick {
+            q.harness.apply_to(&mut s);
+        }
+        file.harness.apply_to(&mut s);
+        if let Some(sec) = section {
+            sec.harness.apply_to(&mut s);
+        }
+        cli.harness.apply_to(&mut s);
+        if let Err((key, msg)) = s.validate() {
+            let from_cli = field_set(&cli.harness, key);
+            return Err(if from_cli {
+                anyhow::anyhow!("--{}: {msg}", key.replace('_', "-"))
+            } else {
+                at(key, format!("{key} {msg}"))
+            });
+        }
+        settings.insert(suite.name().to_string(), s);
+
+        let mut spec = SuiteSpec::parse(suite.name(), suite.spec_toml())?;
+        if let Some(sec) = section {
+            for (bench, params) in &sec.benchmarks {
+                let params = params.iter().map(|(k, v)| (k.clone(), v.clone().into_vec())).collect();
+                spec.override_params(suite.name(), bench, &params).map_err(|e| {
+                    let key = params_key_hint(&e.to_string(), bench);
+                    at(&key, e.to_string())
+                })?;
+            }
+        }
+        for b in &spec.benchmarks {
+            cases.extend(plan::expand(suite.name(), b).into_iter().filter(|c| filter.matches(&c.id)));
+        }
+        specs.insert(suite.name().to_string(), spec);
+    }
+
+    let threads = cli.threads.or(file.run.threads).unwrap_or_else(default_threads);
+    if threads == 0 {
+        bail!("threads must be at least 1");
+    }
+    let rounds = cli.rounds.or(file.run.rounds).unwrap_or(1);
+    if rounds == 0 {
+        return Err(at("rounds", "rounds must be at least 1".to_string()));
+    }
+    let shuffle = cli.shuffle || file.run.shuffle.unwrap_or(false);
+    Ok(Resolved { cases, settings, suites: selected, specs, threads, rounds, shuffle })
+}
+
+/// Logical CPUs available to this process.
+pub fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+fn field_set(p: &PartialSettings, key: &str) -> bool {
+    match key {
+        "sample_size" => p.sample_size.is_some(),
+        "warm_up_time" => p.warm_up_time.is_some(),
+        "measurement_time" => p.measurement_time.is_some(),
+        "max_time" => p.max_time.is_some(),
+        "target_precision" => p.target_precision.is_some(),
+        "confidence_level" => p.confidence_level.is_some(),
+        "bootstrap_resamples" => p.bootstrap_resamples.is_some(),
+        _ => false,
+    }
+}
+
+/// The key an override error is about: the bad parameter if named, else the benchmark.
+fn params_key_hint(msg: &str, bench: &str) -> String {
+    msg.split('`').nth(1).filter(|k| !k.is_empty()).unwrap_or(bench).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::file::parse_toml;
+
+    fn loaded(text: &str) -> LoadedConfig {
+        LoadedConfig { config: parse_toml("x.toml", text).unwrap(), path: "x.toml".into(), text: text.into() }
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let cfg = loaded("[harness]\nsample_size = 30\nwarm_up_time = 0.2\n[suites.tensor.harness]\nsample_size = 40\n");
+        let cli = CliOverrides {
+            quick: true,
+            harness: PartialSettings { warm_up_time: Some(0.1), ..Default::default() },
+            ..Default::default()
+        };
+        let r = resolve(Some(&cfg), &cli).unwrap();
+        let s = &r.settings["tensor"];
+        assert_eq!(s.sample_size, 40, "suite section beats the file's harness");
+        assert_eq!(s.warm_up_time, 0.1, "CLI beats the file");
+        assert_eq!(s.max_time, Some(0.5), "quick profile applies under the file");
+    }
+
+    #[test]
+    fn unknown_suites_and_params_are_located() {
+        let err = resolve(Some(&loaded("[run]\nthreads = 1\n\n[suites.tensr.harness]\nsample_size = 3\n")), &Default::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("x.toml:4:9:") && err.contains("known suites: tensor"), "{err}");
+        let cli = CliOverrides { suites: vec!["nope".into()], ..Default::default() };
+        let err = resolve(None, &cli).unwrap_err().to_string();
+        assert!(err.contains("unknown suite `nope`") && err.contains("tensor"), "{err}");
+        let err = resolve(Some(&loaded("[harness]\nconfidence_level = 1.5\n")), &Default::default()).unwrap_err().to_string();
+        assert!(err.starts_with("x.toml:2:1:") && err.contains("(0, 1)"), "{err}");
+    }
+
+    #[test]
+    fn shipped_profiles_resolve() {
+        for (name, text) in [
+            ("configs/quick.toml", include_str!("../../configs/quick.toml")),
+            ("configs/ci.toml", include_str!("../../configs/ci.toml")),
+        ] {
+            let c = LoadedConfig { config: parse_toml(name, text).unwrap(), path: name.into(), text: text.into() };
+            resolve(Some(&c), &Default::default()).unwrap_or_else(|e| panic!("{name}: {e:#}"));
+        }
+        let text = include_str!("../../configs/full.yaml");
+        let c = LoadedConfig {
+            config: crate::config::parse_yaml("configs/full.yaml", text).unwrap(),
+            path: "configs/full.yaml".into(),
+            text: text.into(),
+        };
+        resolve(Some(&c), &Default::default()).unwrap_or_else(|e| panic!("full.yaml: {e:#}"));
+    }
+}

@@ -1,0 +1,137 @@
+//! Runs a resolved plan: for each round and case, prepare, verify, measure.
+//! A failure or panic in one case is recorded and the run goes on.
+
+use super::sampler::{self, Measurement};
+use super::timer::TimerInfo;
+use crate::analysis::{self, CaseOutcome};
+use crate::config::Resolved;
+use crate::probe::MachineLimits;
+use crate::results::CaseResult;
+use crate::suites::{self, Verification};
+use rand::seq::SliceRandom;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+
+/// Hooks for progress display; every method has an empty default.
+pub trait Observer {
+    /// The run is about to start `cases` cases for `rounds` rounds.
+    fn run_started(&mut self, _cases: usize, _rounds: u32) {}
+    /// Case `id` starts (`done` cases-rounds finished of `total`).
+    fn case_started(&mut self, _id: &str, _round: u32, _done: usize, _total: usize) {}
+    /// A case passed its self-check.
+    fn case_verified(&mut self, _id: &str, _v: &Verification) {}
+    /// A case's final result (after its last round, or when it failed).
+    fn case_finished(&mut self, _result: &CaseResult) {}
+}
+
+/// An observer that shows nothing.
+pub struct Silent;
+impl Observer for Silent {}
+
+static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
+
+/// Runs `f`, turning a panic into an error that carries the panic message and
+/// location (captured by a quiet hook, so nothing is printed twice).
+fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(format!("{e:#}")),
+        Err(payload) => {
+            let hooked = LAST_PANIC.lock().ok().and_then(|mut g| g.take());
+            let msg = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            Err(format!("panicked: {}", hooked.unwrap_or(msg)))
+        }
+    }
+}
+
+/// Runs every case of `plan` and returns results in plan order.
+pub fn execute(
+    plan: &Resolved,
+    timer: &TimerInfo,
+    limits: Option<&MachineLimits>,
+    obs: &mut dyn Observer,
+) -> Vec<CaseResult> {
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| {
+        if let Ok(mut g) = LAST_PANIC.lock() {
+            *g = Some(info.to_string());
+        }
+    }));
+
+    let n = plan.cases.len();
+    let mut outcomes: Vec<CaseOutcome> = plan
+        .cases
+        .iter()
+        .map(|c| CaseOutcome {
+            case: c.clone(),
+            failure: None,
+            verification: None,
+            throughput: Vec::new(),
+            measurements: Vec::new(),
+        })
+        .collect();
+    let mut results: Vec<Option<CaseResult>> = vec![None; n];
+    obs.run_started(n, plan.rounds);
+    let total = n * plan.rounds as usize;
+    let mut done = 0;
+    for round in 0..plan.rounds {
+        let mut order: Vec<usize> = (0..n).collect();
+        if plan.shuffle {
+            let seed = plan.settings.values().next().map_or(0, |s| s.seed);
+            order.shuffle(&mut crate::util::rng(seed.wrapping_add(round as u64)));
+        }
+        for i in order {
+            let last_round = round + 1 == plan.rounds;
+            let o = &mut outcomes[i];
+            if o.failure.is_some() {
+                done += 1;
+                continue;
+            }
+            obs.case_started(&o.case.id, round, done, total);
+            let settings = plan.settings.get(&o.case.suite).cloned().unwrap_or_default();
+            if let Err((phase, reason)) = run_one(o, &settings, timer, round, obs) {
+                o.failure = Some((phase.to_string(), reason));
+            }
+            done += 1;
+            if last_round || o.failure.is_some() {
+                let r = analysis::analyze(o, &settings, limits);
+                obs.case_finished(&r);
+                results[i] = Some(r);
+                // Samples live on in the result; the outcome's copy is not needed.
+                o.measurements.clear();
+            }
+        }
+    }
+    std::panic::set_hook(previous_hook);
+    results.into_iter().flatten().collect()
+}
+
+fn run_one(
+    o: &mut CaseOutcome,
+    s: &crate::config::Settings,
+    timer: &TimerInfo,
+    round: u32,
+    obs: &mut dyn Observer,
+) -> Result<(), (&'static str, String)> {
+    let suite = suites::find(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
+    let case = o.case.clone();
+    let mut w = guarded(|| suite.prepare(&case)).map_err(|e| ("prepare", e))?;
+    let v = guarded(|| w.verify()).map_err(|e| ("verify", e))?;
+    let passed = v.passed;
+    if passed {
+        obs.case_verified(&o.case.id, &v);
+    }
+    let detail = format!("against {}: {}", v.reference, v.detail);
+    o.verification = Some(v);
+    if !passed {
+        return Err(("verify", format!("wrong result {detail}")));
+    }
+    o.throughput = w.throughput();
+    let m: Measurement = guarded(|| sampler::measure(w.as_mut(), s, timer, round)).map_err(|e| ("measure", e))?;
+    o.measurements.push(m);
+    Ok(())
+}

@@ -1,0 +1,212 @@
+//! Binary elementwise kernels: `out = a op b` into a preallocated buffer, and a
+//! row-vector broadcast add.
+
+use super::{CHUNK, PAR_MIN, choice, shape2};
+use crate::plan::Case;
+use crate::suites::{Throughput, Verification, Workload};
+use crate::util;
+use anyhow::Result;
+use rayon::prelude::*;
+
+const OPS: &[&str] = &["add", "sub", "mul", "div", "broadcast_add"];
+
+/// A binary elementwise operation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    Div,
+}
+
+impl BinOp {
+    fn f64(self, a: f64, b: f64) -> f64 {
+        match self {
+            Self::Add => a + b,
+            Self::Sub => a - b,
+            Self::Mul => a * b,
+            Self::Div => a / b,
+        }
+    }
+}
+
+simd_dispatch! {
+    /// `out[i] = a[i] op b[i]` over equal-length slices (serial).
+    pub(crate) fn binary_serial(op: BinOp, out: &mut [f32], a: &[f32], b: &[f32]) {
+        let n = out.len();
+        let (a, b) = (&a[..n], &b[..n]);
+        match op {
+            BinOp::Add => out.iter_mut().zip(a).zip(b).for_each(|((o, &x), &y)| *o = x + y),
+            BinOp::Sub => out.iter_mut().zip(a).zip(b).for_each(|((o, &x), &y)| *o = x - y),
+            BinOp::Mul => out.iter_mut().zip(a).zip(b).for_each(|((o, &x), &y)| *o = x * y),
+            BinOp::Div => out.iter_mut().zip(a).zip(b).for_each(|((o, &x), &y)| *o = x / y),
+        }
+    }
+}
+
+simd_dispatch! {
+    /// `out[r][c] = a[r][c] + row[c]` for every row of `a` (serial).
+    pub(crate) fn broadcast_add_serial(out: &mut [f32], a: &[f32], row: &[f32]) {
+        let cols = row.len();
+        for (o, x) in out.chunks_exact_mut(cols).zip(a.chunks_exact(cols)) {
+            o.iter_mut().zip(x).zip(row).for_each(|((o, &x), &y)| *o = x + y);
+        }
+    }
+}
+
+/// `out = a op b`, split into `CHUNK`-element rayon tasks when large.
+pub(crate) fn binary(op: BinOp, out: &mut [f32], a: &[f32], b: &[f32]) {
+    assert!(a.len() == out.len() && b.len() == out.len(), "binary: length mismatch");
+    if out.len() < PAR_MIN {
+        binary_serial(op, out, a, b);
+    } else {
+        out.par_chunks_mut(CHUNK)
+            .zip(a.par_chunks(CHUNK))
+            .zip(b.par_chunks(CHUNK))
+            .for_each(|((o, a), b)| binary_serial(op, o, a, b));
+    }
+}
+
+/// `out = a + row` broadcast over the rows of `a` (`row.len()` columns),
+/// parallel over blocks of whole rows when large.
+pub(crate) fn broadcast_add(out: &mut [f32], a: &[f32], row: &[f32]) {
+    let cols = row.len();
+    assert!(a.len() == out.len() && out.len() % cols == 0, "broadcast_add: shape mismatch");
+    if out.len() < PAR_MIN {
+        broadcast_add_serial(out, a, row);
+    } else {
+        let block = CHUNK.div_ceil(cols) * cols;
+        out.par_chunks_mut(block).zip(a.par_chunks(block)).for_each(|(o, a)| broadcast_add_serial(o, a, row));
+    }
+}
+
+struct Binary {
+    op: Option<BinOp>,
+    rows: usize,
+    cols: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    out: Vec<f32>,
+}
+
+pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+    let op = match choice(case, "op", OPS)? {
+        "add" => Some(BinOp::Add),
+        "sub" => Some(BinOp::Sub),
+        "mul" => Some(BinOp::Mul),
+        "div" => Some(BinOp::Div),
+        _ => None,
+    };
+    let (rows, cols) = shape2(case)?;
+    let n = rows * cols;
+    let seed = super::seed(case);
+    let a = util::randn(n, seed);
+    let b = match op {
+        // Divisors in [0.5, 2): well away from zero.
+        Some(BinOp::Div) => util::uniform(n, 0.5, 2.0, seed ^ 1),
+        Some(_) => util::randn(n, seed ^ 1),
+        None => util::randn(cols, seed ^ 1),
+    };
+    Ok(Box::new(Binary { op, rows, cols, a, b, out: vec![f32::NAN; n] }))
+}
+
+impl Binary {
+    fn once(&mut self) {
+        match self.op {
+            Some(op) => binary(op, &mut self.out, &self.a, &self.b),
+            None => broadcast_add(&mut self.out, &self.a, &self.b),
+        }
+    }
+}
+
+impl Workload for Binary {
+    fn verify(&mut self) -> Result<Verification> {
+        self.out.fill(f32::NAN);
+        self.once();
+        let cols = self.cols;
+        let want: Vec<f32> = match self.op {
+            Some(op) => {
+                self.a.iter().zip(&self.b).map(|(&x, &y)| op.f64(x as f64, y as f64) as f32).collect()
+            }
+            None => {
+                self.a.iter().enumerate().map(|(i, &x)| (x as f64 + self.b[i % cols] as f64) as f32).collect()
+            }
+        };
+        Ok(Verification::compare(
+            "f64 arithmetic rounded to f32, exact (double rounding is innocuous for + - * /)",
+            &self.out,
+            &want,
+            0.0,
+            0.0,
+        ))
+    }
+
+    fn throughput(&self) -> Vec<Throughput> {
+        let n = (self.rows * self.cols) as f64;
+        // Reads of a and b (b is one row when broadcast) plus the write of out.
+        let bytes = match self.op {
+            Some(_) => 12.0 * n,
+            None => 8.0 * n + 4.0 * self.cols as f64,
+        };
+        vec![Throughput::flops(n), Throughput::bytes(bytes), Throughput::elements(n)]
+    }
+
+    fn run(&mut self, iters: u64) -> Result<()> {
+        for _ in 0..iters {
+            self.once();
+            std::hint::black_box(&mut self.out);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernels_match_f64_on_odd_sizes_serial_and_parallel() {
+        for n in [1, 37 * 53, PAR_MIN + 4099] {
+            let a = util::randn(n, 1);
+            let b = util::uniform(n, 0.5, 2.0, 2);
+            for op in [BinOp::Add, BinOp::Sub, BinOp::Mul, BinOp::Div] {
+                let mut out = vec![f32::NAN; n];
+                binary(op, &mut out, &a, &b);
+                for i in 0..n {
+                    assert_eq!(out[i], op.f64(a[i] as f64, b[i] as f64) as f32, "{op:?} n={n} i={i}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn broadcast_add_matches_naive_on_odd_shapes() {
+        for (r, c) in [(37, 53), (1, 7), (PAR_MIN / 1000 + 3, 1001)] {
+            let a = util::randn(r * c, 3);
+            let row = util::randn(c, 4);
+            let mut out = vec![f32::NAN; r * c];
+            broadcast_add(&mut out, &a, &row);
+            for i in 0..r {
+                for j in 0..c {
+                    assert_eq!(out[i * c + j], a[i * c + j] + row[j], "{r}x{c} at {i},{j}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_result_fails_verification() {
+        // A kernel computing a - b, checked as if it were add, must fail.
+        let (a, b) = (util::randn(37 * 53, 9), util::randn(37 * 53, 10));
+        let mut w = Binary { op: Some(BinOp::Sub), rows: 37, cols: 53, a, b, out: vec![f32::NAN; 37 * 53] };
+        w.once();
+        let want: Vec<f32> = w.a.iter().zip(&w.b).map(|(x, y)| x + y).collect();
+        assert!(!Verification::compare("add", &w.out, &want, 0.0, 0.0).passed);
+        // One ulp off in one value is caught too.
+        w.op = Some(BinOp::Add);
+        assert!(w.verify().unwrap().passed);
+        let mut out = want.clone();
+        out[100] = f32::from_bits(out[100].to_bits() + 1);
+        assert!(!Verification::compare("add", &out, &want, 0.0, 0.0).passed);
+    }
+}

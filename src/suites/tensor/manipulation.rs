@@ -1,0 +1,363 @@
+//! Data movement: transpose, reshape, slice and concat.
+//!
+//! All results except the contiguous reshape are materialised into buffers
+//! allocated in `prepare`, so the copy is measured rather than the allocator.
+
+use super::{CHUNK, PAR_MIN, choice, reference, shape2};
+use crate::plan::Case;
+use crate::suites::{Throughput, Verification, Workload};
+use crate::util;
+use anyhow::{Result, bail};
+use ndarray::{Array2, CowArray, Ix1};
+use rayon::prelude::*;
+
+/// Side of the square tiles of the blocked transpose.
+pub(crate) const TILE: usize = 32;
+
+/// Transposes `a[rows x cols]` into `out[cols x rows]` in `TILE x TILE`
+/// tiles, parallel over tile rows of the output when large.
+pub(crate) fn transpose(out: &mut [f32], a: &[f32], rows: usize, cols: usize) {
+    assert!(a.len() == rows * cols && out.len() == a.len(), "transpose: shape mismatch");
+    if a.is_empty() {
+        return;
+    }
+    // One task: output rows j0 .. j0 + o.len() / rows, i.e. input columns.
+    let task = |(bj, o): (usize, &mut [f32])| {
+        let j0 = bj * TILE;
+        let jn = o.len() / rows;
+        for i0 in (0..rows).step_by(TILE) {
+            let i1 = (i0 + TILE).min(rows);
+            for i in i0..i1 {
+                let src = &a[i * cols + j0..i * cols + j0 + jn];
+                for (j, &v) in src.iter().enumerate() {
+                    o[j * rows + i] = v;
+                }
+            }
+        }
+    };
+    if a.len() < PAR_MIN {
+        out.chunks_mut(TILE * rows).enumerate().for_each(task);
+    } else {
+        out.par_chunks_mut(TILE * rows).enumerate().for_each(task);
+    }
+}
+
+/// `dst.copy_from_slice(src)`, in parallel chunks when large.
+pub(crate) fn copy(dst: &mut [f32], src: &[f32]) {
+    if dst.len() < PAR_MIN {
+        dst.copy_from_slice(src);
+    } else {
+        dst.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| d.copy_from_slice(s));
+    }
+}
+
+/// Copies row `r` of the output from `src_row(r)`, for every `width`-wide
+/// output row, parallel over rows when large.
+fn copy_rows(out: &mut [f32], width: usize, src_row: impl Fn(usize, &mut [f32]) + Sync) {
+    if out.len() < PAR_MIN {
+        out.chunks_exact_mut(width).enumerate().for_each(|(r, o)| src_row(r, o));
+    } else {
+        let rows_per_task = CHUNK.div_ceil(width);
+        out.par_chunks_mut(rows_per_task * width).enumerate().for_each(|(t, block)| {
+            for (k, o) in block.chunks_exact_mut(width).enumerate() {
+                src_row(t * rows_per_task + k, o);
+            }
+        });
+    }
+}
+
+/// The middle-half region of a `rows x cols` matrix: `rows` keeps whole rows
+/// `rows/4 .. rows/4 + rows/2` (one contiguous range), `block` also keeps
+/// only columns `cols/4 .. cols/4 + cols/2` (one range per row).
+fn slice_region(region: &str, rows: usize, cols: usize) -> (usize, usize, usize, usize) {
+    let (r0, nr) = (rows / 4, (rows / 2).max(1));
+    match region {
+        "rows" => (r0, nr, 0, cols),
+        _ => (r0, nr, cols / 4, (cols / 2).max(1)),
+    }
+}
+
+/// Copies the region `(r0, nr, c0, nc)` of `a[.. x cols]` into `out[nr x nc]`.
+pub(crate) fn slice_copy(
+    out: &mut [f32],
+    a: &[f32],
+    cols: usize,
+    (r0, nr, c0, nc): (usize, usize, usize, usize),
+) {
+    assert_eq!(out.len(), nr * nc);
+    if nc == cols {
+        copy(out, &a[r0 * cols..(r0 + nr) * cols]);
+    } else {
+        copy_rows(out, nc, |r, o| {
+            let s = (r0 + r) * cols + c0;
+            o.copy_from_slice(&a[s..s + nc]);
+        });
+    }
+}
+
+/// Concatenates `a` and `b` (both `rows x cols`) along `axis` into `out`.
+pub(crate) fn concat(out: &mut [f32], a: &[f32], b: &[f32], cols: usize, axis: usize) {
+    let n = a.len();
+    assert!(b.len() == n && out.len() == 2 * n);
+    if axis == 0 {
+        let (top, bottom) = out.split_at_mut(n);
+        copy(top, a);
+        copy(bottom, b);
+    } else {
+        copy_rows(out, 2 * cols, |r, o| {
+            let (left, right) = o.split_at_mut(cols);
+            left.copy_from_slice(&a[r * cols..(r + 1) * cols]);
+            right.copy_from_slice(&b[r * cols..(r + 1) * cols]);
+        });
+    }
+}
+
+struct Transpose {
+    rows: usize,
+    cols: usize,
+    a: Vec<f32>,
+    out: Vec<f32>,
+}
+
+pub(crate) fn prepare_transpose(case: &Case) -> Result<Box<dyn Workload>> {
+    let (rows, cols) = shape2(case)?;
+    let a = util::randn(rows * cols, super::seed(case));
+    Ok(Box::new(Transpose { rows, cols, out: vec![f32::NAN; a.len()], a }))
+}
+
+impl Workload for Transpose {
+    fn verify(&mut self) -> Result<Verification> {
+        self.out.fill(f32::NAN);
+        transpose(&mut self.out, &self.a, self.rows, self.cols);
+        let want = reference::transpose_naive(&self.a, self.rows, self.cols);
+        Ok(Verification::compare("naive A^T[j][i] = A[i][j] for every entry", &self.out, &want, 0.0, 0.0))
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        let n = self.a.len() as f64;
+        vec![Throughput::elements(n), Throughput::bytes(8.0 * n)]
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        for _ in 0..iters {
+            transpose(&mut self.out, &self.a, self.rows, self.cols);
+            std::hint::black_box(&mut self.out);
+        }
+        Ok(())
+    }
+}
+
+struct Reshape {
+    transposed: bool,
+    a: Array2<f32>,
+}
+
+pub(crate) fn prepare_reshape(case: &Case) -> Result<Box<dyn Workload>> {
+    let transposed = choice(case, "layout", &["contiguous", "transposed"])? == "transposed";
+    let (rows, cols) = shape2(case)?;
+    let a = Array2::from_shape_vec((rows, cols), util::randn(rows * cols, super::seed(case)))?;
+    Ok(Box::new(Reshape { transposed, a }))
+}
+
+impl Reshape {
+    /// The timed operation: flatten to one dimension with ndarray's `to_shape`
+    /// (row-major order). A view when contiguous; a copy of the transposed view.
+    fn flatten(&self) -> CowArray<'_, f32, Ix1> {
+        let n = self.a.len();
+        const OK: &str = "flattening preserves the element count";
+        if self.transposed {
+            // Always an owned copy; into_owned moves it out of the temporary view's Cow.
+            CowArray::from(self.a.t().to_shape(n).expect(OK).into_owned())
+        } else {
+            self.a.to_shape(n).expect(OK)
+        }
+    }
+}
+
+impl Workload for Reshape {
+    fn verify(&mut self) -> Result<Verification> {
+        let flat = self.flatten();
+        if self.transposed {
+            if !flat.is_owned() {
+                bail!("reshape of a transposed view should copy, but returned a view");
+            }
+            let (r, c) = self.a.dim();
+            let src = self.a.as_slice().expect("standard layout");
+            let want = reference::transpose_naive(src, r, c);
+            let got = flat.as_slice().expect("owned result is contiguous").to_vec();
+            Ok(Verification::compare("naive row-major flattening of A^T", &got, &want, 0.0, 0.0))
+        } else {
+            let same = flat.is_view() && flat.as_ptr() == self.a.as_ptr() && flat.len() == self.a.len();
+            Ok(Verification {
+                passed: same,
+                reference: "zero-copy view of the same buffer".into(),
+                max_error: None,
+                detail: if same {
+                    "view aliases the input".into()
+                } else {
+                    "reshape copied or moved data".into()
+                },
+            })
+        }
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        let n = self.a.len() as f64;
+        if self.transposed {
+            vec![Throughput::elements(n), Throughput::bytes(8.0 * n)]
+        } else {
+            // A metadata operation: one reshape per iteration, no data moved.
+            vec![Throughput::items(1.0)]
+        }
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        for _ in 0..iters {
+            std::hint::black_box(self.flatten());
+        }
+        Ok(())
+    }
+}
+
+struct Slice {
+    cols: usize,
+    region: (usize, usize, usize, usize),
+    a: Vec<f32>,
+    out: Vec<f32>,
+}
+
+pub(crate) fn prepare_slice(case: &Case) -> Result<Box<dyn Workload>> {
+    let region = choice(case, "region", &["rows", "block"])?;
+    let (rows, cols) = shape2(case)?;
+    let region = slice_region(region, rows, cols);
+    let a = util::randn(rows * cols, super::seed(case));
+    Ok(Box::new(Slice { cols, region, a, out: vec![f32::NAN; region.1 * region.3] }))
+}
+
+impl Workload for Slice {
+    fn verify(&mut self) -> Result<Verification> {
+        self.out.fill(f32::NAN);
+        slice_copy(&mut self.out, &self.a, self.cols, self.region);
+        let (r0, nr, c0, nc) = self.region;
+        let mut want = Vec::with_capacity(nr * nc);
+        for r in r0..r0 + nr {
+            for c in c0..c0 + nc {
+                want.push(self.a[r * self.cols + c]);
+            }
+        }
+        Ok(Verification::compare("naive element-by-element sub-block copy", &self.out, &want, 0.0, 0.0))
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        let n = self.out.len() as f64;
+        vec![Throughput::elements(n), Throughput::bytes(8.0 * n)]
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        for _ in 0..iters {
+            slice_copy(&mut self.out, &self.a, self.cols, self.region);
+            std::hint::black_box(&mut self.out);
+        }
+        Ok(())
+    }
+}
+
+struct Concat {
+    cols: usize,
+    axis: usize,
+    a: Vec<f32>,
+    b: Vec<f32>,
+    out: Vec<f32>,
+}
+
+pub(crate) fn prepare_concat(case: &Case) -> Result<Box<dyn Workload>> {
+    let axis = case.usize("axis")?;
+    if axis > 1 {
+        bail!("case {}: `axis` = {axis} is not valid; valid: 0, 1", case.id);
+    }
+    let (rows, cols) = shape2(case)?;
+    let seed = super::seed(case);
+    let (a, b) = (util::randn(rows * cols, seed), util::randn(rows * cols, seed ^ 1));
+    Ok(Box::new(Concat { cols, axis, out: vec![f32::NAN; 2 * a.len()], a, b }))
+}
+
+impl Workload for Concat {
+    fn verify(&mut self) -> Result<Verification> {
+        self.out.fill(f32::NAN);
+        concat(&mut self.out, &self.a, &self.b, self.cols, self.axis);
+        let c = self.cols;
+        let rows = self.a.len() / c;
+        let mut want = Vec::with_capacity(self.out.len());
+        if self.axis == 0 {
+            want.extend(self.a.iter().chain(&self.b));
+        } else {
+            for r in 0..rows {
+                want.extend(&self.a[r * c..(r + 1) * c]);
+                want.extend(&self.b[r * c..(r + 1) * c]);
+            }
+        }
+        Ok(Verification::compare("naive row-by-row concatenation", &self.out, &want, 0.0, 0.0))
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        let n = self.out.len() as f64;
+        vec![Throughput::elements(n), Throughput::bytes(8.0 * n)]
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        for _ in 0..iters {
+            concat(&mut self.out, &self.a, &self.b, self.cols, self.axis);
+            std::hint::black_box(&mut self.out);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_matches_naive_on_non_tile_multiple_shapes() {
+        for (r, c) in [(1, 1), (37, 53), (53, 37), (1, 100), (100, 1), (TILE + 1, 2 * TILE - 1), (513, 300)] {
+            let a = util::randn(r * c, 1);
+            let mut out = vec![f32::NAN; r * c];
+            transpose(&mut out, &a, r, c);
+            assert_eq!(out, reference::transpose_naive(&a, r, c), "{r}x{c}");
+        }
+    }
+
+    #[test]
+    fn slice_and_concat_match_naive() {
+        for (r, c) in [(37, 53), (1, 1), (600, 301)] {
+            let a = util::randn(r * c, 2);
+            for region in ["rows", "block"] {
+                let reg = slice_region(region, r, c);
+                let mut out = vec![f32::NAN; reg.1 * reg.3];
+                slice_copy(&mut out, &a, c, reg);
+                let (r0, _, c0, nc) = reg;
+                for (k, &v) in out.iter().enumerate() {
+                    assert_eq!(v, a[(r0 + k / nc) * c + c0 + k % nc], "{region} {r}x{c}");
+                }
+            }
+            let b = util::randn(r * c, 3);
+            for axis in [0, 1] {
+                let mut out = vec![f32::NAN; 2 * r * c];
+                concat(&mut out, &a, &b, c, axis);
+                for i in 0..r {
+                    for j in 0..c {
+                        let (pa, pb) = if axis == 0 {
+                            (i * c + j, (r + i) * c + j)
+                        } else {
+                            (i * 2 * c + j, i * 2 * c + c + j)
+                        };
+                        assert_eq!((out[pa], out[pb]), (a[i * c + j], b[i * c + j]), "axis {axis} {r}x{c}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_wrong_transpose_fails_verification() {
+        let a = util::randn(37 * 53, 4);
+        let mut out = vec![0.0; a.len()];
+        transpose(&mut out, &a, 37, 53);
+        let want = reference::transpose_naive(&a, 37, 53);
+        assert!(Verification::compare("t", &out, &want, 0.0, 0.0).passed);
+        out.swap(1, 2);
+        assert!(!Verification::compare("t", &out, &want, 0.0, 0.0).passed);
+    }
+}

@@ -1,0 +1,445 @@
+//! Matrix multiplication, `C[m x n] = A[m x k] B[k x n]` (row-major f32), with
+//! `matrixmultiply` or `gemm`, on one thread or on all of them; and batched
+//! matmul (`bmm`).
+//!
+//! Threading: `threads = 1` runs inside a dedicated one-thread rayon pool so
+//! no kernel can go parallel; `threads = "all"` uses the global pool.
+//! `gemm` threads itself (`Parallelism::Rayon(threads)`). `matrixmultiply` is
+//! built without its threading feature (single-threaded, and its thread count
+//! would be fixed per process anyway), so with several threads we split C into
+//! one row block per thread (multiples of 8 rows; column blocks when there are
+//! too few rows, as for GEMV) and run one `sgemm` per block on rayon. `bmm`
+//! with several threads runs whole batch items in parallel, each with a
+//! single-threaded GEMM: parallelism is never nested around a threaded GEMM.
+
+use super::{choice, install, reference, thread_pool};
+use crate::plan::Case;
+use crate::suites::{Throughput, Verification, Workload};
+use crate::util;
+use anyhow::{Result, bail};
+use rayon::prelude::*;
+
+const IMPLS: &[&str] = &["matrixmultiply", "gemm"];
+
+/// A GEMM implementation.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Impl {
+    /// bluss's `matrixmultiply::sgemm`.
+    MatrixMultiply,
+    /// sarah-ek's `gemm::gemm`.
+    Gemm,
+}
+
+/// A raw pointer that may cross threads; users guarantee disjoint access.
+#[derive(Clone, Copy)]
+struct SendPtr(*mut f32);
+// SAFETY: only used to hand disjoint column blocks of C to rayon tasks.
+unsafe impl Send for SendPtr {}
+unsafe impl Sync for SendPtr {}
+
+impl SendPtr {
+    /// The pointer (a method, so closures capture the whole `SendPtr`).
+    fn get(self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// Single-call GEMM on the current thread (`gemm` may use `gemm_threads`
+/// rayon threads of the current pool). Strides are in elements.
+#[allow(clippy::too_many_arguments)]
+unsafe fn gemm_raw(
+    imp: Impl,
+    gemm_threads: usize,
+    (m, k, n): (usize, usize, usize),
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    ldb: usize,
+    c: *mut f32,
+    ldc: usize,
+) {
+    // SAFETY (both arms): the caller guarantees the pointers cover the
+    // m x k, k x n and m x n matrices at the given row strides, and that no
+    // one else accesses that part of C during the call.
+    match imp {
+        Impl::MatrixMultiply => unsafe {
+            matrixmultiply::sgemm(
+                m,
+                k,
+                n,
+                1.0,
+                a,
+                lda as isize,
+                1,
+                b,
+                ldb as isize,
+                1,
+                0.0,
+                c,
+                ldc as isize,
+                1,
+            )
+        },
+        Impl::Gemm => unsafe {
+            let par = if gemm_threads > 1 {
+                gemm::Parallelism::Rayon(gemm_threads)
+            } else {
+                gemm::Parallelism::None
+            };
+            // gemm computes dst = alpha * dst + beta * lhs * rhs; read_dst = false ignores dst.
+            gemm::gemm(
+                m,
+                n,
+                k,
+                c,
+                1,
+                ldc as isize,
+                false,
+                a,
+                1,
+                lda as isize,
+                b,
+                1,
+                ldb as isize,
+                0.0,
+                1.0,
+                false,
+                false,
+                false,
+                par,
+            )
+        },
+    }
+}
+
+/// `c = a * b` with `threads` threads of the current rayon pool (see the module docs).
+pub(crate) fn matmul(
+    imp: Impl,
+    threads: usize,
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
+    assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n, "matmul: shape mismatch");
+    if imp == Impl::Gemm || threads <= 1 {
+        // SAFETY: the slices have exactly the asserted shapes.
+        unsafe { gemm_raw(imp, threads, (m, k, n), a.as_ptr(), k, b.as_ptr(), n, c.as_mut_ptr(), n) };
+    } else if m >= 8 * threads {
+        let rows = m.div_ceil(threads).div_ceil(8) * 8;
+        c.par_chunks_mut(rows * n).enumerate().for_each(|(t, cb)| {
+            let (r0, mr) = (t * rows, cb.len() / n);
+            // SAFETY: rows r0..r0+mr of A and of C (this task's disjoint chunk).
+            unsafe {
+                gemm_raw(imp, 1, (mr, k, n), a[r0 * k..].as_ptr(), k, b.as_ptr(), n, cb.as_mut_ptr(), n)
+            };
+        });
+    } else if n >= 8 * threads {
+        let cols = n.div_ceil(threads).div_ceil(8) * 8;
+        let cp = SendPtr(c.as_mut_ptr());
+        (0..n.div_ceil(cols)).into_par_iter().for_each(|t| {
+            let (j0, nc) = (t * cols, cols.min(n - t * cols));
+            // SAFETY: columns j0..j0+nc of B and C; tasks write disjoint columns of C.
+            unsafe { gemm_raw(imp, 1, (m, k, nc), a.as_ptr(), k, b[j0..].as_ptr(), n, cp.get().add(j0), n) };
+        });
+    } else {
+        // SAFETY: as above.
+        unsafe { gemm_raw(imp, 1, (m, k, n), a.as_ptr(), k, b.as_ptr(), n, c.as_mut_ptr(), n) };
+    }
+}
+
+/// Batched `c[i] = a[i] * b[i]`: serially with single-threaded GEMMs when
+/// `threads == 1`, else batch items in parallel, each single-threaded.
+pub(crate) fn bmm(
+    imp: Impl,
+    threads: usize,
+    (batch, m, k, n): (usize, usize, usize, usize),
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+) {
+    assert!(a.len() == batch * m * k && b.len() == batch * k * n && c.len() == batch * m * n);
+    let one = |((c, a), b): ((&mut [f32], &[f32]), &[f32])| matmul(imp, 1, (m, k, n), a, b, c);
+    if threads <= 1 {
+        c.chunks_mut(m * n).zip(a.chunks(m * k)).zip(b.chunks(k * n)).for_each(one);
+    } else {
+        c.par_chunks_mut(m * n).zip(a.par_chunks(m * k)).zip(b.par_chunks(k * n)).for_each(one);
+    }
+}
+
+fn parse_impl(case: &Case) -> Result<Impl> {
+    Ok(if choice(case, "impl", IMPLS)? == "gemm" { Impl::Gemm } else { Impl::MatrixMultiply })
+}
+
+struct Matmul {
+    imp: Impl,
+    threads: usize,
+    pool: Option<rayon::ThreadPool>,
+    batch: usize,
+    dims: (usize, usize, usize),
+    a: Vec<f32>,
+    b: Vec<f32>,
+    c: Vec<f32>,
+    seed: u64,
+}
+
+pub(crate) fn prepare_matmul(case: &Case) -> Result<Box<dyn Workload>> {
+    let dims = match case.shape("shape")?.as_slice() {
+        &[m, k, n] => (m, k, n),
+        _ => bail!("case {}: matmul `shape` must be MxKxN", case.id),
+    };
+    build(case, 1, dims)
+}
+
+pub(crate) fn prepare_bmm(case: &Case) -> Result<Box<dyn Workload>> {
+    match case.shape("shape")?.as_slice() {
+        &[batch, m, k, n] => build(case, batch, (m, k, n)),
+        _ => bail!("case {}: bmm `shape` must be BATCHxMxKxN", case.id),
+    }
+}
+
+fn build(case: &Case, batch: usize, (m, k, n): (usize, usize, usize)) -> Result<Box<dyn Workload>> {
+    let imp = parse_impl(case)?;
+    let (pool, threads) = thread_pool(case)?;
+    let seed = super::seed(case);
+    let a = util::randn(batch * m * k, seed);
+    let b = util::randn(batch * k * n, seed ^ 1);
+    let c = vec![f32::NAN; batch * m * n];
+    Ok(Box::new(Matmul { imp, threads, pool, batch, dims: (m, k, n), a, b, c, seed }))
+}
+
+impl Matmul {
+    fn once(&mut self) {
+        let Self { imp, threads, pool, batch, dims, a, b, c, .. } = self;
+        let (imp, threads, batch, dims) = (*imp, *threads, *batch, *dims);
+        install(pool.as_ref(), || {
+            if batch == 1 {
+                matmul(imp, threads, dims, a, b, c);
+            } else {
+                let (m, k, n) = dims;
+                bmm(imp, threads, (batch, m, k, n), a, b, c);
+            }
+        });
+    }
+}
+
+/// Entries of C checked against the reference: computed values, f64
+/// reference values, tolerances and `(row, column)` positions.
+pub(crate) struct Checked {
+    got: Vec<f32>,
+    want: Vec<f64>,
+    tol: Vec<f64>,
+    entries: Vec<(usize, usize)>,
+}
+
+/// Checks `c = a * b` (one batch item) against f64 dot products: every entry
+/// when `m * k * n <= 2^24`, otherwise `samples` entries (corners included).
+pub(crate) fn check_product(
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    (m, k, n): (usize, usize, usize),
+    samples: usize,
+    seed: u64,
+) -> Checked {
+    let entries: Vec<(usize, usize)> = if m * k * n <= 1 << 24 {
+        (0..m).flat_map(|i| (0..n).map(move |j| (i, j))).collect()
+    } else {
+        let mut e: Vec<_> =
+            reference::sample_indices(m * n, samples, seed).into_iter().map(|x| (x / n, x % n)).collect();
+        e.extend([(0, n - 1), (m - 1, 0)]);
+        e
+    };
+    let (mut got, mut want, mut tol) = (Vec::new(), Vec::new(), Vec::new());
+    for &(i, j) in &entries {
+        let (s, abs) = reference::dot_entry(a, b, k, n, i, j);
+        got.push(c[i * n + j]);
+        want.push(s);
+        tol.push(reference::dot_tolerance(k, abs));
+    }
+    Checked { got, want, tol, entries }
+}
+
+impl Workload for Matmul {
+    fn verify(&mut self) -> Result<Verification> {
+        self.c.fill(f32::NAN);
+        self.once();
+        let (m, k, n) = self.dims;
+        let samples = if self.batch == 1 { 64 } else { 16 };
+        let (mut got, mut want, mut tol, mut labels) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for t in 0..self.batch {
+            let Checked { got: g, want: w, tol: tl, entries: e } = check_product(
+                &self.a[t * m * k..(t + 1) * m * k],
+                &self.b[t * k * n..(t + 1) * k * n],
+                &self.c[t * m * n..(t + 1) * m * n],
+                self.dims,
+                samples,
+                self.seed ^ t as u64,
+            );
+            got.extend(g);
+            want.extend(w);
+            tol.extend(tl);
+            labels.extend(e.into_iter().map(|(i, j)| (t, i, j)));
+        }
+        let what = if m * k * n <= 1 << 24 {
+            "every entry".to_string()
+        } else {
+            format!("{samples} sampled entries")
+        };
+        Ok(reference::compare_bounded(
+            format!("f64 dot products, {what} per batch item, tolerance 8 sqrt(k) eps sum|a b|"),
+            &got,
+            &want,
+            &tol,
+            |x| {
+                let (t, i, j) = labels[x];
+                format!("C[{t}][{i},{j}]")
+            },
+        ))
+    }
+
+    fn throughput(&self) -> Vec<Throughput> {
+        let (m, k, n) = self.dims;
+        let b = self.batch as f64;
+        let (m, k, n) = (m as f64, k as f64, n as f64);
+        // Minimum traffic: read A and B once, write C once.
+        vec![Throughput::flops(b * 2.0 * m * n * k), Throughput::bytes(b * 4.0 * (m * k + k * n + m * n))]
+    }
+
+    fn run(&mut self, iters: u64) -> Result<()> {
+        for _ in 0..iters {
+            self.once();
+            std::hint::black_box(&mut self.c);
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::ParamValue;
+    use std::collections::BTreeMap;
+
+    fn pool(n: usize) -> rayon::ThreadPool {
+        rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()
+    }
+
+    fn check(imp: Impl, threads: usize, dims: (usize, usize, usize)) {
+        let (m, k, n) = dims;
+        let a = util::randn(m * k, 1);
+        let b = util::randn(k * n, 2);
+        let mut c = vec![f32::NAN; m * n];
+        pool(threads).install(|| matmul(imp, threads, dims, &a, &b, &mut c));
+        let Checked { got: g, want: w, tol: t, entries: e } = check_product(&a, &b, &c, dims, 64, 3);
+        assert_eq!(g.len(), m * n);
+        let v = reference::compare_bounded("t", &g, &w, &t, |x| format!("{:?}", e[x]));
+        assert!(v.passed, "{imp:?} threads={threads} {dims:?}: {}", v.detail);
+    }
+
+    #[test]
+    fn both_impls_match_f64_at_one_and_two_threads_on_odd_shapes() {
+        for imp in [Impl::MatrixMultiply, Impl::Gemm] {
+            for threads in [1, 2] {
+                for dims in [
+                    (7, 13, 5),
+                    (65, 33, 17),
+                    (1, 77, 45),
+                    (1, 300, 7),
+                    (3, 5, 100),
+                    (17, 1, 9),
+                    (129, 64, 130),
+                ] {
+                    check(imp, threads, dims);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn bmm_matches_per_item_products() {
+        for imp in [Impl::MatrixMultiply, Impl::Gemm] {
+            for threads in [1, 2] {
+                let (bt, m, k, n) = (3, 9, 13, 11);
+                let a = util::randn(bt * m * k, 4);
+                let b = util::randn(bt * k * n, 5);
+                let mut c = vec![f32::NAN; bt * m * n];
+                pool(threads).install(|| bmm(imp, threads, (bt, m, k, n), &a, &b, &mut c));
+                for t in 0..bt {
+                    let Checked { got: g, want: w, tol: tl, .. } = check_product(
+                        &a[t * m * k..(t + 1) * m * k],
+                        &b[t * k * n..(t + 1) * k * n],
+                        &c[t * m * n..(t + 1) * m * n],
+                        (m, k, n),
+                        64,
+                        6,
+                    );
+                    assert!(reference::compare_bounded("t", &g, &w, &tl, |x| x.to_string()).passed);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sampled_check_catches_a_wrong_entry() {
+        let dims = (300, 200, 300);
+        let (m, k, n) = dims;
+        let a = util::randn(m * k, 7);
+        let b = util::randn(k * n, 8);
+        let mut c = vec![0.0; m * n];
+        matmul(Impl::Gemm, 1, dims, &a, &b, &mut c);
+        // Above 2^24 M*K*N: sampled; the corner (m-1, n-1) is always sampled.
+        let Checked { got: g, want: w, tol: t, .. } = check_product(&a, &b, &c, dims, 64, 9);
+        assert!(g.len() < 80);
+        assert!(reference::compare_bounded("t", &g, &w, &t, |x| x.to_string()).passed);
+        c[m * n - 1] += 1e-2;
+        let Checked { got: g, want: w, tol: t, .. } = check_product(&a, &b, &c, dims, 64, 9);
+        let v = reference::compare_bounded("t", &g, &w, &t, |x| x.to_string());
+        assert!(!v.passed && v.detail.contains("tolerance"), "{}", v.detail);
+    }
+
+    #[test]
+    fn dedicated_pool_for_explicit_thread_counts_only() {
+        let mut p = BTreeMap::new();
+        p.insert("impl".to_string(), ParamValue::Str("gemm".into()));
+        p.insert("shape".to_string(), ParamValue::Str("8x8x8".into()));
+        p.insert("threads".to_string(), ParamValue::Int(1));
+        let (pool, t) = thread_pool(&Case::new("tensor", "matmul", p.clone())).unwrap();
+        assert_eq!((pool.map(|p| p.current_num_threads()), t), (Some(1), 1));
+        p.insert("threads".to_string(), ParamValue::Str("all".into()));
+        let (pool, t) = thread_pool(&Case::new("tensor", "matmul", p)).unwrap();
+        assert!(pool.is_none());
+        assert_eq!(t, rayon::current_num_threads());
+    }
+
+    /// Not a test: prints GFLOP/s at 1024^3 per impl and thread count.
+    /// `cargo test --release --lib suites::tensor::matmul::tests::gflops -- --ignored --nocapture`
+    #[test]
+    #[ignore]
+    fn gflops() {
+        let mut out = String::new();
+        for shape in ["1024x1024x1024", "2048x2048x2048", "128x768x3072", "1x4096x4096"] {
+            for imp in IMPLS {
+                for threads in [ParamValue::Int(1), ParamValue::Str("all".into())] {
+                    let mut p = BTreeMap::new();
+                    p.insert("impl".to_string(), ParamValue::Str(imp.to_string()));
+                    p.insert("shape".to_string(), ParamValue::Str(shape.into()));
+                    p.insert("threads".to_string(), threads.clone());
+                    let case = Case::new("tensor", "matmul", p);
+                    let mut w = prepare_matmul(&case).unwrap();
+                    assert!(w.verify().unwrap().passed);
+                    let flops = w.throughput()[0].per_iteration;
+                    let iters = ((5e9 / flops) as u64).max(3);
+                    let mut best = f64::MAX;
+                    for _ in 0..5 {
+                        let t = std::time::Instant::now();
+                        w.run(iters).unwrap();
+                        best = best.min(t.elapsed().as_secs_f64() / iters as f64);
+                    }
+                    out += &format!("{}: {:.1} GFLOP/s\n", case.id, flops / best / 1e9);
+                }
+            }
+        }
+        println!("{out}");
+    }
+}
