@@ -71,9 +71,17 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
     }
     let mut analysed = per_iter.clone();
     if s.outliers == OutlierPolicy::Remove && counts.total() > 0 && counts.total() < per_iter.len() {
-        analysed = per_iter.iter().zip(&classes).filter(|(_, c)| **c == OutlierClass::Normal).map(|(x, _)| *x).collect();
+        analysed = per_iter
+            .iter()
+            .zip(&classes)
+            .filter(|(_, c)| **c == OutlierClass::Normal)
+            .map(|(x, _)| *x)
+            .collect();
         counts.removed = per_iter.len() - analysed.len();
-        r.notes.push(format!("{} outlier sample(s) removed before analysis (--outliers remove)", counts.removed));
+        r.notes.push(format!(
+            "{} outlier sample(s) removed before analysis (--outliers remove)",
+            counts.removed
+        ));
     }
     let Some(est) = estimates(&analysed, s, &o.case.id) else { return r };
     if est.iqr_over_median > NOISY_IQR_RATIO {
@@ -167,14 +175,24 @@ fn peak_for(kind: ThroughputKind, l: &MachineLimits, one_core: bool) -> Option<f
     }
 }
 
-fn rate(t: &Throughput, median: &Estimate, limits: Option<&MachineLimits>, one_core: bool) -> ThroughputEstimate {
+fn rate(
+    t: &Throughput,
+    median: &Estimate,
+    limits: Option<&MachineLimits>,
+    one_core: bool,
+) -> ThroughputEstimate {
     let per_sec = |ns: f64| if ns > 0.0 { t.per_iteration * 1e9 / ns } else { f64::INFINITY };
     let point = per_sec(median.point);
     ThroughputEstimate {
         kind: t.kind,
         per_iteration: t.per_iteration,
         // A longer time is a lower rate: the bounds swap.
-        rate: Estimate { point, lower: per_sec(median.upper), upper: per_sec(median.lower), level: median.level },
+        rate: Estimate {
+            point,
+            lower: per_sec(median.upper),
+            upper: per_sec(median.lower),
+            level: median.level,
+        },
         pct_of_peak: limits.and_then(|l| peak_for(t.kind, l, one_core)).map(|p| point / p * 100.0),
     }
 }
@@ -205,7 +223,11 @@ pub fn classify(decl: &[Throughput], median_ns: f64, l: &MachineLimits, one_core
 }
 
 /// Evaluates the suites' performance targets against this run's results.
-pub fn evaluate_targets(specs: &[TargetSpec], cases: &[CaseResult], limits: Option<&MachineLimits>) -> Vec<TargetCheck> {
+pub fn evaluate_targets(
+    specs: &[TargetSpec],
+    cases: &[CaseResult],
+    limits: Option<&MachineLimits>,
+) -> Vec<TargetCheck> {
     let Some(l) = limits else { return Vec::new() };
     let mut out = Vec::new();
     for spec in specs {
@@ -277,7 +299,11 @@ mod tests {
     #[test]
     fn rates_invert_the_time_interval_and_scale_to_peak() {
         let times: Vec<f64> = (0..50).map(|i| 1000.0 + (i % 5) as f64).collect();
-        let r = analyze(&outcome(&times, vec![Throughput::flops(100_000.0)]), &Settings::default(), Some(&limits()));
+        let r = analyze(
+            &outcome(&times, vec![Throughput::flops(100_000.0)]),
+            &Settings::default(),
+            Some(&limits()),
+        );
         let est = r.estimates.as_ref().unwrap();
         assert_eq!(est.median.point, 1002.0);
         let t = &r.throughput[0];
@@ -290,8 +316,9 @@ mod tests {
 
     #[test]
     fn outliers_are_counted_and_removed_only_on_request() {
-        let mut times = vec![100.0; 40];
-        times.extend([101.0, 99.0, 102.0, 98.0, 10_000.0]);
+        // Quartiles 95 and 105 (IQR 10): 10 000 is beyond the 3x fence at 135.
+        let mut times: Vec<f64> = (0..40).map(|i| 90.0 + (i % 21) as f64).collect();
+        times.push(10_000.0);
         let keep = analyze(&outcome(&times, vec![]), &Settings::default(), None);
         let o = keep.outliers.as_ref().unwrap();
         assert_eq!(o.high_severe, 1);
@@ -337,7 +364,8 @@ mod tests {
     #[test]
     fn targets_pick_the_best_matching_case() {
         let mk = |id: &str, rate: f64| {
-            let mut r = analyze(&outcome(&[1.0, 1.0, 1.0], vec![Throughput::flops(1.0)]), &Settings::default(), None);
+            let mut r =
+                analyze(&outcome(&[1.0, 1.0, 1.0], vec![Throughput::flops(1.0)]), &Settings::default(), None);
             r.id = id.into();
             r.throughput[0].rate.point = rate;
             r

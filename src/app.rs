@@ -96,17 +96,20 @@ pub fn list(args: &ListArgs) -> Result<String> {
         suites.push(ListedSuite { name: s.name().into(), description: s.describe().into(), benchmarks });
     }
     match args.format {
-        ListFormat::Json => {
-            Ok(serde_json::to_string_pretty(&serde_json::json!({ "suites": suites, "cases": plan.cases.len() }))? + "\n")
-        }
+        ListFormat::Json => Ok(serde_json::to_string_pretty(
+            &serde_json::json!({ "suites": suites, "cases": plan.cases.len() }),
+        )? + "\n"),
         ListFormat::Table => {
             // Plain indented text: descriptions are prose and wrap; ids stay
             // one per line so `tfbench list | grep` works.
             let mut out = String::new();
             for s in &suites {
                 let n: usize = s.benchmarks.iter().map(|b| b.cases.len()).sum();
-                out.push_str(&format!("{} ({n} cases): {}
-", s.name, s.description));
+                out.push_str(&format!(
+                    "{} ({n} cases): {}
+",
+                    s.name, s.description
+                ));
                 for b in &s.benchmarks {
                     out.push_str(&format!("\n  {} ({} cases)\n", b.name, b.cases.len()));
                     for line in wrap(&b.description, 92) {
@@ -164,7 +167,9 @@ fn machine_limits(no_probe: bool, threads: usize, quiet: bool) -> Option<Machine
         return None;
     }
     if !quiet {
-        eprintln!("measuring this machine's peak FLOP/s and bandwidth (once per machine; --no-probe skips) ...");
+        eprintln!(
+            "measuring this machine's peak FLOP/s and bandwidth (once per machine; --no-probe skips) ..."
+        );
     }
     match probe::measure(threads) {
         Ok(l) => {
@@ -267,23 +272,31 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         let text = report::render(*format, &report)?;
         crate::util::write_atomic(path, text.as_bytes())?;
     }
-    let text = if stream { report::jsonl::summary_line(&report)? + "\n" } else { report::render(stdout_format, &report)? };
+    let text = if stream {
+        report::jsonl::summary_line(&report)? + "\n"
+    } else {
+        report::render(stdout_format, &report)?
+    };
     print_stdout(&text)?;
     if !quiet {
         if limits.is_none() {
-            eprintln!("note: no machine probe: % of peak, roofline and targets are not shown (tfbench sysinfo --probe)");
+            eprintln!(
+                "note: no machine probe: % of peak, roofline and targets are not shown (tfbench sysinfo --probe)"
+            );
         }
         eprintln!(
             "{} case(s), {} failed, wall time {:.1} s{}",
             report.cases.len(),
             report.failed_count(),
             report.wall_time_secs,
-            file_output.as_ref().map(|(p, _)| format!("; results written to {}", p.display())).unwrap_or_default()
+            file_output
+                .as_ref()
+                .map(|(p, _)| format!("; results written to {}", p.display()))
+                .unwrap_or_default()
         );
     }
     Ok(if report.failed_count() > 0 { Outcome::CaseFailures } else { Outcome::Success })
 }
-
 
 fn check_writable(path: &Path) -> Result<()> {
     let dir = match path.parent() {

@@ -77,7 +77,9 @@ impl Environment {
         Self {
             cpu_model: cpu.model.unwrap_or_else(unknown),
             cpu_vendor: cpu.vendor.unwrap_or_else(unknown),
-            physical_cores: cpu.physical_cores,
+            physical_cores: cpu
+                .physical_cores
+                .or_else(|| sysfs_physical_cores(Path::new("/sys/devices/system/cpu"))),
             logical_threads: cpu.logical_threads.unwrap_or(available_parallelism),
             available_parallelism,
             isa_flags: isa_flags(&cpu.flags),
@@ -263,6 +265,26 @@ fn parse_cpuinfo(text: &str) -> CpuInfo {
     info.logical_threads = (processors > 0).then_some(processors);
     info.physical_cores = (!cores.is_empty()).then_some(cores.len());
     info
+}
+
+/// Distinct (package, core) pairs from sysfs topology, for kernels whose
+/// `/proc/cpuinfo` has no core ids (most ARM ones).
+fn sysfs_physical_cores(cpu_dir: &Path) -> Option<usize> {
+    let mut cores = std::collections::BTreeSet::new();
+    for entry in std::fs::read_dir(cpu_dir).ok()?.flatten() {
+        let name = entry.file_name();
+        let Some(index) = name.to_str().and_then(|n| n.strip_prefix("cpu")) else { continue };
+        if index.is_empty() || !index.bytes().all(|b| b.is_ascii_digit()) {
+            continue;
+        }
+        let topology = entry.path().join("topology");
+        if let (Some(package), Some(core)) =
+            (read_trimmed(topology.join("physical_package_id")), read_trimmed(topology.join("core_id")))
+        {
+            cores.insert((package, core));
+        }
+    }
+    (!cores.is_empty()).then_some(cores.len())
 }
 
 #[derive(Debug, Default, PartialEq)]
@@ -529,6 +551,16 @@ mod tests {
         let os = "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n";
         assert_eq!(parse_os_release(os).as_deref(), Some("Debian GNU/Linux 12 (bookworm)"));
         assert_eq!(parse_os_release("NAME=x"), None);
+    }
+
+    #[test]
+    fn sysfs_core_count_matches_cpuinfo_when_both_exist() {
+        let from_cpuinfo = parse_cpuinfo(&read_trimmed("/proc/cpuinfo").unwrap_or_default()).physical_cores;
+        let from_sysfs = sysfs_physical_cores(Path::new("/sys/devices/system/cpu"));
+        if let (Some(a), Some(b)) = (from_cpuinfo, from_sysfs) {
+            assert_eq!(a, b);
+        }
+        assert_eq!(sysfs_physical_cores(Path::new("/nonexistent/tfbench")), None);
     }
 
     #[test]

@@ -116,12 +116,7 @@ fn measure_with(threads: usize, config: &ProbeConfig, fingerprint: String) -> Re
     ensure!(threads > 0, "the probe needs at least one thread");
     let measured_at = now_rfc3339();
     let isa = Isa::detect();
-    let (peak_one, peak_all) = if threads == 1 {
-        let (one, _) = flops::peak(isa, 1, config.fma_duration, config.fma_reps)?;
-        (one, one)
-    } else {
-        flops::peak(isa, threads, config.fma_duration, config.fma_reps)?
-    };
+    let (peak_one, peak_all) = flops::peak(isa, threads, config.fma_duration, config.fma_reps)?;
     let bw = stream::bandwidth(isa, threads, config.stream_len, config.stream_reps)?;
     let limits = MachineLimits {
         fingerprint,
@@ -192,8 +187,11 @@ fn run_gated<T: Send, F: FnOnce() -> T + Send>(jobs: Vec<F>) -> Result<GatedRun<
         gate.store(GO, Ordering::Release);
         let mut results = Vec::with_capacity(handles.len());
         let (mut first, mut last): (Option<Instant>, Option<Instant>) = (None, None);
-        for h in handles {
-            let Ok(Some((start, end, result))) = h.join() else { bail!("a probe thread panicked") };
+        // Every handle is joined before reporting a panic: the scope itself
+        // panics if it has to join a panicked thread we left behind.
+        let joined: Vec<_> = handles.into_iter().map(|h| h.join()).collect();
+        for outcome in joined {
+            let Ok(Some((start, end, result))) = outcome else { bail!("a probe thread panicked") };
             first = Some(first.map_or(start, |f| f.min(start)));
             last = Some(last.map_or(end, |l| l.max(end)));
             results.push(result);

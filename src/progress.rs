@@ -58,10 +58,13 @@ impl Observer for Progress {
             return;
         }
         if std::io::stderr().is_terminal() {
-            let bar = ProgressBar::with_draw_target(Some((cases * rounds as usize) as u64), ProgressDrawTarget::stderr());
-            if let Ok(style) =
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {wide_msg}")
-            {
+            let bar = ProgressBar::with_draw_target(
+                Some((cases * rounds as usize) as u64),
+                ProgressDrawTarget::stderr(),
+            );
+            if let Ok(style) = ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} ETA {eta} {wide_msg}",
+            ) {
                 bar.set_style(style);
             }
             self.bar = Some(bar);

@@ -25,6 +25,32 @@ pub fn uniform(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
     }
 }
 
+/// Writes `bytes` to `path` atomically: a temporary file in the same folder,
+/// flushed to disk, then renamed over the target. A crash leaves either the
+/// old file or the new one, never half of one.
+pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    use anyhow::Context;
+    use std::io::Write;
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("output");
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.with_context(|| format!("cannot write {}", path.display()))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -37,29 +63,4 @@ mod tests {
         let u = super::uniform(1000, 1.0, 2.0, 3);
         assert!(u.iter().all(|&x| (1.0..2.0).contains(&x)));
     }
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file in the same folder,
-/// flushed to disk, then renamed over the target. A crash leaves either the
-/// old file or the new one, never half of one.
-pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use anyhow::Context;
-    use std::io::Write;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => std::path::PathBuf::from("."),
-    };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("output");
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-    let tmp = dir.join(format!(".{name}.{}.{nanos}.tmp", std::process::id()));
-    let result = (|| {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.with_context(|| format!("cannot write {}", path.display()))
 }

@@ -40,7 +40,15 @@ impl PartialSettings {
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = self.$f { s.$f = v; } )* };
         }
-        set!(sample_size, warm_up_time, measurement_time, confidence_level, bootstrap_resamples, seed, outliers);
+        set!(
+            sample_size,
+            warm_up_time,
+            measurement_time,
+            confidence_level,
+            bootstrap_resamples,
+            seed,
+            outliers
+        );
         if self.max_time.is_some() {
             s.max_time = self.max_time;
         }
@@ -140,7 +148,8 @@ impl LoadedConfig {
 /// Reads and parses a config file; the format follows the extension.
 pub fn load(path: &Path) -> Result<LoadedConfig> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config file {shown}: {e}"))?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config file {shown}: {e}"))?;
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
     let config = match ext.as_str() {
         "toml" => parse_toml(&shown, &text)?,
@@ -164,7 +173,8 @@ pub fn parse_yaml(path: &str, text: &str) -> Result<ConfigFile> {
         return Ok(ConfigFile::default());
     }
     serde_saphyr::from_str(text).map_err(|e| {
-        let loc = e.location().map(|l| format!("{}:{}", l.line(), l.column())).unwrap_or_else(|| "1:1".into());
+        let loc =
+            e.location().map(|l| format!("{}:{}", l.line(), l.column())).unwrap_or_else(|| "1:1".into());
         let msg = e.to_string();
         // saphyr's message may carry its own snippet; keep the first line.
         let first = msg.lines().next().unwrap_or("invalid YAML").to_string();
@@ -193,8 +203,11 @@ fn locate_key(text: &str, key: &str) -> Option<(usize, usize)> {
         }
         if trimmed.starts_with('[') {
             if let Some(pos) = trimmed.find(key) {
-                let bounded = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '-');
-                if bounded(trimmed[..pos].chars().last()) && bounded(trimmed[pos + key.len()..].chars().next()) {
+                let bounded =
+                    |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '-');
+                if bounded(trimmed[..pos].chars().last())
+                    && bounded(trimmed[pos + key.len()..].chars().next())
+                {
                     return Some((i + 1, indent + pos + 1));
                 }
             }
@@ -228,7 +241,8 @@ mod tests {
 
     #[test]
     fn unknown_keys_name_line_column_and_choices() {
-        let err = parse_toml("c.toml", "[harness]\nsample_size = 10\nsampel_time = 3\n").unwrap_err().to_string();
+        let err =
+            parse_toml("c.toml", "[harness]\nsample_size = 10\nsampel_time = 3\n").unwrap_err().to_string();
         assert!(err.starts_with("c.toml:3:1:"), "{err}");
         assert!(err.contains("sampel_time") && err.contains("measurement_time"), "{err}");
         let err = parse_yaml("c.yaml", "harness:\n  sample_size: 10\n  bogus: 1\n").unwrap_err().to_string();

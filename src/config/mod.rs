@@ -73,10 +73,16 @@ impl Settings {
             return Err(("target_precision", format!("must be a percentage in (0, 100), got {p}")));
         }
         if !(self.confidence_level > 0.0 && self.confidence_level < 1.0) {
-            return Err(("confidence_level", format!("must be in (0, 1), e.g. 0.95, got {}", self.confidence_level)));
+            return Err((
+                "confidence_level",
+                format!("must be in (0, 1), e.g. 0.95, got {}", self.confidence_level),
+            ));
         }
         if self.bootstrap_resamples < 100 {
-            return Err(("bootstrap_resamples", format!("must be at least 100, got {}", self.bootstrap_resamples)));
+            return Err((
+                "bootstrap_resamples",
+                format!("must be at least 100, got {}", self.bootstrap_resamples),
+            ));
         }
         Ok(())
     }
@@ -86,8 +92,8 @@ mod file;
 mod resolve;
 
 pub use file::{
-    ConfigFile, LoadedConfig, OneOrMany, PartialSettings, RunSection, SuiteSection, line_col, load, parse_toml,
-    parse_yaml,
+    ConfigFile, LoadedConfig, OneOrMany, PartialSettings, RunSection, SuiteSection, line_col, load,
+    parse_toml, parse_yaml,
 };
 pub use resolve::{CliOverrides, Resolved, default_threads, resolve};
 

@@ -46,6 +46,19 @@ pub struct Resolved {
     pub shuffle: bool,
 }
 
+impl std::fmt::Debug for Resolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Resolved")
+            .field("suites", &self.suites.iter().map(|s| s.name()).collect::<Vec<_>>())
+            .field("cases", &self.cases.len())
+            .field("settings", &self.settings)
+            .field("threads", &self.threads)
+            .field("rounds", &self.rounds)
+            .field("shuffle", &self.shuffle)
+            .finish()
+    }
+}
+
 /// Resolves the layers into a plan. Errors name the file, line and the choices.
 pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Resolved> {
     let empty = ConfigFile::default();
@@ -76,7 +89,10 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
     selected.sort_by_key(|s| known.iter().position(|k| *k == s.name()));
     for name in file.suites.keys() {
         if suites::find(name).is_none() {
-            return Err(at(name, format!("unknown suite `{name}` in [suites]; known suites: {}", known.join(", "))));
+            return Err(at(
+                name,
+                format!("unknown suite `{name}` in [suites]; known suites: {}", known.join(", ")),
+            ));
         }
     }
 
@@ -173,7 +189,9 @@ mod tests {
 
     #[test]
     fn layers_apply_in_order() {
-        let cfg = loaded("[harness]\nsample_size = 30\nwarm_up_time = 0.2\n[suites.tensor.harness]\nsample_size = 40\n");
+        let cfg = loaded(
+            "[harness]\nsample_size = 30\nwarm_up_time = 0.2\n[suites.tensor.harness]\nsample_size = 40\n",
+        );
         let cli = CliOverrides {
             quick: true,
             harness: PartialSettings { warm_up_time: Some(0.1), ..Default::default() },
@@ -188,14 +206,19 @@ mod tests {
 
     #[test]
     fn unknown_suites_and_params_are_located() {
-        let err = resolve(Some(&loaded("[run]\nthreads = 1\n\n[suites.tensr.harness]\nsample_size = 3\n")), &Default::default())
-            .unwrap_err()
-            .to_string();
+        let err = resolve(
+            Some(&loaded("[run]\nthreads = 1\n\n[suites.tensr.harness]\nsample_size = 3\n")),
+            &Default::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.starts_with("x.toml:4:9:") && err.contains("known suites: tensor"), "{err}");
         let cli = CliOverrides { suites: vec!["nope".into()], ..Default::default() };
         let err = resolve(None, &cli).unwrap_err().to_string();
         assert!(err.contains("unknown suite `nope`") && err.contains("tensor"), "{err}");
-        let err = resolve(Some(&loaded("[harness]\nconfidence_level = 1.5\n")), &Default::default()).unwrap_err().to_string();
+        let err = resolve(Some(&loaded("[harness]\nconfidence_level = 1.5\n")), &Default::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("x.toml:2:1:") && err.contains("(0, 1)"), "{err}");
     }
 
@@ -205,7 +228,11 @@ mod tests {
             ("configs/quick.toml", include_str!("../../configs/quick.toml")),
             ("configs/ci.toml", include_str!("../../configs/ci.toml")),
         ] {
-            let c = LoadedConfig { config: parse_toml(name, text).unwrap(), path: name.into(), text: text.into() };
+            let c = LoadedConfig {
+                config: parse_toml(name, text).unwrap(),
+                path: name.into(),
+                text: text.into(),
+            };
             resolve(Some(&c), &Default::default()).unwrap_or_else(|e| panic!("{name}: {e:#}"));
         }
         let text = include_str!("../../configs/full.yaml");

@@ -94,7 +94,12 @@ pub fn is_installed() -> bool {
 
 /// Reads the counters.
 pub fn snapshot() -> AllocSnapshot {
-    AllocSnapshot { allocs: ALLOCS.load(Relaxed), frees: FREES.load(Relaxed), bytes: BYTES.load(Relaxed), live: LIVE.load(Relaxed) }
+    AllocSnapshot {
+        allocs: ALLOCS.load(Relaxed),
+        frees: FREES.load(Relaxed),
+        bytes: BYTES.load(Relaxed),
+        live: LIVE.load(Relaxed),
+    }
 }
 
 /// Starts a new peak window at the current live bytes; returns that level.

@@ -131,7 +131,8 @@ fn run_one(
         return Err(("verify", format!("wrong result {detail}")));
     }
     o.throughput = w.throughput();
-    let m: Measurement = guarded(|| sampler::measure(w.as_mut(), s, timer, round)).map_err(|e| ("measure", e))?;
+    let m: Measurement =
+        guarded(|| sampler::measure(w.as_mut(), s, timer, round)).map_err(|e| ("measure", e))?;
     o.measurements.push(m);
     Ok(())
 }

@@ -61,7 +61,15 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
     // Calibration: every sample lasts >= 100x the clock precision, and the
     // requested samples fit the measurement budget.
     let budget = secs(s.measurement_time);
-    let per_sample_target = (budget.as_nanos() as f64 / s.sample_size as f64).max(timer.min_sample_ns());
+    // With a hard deadline, size samples so the requested count fits what is
+    // left of it, not only the measurement budget.
+    let window = match deadline {
+        Some(d) => budget.min(d.saturating_duration_since(Instant::now())),
+        None => budget,
+    };
+    // Aim at 90% of the window so ordinary jitter does not cut the last samples.
+    let per_sample_target =
+        (0.9 * window.as_nanos() as f64 / s.sample_size as f64).max(timer.min_sample_ns());
     let iters = ((per_sample_target / per_iter_ns).round() as u64).max(1);
     let expected_sample = Duration::from_nanos((per_iter_ns * iters as f64) as u64);
 
@@ -87,7 +95,8 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         let nanos = t0.elapsed().as_nanos() as f64;
         samples.push(Sample { iterations: iters, nanos, round });
         if let Some(target) = s.target_precision {
-            if samples.len() >= MIN_SAMPLES_FOR_PRECISION && precise_enough(&samples, &mut scratch, s, target) {
+            if samples.len() >= MIN_SAMPLES_FOR_PRECISION && precise_enough(&samples, &mut scratch, s, target)
+            {
                 stopped_by = StopReason::TargetPrecision;
                 break;
             }
@@ -101,7 +110,14 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         bytes_per_iter: (after.bytes - before.bytes) as f64 / total_iters as f64,
         peak_bytes: peak as u64,
     });
-    Ok(Measurement { samples, warm_up_ns, iterations_per_sample: iters, requested: s.sample_size, stopped_by, alloc })
+    Ok(Measurement {
+        samples,
+        warm_up_ns,
+        iterations_per_sample: iters,
+        requested: s.sample_size,
+        stopped_by,
+        alloc,
+    })
 }
 
 /// True when the median's CI half-width is within `target` percent of it.
@@ -147,26 +163,37 @@ mod tests {
 
     #[test]
     fn samples_respect_count_and_minimum_duration() {
-        let s = Settings { sample_size: 10, warm_up_time: 0.01, measurement_time: 0.05, ..Default::default() };
+        let s = Settings { sample_size: 10, warm_up_time: 0.01, measurement_time: 0.2, ..Default::default() };
         let mut w = Spin { ns: 2_000, calls: 0 };
         let m = measure(&mut w, &s, &timer(), 0).unwrap();
         assert_eq!(m.samples.len(), 10);
         assert_eq!(m.stopped_by, StopReason::SampleSize);
-        // 0.05 s over 10 samples: about 5 ms, i.e. about 2500 iterations of 2 us.
-        assert!(m.iterations_per_sample > 500, "{}", m.iterations_per_sample);
+        // 90% of 0.2 s over 10 samples: 18 ms, about 9000 iterations of 2 us
+        // (fewer if the spin overran during warm-up on a busy machine).
+        assert!(
+            m.iterations_per_sample > 2000 && m.iterations_per_sample <= 9000,
+            "{}",
+            m.iterations_per_sample
+        );
         assert!(m.samples.iter().all(|x| x.nanos >= timer().min_sample_ns()));
     }
 
     #[test]
     fn max_time_wins_over_sample_count() {
-        let s = Settings { sample_size: 1000, warm_up_time: 0.0, measurement_time: 10.0, max_time: Some(0.05), ..Default::default() };
+        let s = Settings {
+            sample_size: 1000,
+            warm_up_time: 0.0,
+            measurement_time: 10.0,
+            max_time: Some(0.05),
+            ..Default::default()
+        };
         let mut w = Spin { ns: 1_000_000, calls: 0 };
         let t0 = Instant::now();
         let m = measure(&mut w, &s, &timer(), 0).unwrap();
         assert_eq!(m.stopped_by, StopReason::MaxTime);
         assert!(m.samples.len() < 1000);
-        // One sample (10 ms, the calibrated size) of slack at most.
-        assert!(t0.elapsed() < Duration::from_millis(50 + 40), "{:?}", t0.elapsed());
+        // Samples are sized to fit the deadline: at most one iteration of slack.
+        assert!(t0.elapsed() < Duration::from_millis(50 + 20), "{:?}", t0.elapsed());
     }
 
     #[test]
@@ -186,7 +213,8 @@ mod tests {
 
     #[test]
     fn measurement_budget_keeps_a_minimum_of_samples() {
-        let s = Settings { sample_size: 100, warm_up_time: 0.0, measurement_time: 0.001, ..Default::default() };
+        let s =
+            Settings { sample_size: 100, warm_up_time: 0.0, measurement_time: 0.001, ..Default::default() };
         let mut w = Spin { ns: 2_000_000, calls: 0 };
         let m = measure(&mut w, &s, &timer(), 0).unwrap();
         assert_eq!(m.samples.len(), MIN_SAMPLES);

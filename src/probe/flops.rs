@@ -117,8 +117,8 @@ fn calibrate(isa: Isa, target: Duration) -> Result<u64> {
         let start = Instant::now();
         checked_run(isa, iters)?;
         let elapsed = start.elapsed();
-        // 1/8 of the target is long enough to extrapolate from, and the
-        // doubling wastes at most that much time.
+        // 1/8 of the target is long enough to extrapolate from, and all the
+        // doubling costs about a quarter of one measurement.
         if elapsed >= target / 8 || iters >= 1 << 40 {
             let scale = target.as_secs_f64() / elapsed.as_secs_f64().max(1e-9);
             return Ok(((iters as f64 * scale) as u64).max(1));
@@ -132,8 +132,9 @@ fn calibrate(isa: Isa, target: Duration) -> Result<u64> {
 pub(super) fn peak(isa: Isa, threads: usize, duration: Duration, reps: usize) -> Result<(f64, f64)> {
     let iters = calibrate(isa, duration)?;
     let mut best = [0.0f64; 2];
-    for (slot, n) in [(0, 1), (1, threads)] {
-        for _ in 0..reps {
+    let thread_counts: &[(usize, usize)] = if threads == 1 { &[(0, 1)] } else { &[(0, 1), (1, threads)] };
+    for &(slot, n) in thread_counts {
+        for _ in 0..reps.max(1) {
             let runs = run_gated((0..n).map(|_| move || checked_run(isa, iters)).collect())?;
             let mut flops = 0u64;
             for r in runs.results {
@@ -145,6 +146,9 @@ pub(super) fn peak(isa: Isa, threads: usize, duration: Duration, reps: usize) ->
             best[slot] = best[slot].max(flops as f64 / runs.wall.as_secs_f64());
         }
     }
+    if threads == 1 {
+        best[1] = best[0];
+    }
     Ok((best[0], best[1]))
 }
 
@@ -153,6 +157,7 @@ mod tests {
     use super::*;
 
     fn available_isas() -> Vec<Isa> {
+        #[cfg_attr(not(target_arch = "x86_64"), allow(unused_mut))]
         let mut isas = vec![Isa::Portable];
         #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {

@@ -109,7 +109,9 @@ fn gate_runs_every_job_and_times_them() {
     assert!(run.wall > Duration::ZERO);
     let sleepy = run_gated(vec![|| std::thread::sleep(Duration::from_millis(20))]).expect("thread");
     assert!(sleepy.wall >= Duration::from_millis(20));
-    assert!(run_gated(vec![|| panic!("job fails")]).is_err());
+    let jobs: Vec<Box<dyn FnOnce() + Send>> =
+        vec![Box::new(|| panic!("job fails")), Box::new(|| panic!("so does this"))];
+    assert!(run_gated(jobs).is_err());
 }
 
 #[test]

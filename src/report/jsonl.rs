@@ -89,7 +89,7 @@ enum LineRef<'a> {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Line {
     /// `{"type":"run",...}`: the first line.
-    Run(RunLine),
+    Run(Box<RunLine>),
     /// `{"type":"case",...}`: one per case.
     Case(Box<CaseResult>),
     /// `{"type":"summary",...}`: the last line.
@@ -153,7 +153,7 @@ pub fn parse_jsonl(text: &str) -> Result<RunReport> {
             bail!("line {n}: nothing may follow the summary line");
         }
         match serde_json::from_value::<Line>(value).with_context(|| format!("line {n}"))? {
-            Line::Run(r) if run.is_none() => run = Some(r),
+            Line::Run(r) if run.is_none() => run = Some(*r),
             Line::Run(_) => bail!("line {n}: a second run line"),
             Line::Case(c) => cases.push(*c),
             Line::Summary(s) => summary = Some(s),

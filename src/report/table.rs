@@ -12,7 +12,7 @@ use comfy_table::{CellAlignment, ContentArrangement, Table};
 use std::fmt::Write as _;
 
 /// Longest failure reason shown in the status column, in characters.
-const MAX_REASON: usize = 60;
+const MAX_REASON: usize = 48;
 
 fn new_table(header: Vec<String>, right_aligned: &[usize]) -> Table {
     let mut table = Table::new();

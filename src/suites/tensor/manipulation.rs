@@ -11,34 +11,122 @@ use anyhow::{Result, bail};
 use ndarray::{Array2, CowArray, Ix1};
 use rayon::prelude::*;
 
-/// Side of the square tiles of the blocked transpose.
-pub(crate) const TILE: usize = 32;
+/// Tile of the blocked transpose: `TI` input rows by `TJ` input columns
+/// (`TJ` output rows by `TI` output columns), staged through a 32 KiB buffer.
+pub(crate) const TI: usize = 128;
+/// See [`TI`].
+pub(crate) const TJ: usize = 64;
 
-/// Transposes `a[rows x cols]` into `out[cols x rows]` in `TILE x TILE`
-/// tiles, parallel over tile rows of the output when large.
+/// Transposes the 8x8 block at `src` (row stride `ss`) into `dst` (row stride `ds`).
+///
+/// # Safety
+/// The CPU must support AVX; `src` must be readable and `dst` writable for
+/// 8 rows of 8 floats at the given strides.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx")]
+unsafe fn t8x8_avx(src: *const f32, ss: usize, dst: *mut f32, ds: usize) {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller guarantees AVX and the 8x8 extents of src and dst.
+    unsafe {
+        let r0 = _mm256_loadu_ps(src);
+        let r1 = _mm256_loadu_ps(src.add(ss));
+        let r2 = _mm256_loadu_ps(src.add(2 * ss));
+        let r3 = _mm256_loadu_ps(src.add(3 * ss));
+        let r4 = _mm256_loadu_ps(src.add(4 * ss));
+        let r5 = _mm256_loadu_ps(src.add(5 * ss));
+        let r6 = _mm256_loadu_ps(src.add(6 * ss));
+        let r7 = _mm256_loadu_ps(src.add(7 * ss));
+        let (t0, t1) = (_mm256_unpacklo_ps(r0, r1), _mm256_unpackhi_ps(r0, r1));
+        let (t2, t3) = (_mm256_unpacklo_ps(r2, r3), _mm256_unpackhi_ps(r2, r3));
+        let (t4, t5) = (_mm256_unpacklo_ps(r4, r5), _mm256_unpackhi_ps(r4, r5));
+        let (t6, t7) = (_mm256_unpacklo_ps(r6, r7), _mm256_unpackhi_ps(r6, r7));
+        let (s0, s1) = (_mm256_shuffle_ps::<0x44>(t0, t2), _mm256_shuffle_ps::<0xee>(t0, t2));
+        let (s2, s3) = (_mm256_shuffle_ps::<0x44>(t1, t3), _mm256_shuffle_ps::<0xee>(t1, t3));
+        let (s4, s5) = (_mm256_shuffle_ps::<0x44>(t4, t6), _mm256_shuffle_ps::<0xee>(t4, t6));
+        let (s6, s7) = (_mm256_shuffle_ps::<0x44>(t5, t7), _mm256_shuffle_ps::<0xee>(t5, t7));
+        _mm256_storeu_ps(dst, _mm256_permute2f128_ps::<0x20>(s0, s4));
+        _mm256_storeu_ps(dst.add(ds), _mm256_permute2f128_ps::<0x20>(s1, s5));
+        _mm256_storeu_ps(dst.add(2 * ds), _mm256_permute2f128_ps::<0x20>(s2, s6));
+        _mm256_storeu_ps(dst.add(3 * ds), _mm256_permute2f128_ps::<0x20>(s3, s7));
+        _mm256_storeu_ps(dst.add(4 * ds), _mm256_permute2f128_ps::<0x31>(s0, s4));
+        _mm256_storeu_ps(dst.add(5 * ds), _mm256_permute2f128_ps::<0x31>(s1, s5));
+        _mm256_storeu_ps(dst.add(6 * ds), _mm256_permute2f128_ps::<0x31>(s2, s6));
+        _mm256_storeu_ps(dst.add(7 * ds), _mm256_permute2f128_ps::<0x31>(s3, s7));
+    }
+}
+
+/// Transposes input rows `i0..i0+ti`, columns `j0..j0+tj` of `a` (row length
+/// `cols`) into `buf[j * TI + i]`: 8x8 AVX blocks where possible, scalar edges.
+fn tile_to_buf(
+    buf: &mut [f32],
+    a: &[f32],
+    cols: usize,
+    (i0, ti): (usize, usize),
+    (j0, tj): (usize, usize),
+    avx: bool,
+) {
+    assert!(ti <= TI && tj <= TJ && buf.len() >= TI * TJ);
+    assert!(i0 + ti <= a.len() / cols && j0 + tj <= cols);
+    let (ti8, tj8) = if avx { (ti / 8 * 8, tj / 8 * 8) } else { (0, 0) };
+    #[cfg(target_arch = "x86_64")]
+    for ib in (0..ti8).step_by(8) {
+        for jb in (0..tj8).step_by(8) {
+            // SAFETY: `avx` is only true when the CPU has AVX; the asserts above
+            // keep the 8x8 source block inside `a` and the buffer block inside `buf`.
+            unsafe {
+                t8x8_avx(
+                    a.as_ptr().add((i0 + ib) * cols + j0 + jb),
+                    cols,
+                    buf.as_mut_ptr().add(jb * TI + ib),
+                    TI,
+                )
+            };
+        }
+    }
+    for i in 0..ti {
+        let row = &a[(i0 + i) * cols + j0..(i0 + i) * cols + j0 + tj];
+        let start = if i < ti8 { tj8 } else { 0 };
+        for (j, &v) in row.iter().enumerate().skip(start) {
+            buf[j * TI + i] = v;
+        }
+    }
+}
+
+/// Transposes `a[rows x cols]` into `out[cols x rows]`. Tiles of `TI x TJ`
+/// are transposed into a small buffer (8x8 AVX blocks where available) and
+/// written out as `TJ` contiguous runs, so every cache line of the input and
+/// the output is consumed whole (a direct strided write thrashes the cache at
+/// power-of-two sizes). Parallel over tile rows of the output when large.
 pub(crate) fn transpose(out: &mut [f32], a: &[f32], rows: usize, cols: usize) {
+    #[cfg(target_arch = "x86_64")]
+    let avx = std::arch::is_x86_feature_detected!("avx");
+    #[cfg(not(target_arch = "x86_64"))]
+    let avx = false;
+    transpose_with(out, a, rows, cols, avx);
+}
+
+/// [`transpose`], with the AVX blocks enabled or not (`avx` only if the CPU has AVX).
+fn transpose_with(out: &mut [f32], a: &[f32], rows: usize, cols: usize, avx: bool) {
     assert!(a.len() == rows * cols && out.len() == a.len(), "transpose: shape mismatch");
     if a.is_empty() {
         return;
     }
     // One task: output rows j0 .. j0 + o.len() / rows, i.e. input columns.
     let task = |(bj, o): (usize, &mut [f32])| {
-        let j0 = bj * TILE;
-        let jn = o.len() / rows;
-        for i0 in (0..rows).step_by(TILE) {
-            let i1 = (i0 + TILE).min(rows);
-            for i in i0..i1 {
-                let src = &a[i * cols + j0..i * cols + j0 + jn];
-                for (j, &v) in src.iter().enumerate() {
-                    o[j * rows + i] = v;
-                }
+        let mut buf = [0.0f32; TI * TJ];
+        let (j0, tj) = (bj * TJ, o.len() / rows);
+        for i0 in (0..rows).step_by(TI) {
+            let ti = TI.min(rows - i0);
+            tile_to_buf(&mut buf, a, cols, (i0, ti), (j0, tj), avx);
+            for j in 0..tj {
+                o[j * rows + i0..j * rows + i0 + ti].copy_from_slice(&buf[j * TI..j * TI + ti]);
             }
         }
     };
     if a.len() < PAR_MIN {
-        out.chunks_mut(TILE * rows).enumerate().for_each(task);
+        out.chunks_mut(TJ * rows).enumerate().for_each(task);
     } else {
-        out.par_chunks_mut(TILE * rows).enumerate().for_each(task);
+        out.par_chunks_mut(TJ * rows).enumerate().for_each(task);
     }
 }
 
@@ -311,11 +399,26 @@ mod tests {
 
     #[test]
     fn transpose_matches_naive_on_non_tile_multiple_shapes() {
-        for (r, c) in [(1, 1), (37, 53), (53, 37), (1, 100), (100, 1), (TILE + 1, 2 * TILE - 1), (513, 300)] {
+        for (r, c) in [
+            (1, 1),
+            (37, 53),
+            (53, 37),
+            (1, 100),
+            (100, 1),
+            (TI + 1, 2 * TJ - 1),
+            (TI * 2 + 9, TJ + 8),
+            (8, 8),
+            (16, 9),
+            (513, 300),
+        ] {
             let a = util::randn(r * c, 1);
+            let want = reference::transpose_naive(&a, r, c);
             let mut out = vec![f32::NAN; r * c];
             transpose(&mut out, &a, r, c);
-            assert_eq!(out, reference::transpose_naive(&a, r, c), "{r}x{c}");
+            assert_eq!(out, want, "{r}x{c}");
+            let mut out = vec![f32::NAN; r * c];
+            transpose_with(&mut out, &a, r, c, false);
+            assert_eq!(out, want, "{r}x{c} without AVX");
         }
     }
 

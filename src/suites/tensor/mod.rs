@@ -21,7 +21,7 @@
 //! since the crate itself is built for baseline x86-64.
 
 use crate::plan::{Case, ParamValue};
-use crate::suites::{Suite, Workload};
+use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 /// Defines a function whose body is compiled for AVX-512 (when the compiler
@@ -98,6 +98,24 @@ impl Suite for TensorSuite {
     }
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/tensor.toml")
+    }
+    fn targets(&self) -> Vec<TargetSpec> {
+        vec![
+            TargetSpec {
+                name: "f32 add, 16M elements, >= 75% of STREAM triad (12 bytes/element)",
+                case_pattern: r"^tensor/binary/op=add,shape=4096x4096$",
+                kind: ThroughputKind::Bytes,
+                limit: Limit::TriadAllThreads,
+                required: 0.75,
+            },
+            TargetSpec {
+                name: "best f32 GEMM at 1024^3 on all threads, >= 80% of peak FMA",
+                case_pattern: r"^tensor/matmul/impl=[a-z]+,shape=1024x1024x1024,threads=all$",
+                kind: ThroughputKind::Flops,
+                limit: Limit::PeakFlopsAllCores,
+                required: 0.8,
+            },
+        ]
     }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
@@ -209,6 +227,28 @@ mod tests {
     }
 
     #[test]
+    fn every_target_matches_a_default_case_with_that_throughput() {
+        for t in TensorSuite.targets() {
+            let re = regex::Regex::new(t.case_pattern).unwrap();
+            let cases: Vec<Case> = spec()
+                .benchmarks
+                .iter()
+                .flat_map(|b| expand("tensor", b))
+                .filter(|c| re.is_match(&c.id))
+                .collect();
+            assert!(!cases.is_empty(), "{}: no case matches", t.name);
+            for c in cases {
+                // Same case at a tiny size: the declared kinds do not depend on size.
+                let mut params = c.params.clone();
+                let tiny = if c.benchmark == "matmul" { "8x8x8" } else { "8x8" };
+                params.insert("shape".into(), ParamValue::Str(tiny.into()));
+                let w = TensorSuite.prepare(&Case::new("tensor", &c.benchmark, params)).unwrap();
+                assert!(w.throughput().iter().any(|x| x.kind == t.kind), "{}", c.id);
+            }
+        }
+    }
+
+    #[test]
     fn default_grid_cases_below_size_limit_prepare_and_verify() {
         let mut checked = 0;
         let mut total = 0;
@@ -313,13 +353,11 @@ mod tests {
                 let mut w = TensorSuite.prepare(&case).unwrap();
                 assert!(w.verify().unwrap().passed, "{}", case.id);
                 let tp = w.throughput();
-                let t = tp[0];
                 let per_sec = time(&mut |it| w.run(it).unwrap(), 1.0);
                 let rates: Vec<String> = tp
                     .iter()
                     .map(|t| format!("{:.2} G{}", t.per_iteration * per_sec / 1e9, t.kind.rate_unit()))
                     .collect();
-                let _ = t;
                 println!("{}: {}", case.id, rates.join(", "));
             }
         }

@@ -98,13 +98,47 @@ pub(crate) fn max(x: &[f32]) -> f32 {
     }
 }
 
-/// Index of the first maximum of `x` (NaN-free, non-empty): per chunk, a
-/// vectorised max then a search for its first position (the chunk is still in
-/// cache); chunks combined keeping the earliest index on ties.
+simd_dispatch! {
+    /// `(max, index of its first occurrence)` of a non-empty NaN-free slice of
+    /// at most `u32::MAX` values: each lane keeps its best value and index
+    /// (strictly greater replaces, so the earliest wins), lanes are combined
+    /// preferring the smaller index on ties.
+    fn argmax_serial(x: &[f32]) -> (f32, usize) {
+        let mut best = [f32::NEG_INFINITY; LANES];
+        let mut idx = [0u32; LANES];
+        let mut chunks = x.chunks_exact(LANES);
+        let mut base = 0u32;
+        for c in &mut chunks {
+            for i in 0..LANES {
+                let better = c[i] > best[i];
+                best[i] = if better { c[i] } else { best[i] };
+                idx[i] = if better { base + i as u32 } else { idx[i] };
+            }
+            base += LANES as u32;
+        }
+        let mut m = (f32::NEG_INFINITY, 0usize);
+        for i in 0..LANES {
+            if best[i] > m.0 || (best[i] == m.0 && (idx[i] as usize) < m.1) {
+                m = (best[i], idx[i] as usize);
+            }
+        }
+        // The remainder comes after every lane index: strictly greater only.
+        for (k, &v) in chunks.remainder().iter().enumerate() {
+            if v > m.0 {
+                m = (v, base as usize + k);
+            }
+        }
+        m
+    }
+}
+
+/// Index of the first maximum of `x` (NaN-free, non-empty): per `CHUNK`, a
+/// vectorised value-and-index scan; chunks combined keeping the earliest
+/// index on ties.
 pub(crate) fn argmax(x: &[f32]) -> usize {
     let chunk_best = |(ci, c): (usize, &[f32])| {
-        let m = max_serial(c);
-        (m, ci * CHUNK + c.iter().position(|&v| v == m).unwrap_or(0))
+        let (m, i) = argmax_serial(c);
+        (m, ci * CHUNK + i)
     };
     let better =
         |a: (f32, usize), b: (f32, usize)| if b.0 > a.0 || (b.0 == a.0 && b.1 < a.1) { b } else { a };
@@ -421,6 +455,14 @@ mod tests {
             x[0] = 100.0;
             assert_eq!(argmax(&x), 0);
         }
+        // Ties inside one lane block and in the remainder; all equal values.
+        let mut x = vec![0.0f32; 3 * LANES + 5];
+        x[LANES + 3] = 1.0;
+        x[2 * LANES + 3] = 1.0;
+        x[3 * LANES + 1] = 1.0;
+        assert_eq!(argmax(&x), LANES + 3);
+        assert_eq!(argmax(&[f32::NEG_INFINITY; 77]), 0);
+        assert_eq!(argmax(&[2.0; 100]), 0);
     }
 
     #[test]

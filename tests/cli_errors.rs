@@ -1,0 +1,105 @@
+//! Every user error: a clear message naming what is wrong, and exit code 2.
+
+mod common;
+use common::*;
+
+fn assert_usage_error(r: &Run, needles: &[&str]) {
+    assert_eq!(r.code, 2, "exit code; stderr: {}", r.stderr);
+    assert!(r.stdout.is_empty(), "nothing on stdout on error: {}", r.stdout);
+    for n in needles {
+        assert!(r.stderr.contains(n), "stderr lacks {n:?}: {}", r.stderr);
+    }
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+}
+
+#[test]
+fn unknown_suite_lists_the_known_ones() {
+    assert_usage_error(
+        &tfbench(&["run", "--suite", "tensr", "--no-probe"]),
+        &["unknown suite `tensr`", "known suites: tensor"],
+    );
+    assert_usage_error(&tfbench(&["list", "--suite", "nope"]), &["unknown suite `nope`", "tensor"]);
+}
+
+#[test]
+fn bad_regex_shows_the_regex_error() {
+    assert_usage_error(&tfbench(&["list", "matmul(["]), &["invalid filter regex `matmul([`", "unclosed"]);
+    assert_usage_error(&tfbench(&["run", "--no-probe", "--skip", "*x"]), &["invalid --skip regex"]);
+}
+
+#[test]
+fn a_filter_matching_nothing_is_an_error() {
+    assert_usage_error(&tfbench(&["run", "--no-probe", "no-such-case"]), &["no case matches"]);
+}
+
+#[test]
+fn malformed_config_names_file_line_and_column() {
+    let dir = scratch("config-errors");
+    let p = write(&dir, "broken.toml", "[harness]\nsample_size = 10\nwarm_up_time = = 1\n");
+    assert_usage_error(&tfbench(&["run", "--no-probe", "--config", &p]), &["broken.toml:3:"]);
+    let y = write(&dir, "broken.yaml", "harness:\n  sample_size: [1,\n");
+    assert_usage_error(&tfbench(&["list", "--config", &y]), &["broken.yaml:"]);
+}
+
+#[test]
+fn unknown_config_keys_list_the_valid_choices() {
+    let dir = scratch("config-unknown");
+    let p = write(&dir, "typo.toml", "[harness]\nsample_size = 10\nwarmup_time = 1\n");
+    assert_usage_error(
+        &tfbench(&["run", "--no-probe", "--config", &p]),
+        &["typo.toml:3:1", "warmup_time", "warm_up_time"],
+    );
+    let y = write(&dir, "typo.yaml", "harness:\n  samples: 3\n");
+    assert_usage_error(&tfbench(&["list", "--config", &y]), &["typo.yaml:2:", "samples", "sample_size"]);
+    let s = write(&dir, "suite.toml", "[suites.tensr.harness]\nsample_size = 3\n");
+    assert_usage_error(
+        &tfbench(&["list", "--config", &s]),
+        &["suite.toml:1:9", "tensr", "known suites: tensor"],
+    );
+    let b = write(&dir, "bench.toml", "[suites.tensor.benchmarks.matmull]\nshape = \"8x8x8\"\n");
+    assert_usage_error(
+        &tfbench(&["list", "--config", &b]),
+        &["bench.toml:1:", "matmull", "valid:", "matmul"],
+    );
+    let k = write(&dir, "param.toml", "[suites.tensor.benchmarks.matmul]\nsize = \"8x8x8\"\n");
+    assert_usage_error(&tfbench(&["list", "--config", &k]), &["param.toml:2:1", "`size`", "valid:", "shape"]);
+    let v = write(&dir, "value.toml", "[harness]\nconfidence_level = 95\n");
+    assert_usage_error(
+        &tfbench(&["list", "--config", &v]),
+        &["value.toml:2:1", "confidence_level", "(0, 1)"],
+    );
+    let e = write(&dir, "conf.ini", "x=1\n");
+    assert_usage_error(&tfbench(&["list", "--config", &e]), &["unknown extension", ".toml, .yaml"]);
+}
+
+#[test]
+fn missing_config_file_is_named() {
+    assert_usage_error(
+        &tfbench(&["list", "--config", "/nonexistent/tfbench.toml"]),
+        &["/nonexistent/tfbench.toml"],
+    );
+}
+
+#[test]
+fn bad_flag_values_are_usage_errors() {
+    let r = tfbench(&["run", "--no-probe", "--confidence-level", "2"]);
+    assert_usage_error(&r, &["--confidence-level", "(0, 1)"]);
+    let r = tfbench(&["run", "--format", "xml"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("xml") && r.stderr.contains("bencher"), "{}", r.stderr);
+    let r = tfbench(&["run", "--no-probe", "--sample-size", "1"]);
+    assert_usage_error(&r, &["--sample-size", "at least 2"]);
+}
+
+#[test]
+fn unwritable_output_fails_before_running() {
+    let r = tfbench(&[
+        "run",
+        "--no-probe",
+        "--output",
+        "/nonexistent-dir/r.json",
+        "tensor/binary/op=add,shape=100x100$",
+    ]);
+    assert_usage_error(&r, &["/nonexistent-dir", "does not exist"]);
+    assert!(!r.stderr.contains("[1/"), "nothing ran: {}", r.stderr);
+}

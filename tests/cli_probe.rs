@@ -1,0 +1,64 @@
+//! `sysinfo --probe` measures and caches limits; later runs show % of peak,
+//! roofline classes and the performance target checks.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+#[test]
+fn probe_is_cached_and_used_by_run() {
+    let cache = scratch("probe-cache");
+    let r = tfbench_in(&cache, &["sysinfo", "--probe", "--format", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let l = &v["machine_limits"];
+    for k in [
+        "peak_flops_one_core",
+        "peak_flops_all_cores",
+        "triad_bandwidth_all_threads",
+        "copy_bandwidth_all_threads",
+    ] {
+        assert!(l[k].as_f64().is_some_and(|x| x.is_finite() && x > 0.0), "{k}: {l}");
+    }
+    assert!(l["peak_flops_all_cores"].as_f64() >= l["peak_flops_one_core"].as_f64());
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1, "one cache file");
+
+    // sysinfo without --probe reads the cache back.
+    let again = tfbench_in(&cache, &["sysinfo", "--format", "json"]);
+    let v2: Value = serde_json::from_str(&again.stdout).unwrap();
+    assert_eq!(v2["machine_limits"], *l);
+
+    let run = tfbench_in(
+        &cache,
+        &[
+            "run",
+            "--quick",
+            "--sample-size",
+            "5",
+            "--format",
+            "json",
+            "tensor/(binary/op=add,shape=4096x4096|matmul/impl=gemm,shape=256x256x256,threads=all)$",
+        ],
+    );
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(v["machine_limits"], *l);
+    for c in v["cases"].as_array().unwrap() {
+        assert!(c["bound"].is_string(), "roofline class for {}", c["id"]);
+        let pct = c["throughput"].as_array().unwrap().iter().find_map(|t| t["pct_of_peak"].as_f64());
+        assert!(pct.is_some_and(|p| p > 0.0), "{}", c["id"]);
+    }
+    let targets = v["targets"].as_array().unwrap();
+    assert!(!targets.is_empty(), "target checks reported");
+    for t in targets {
+        let (m, lim, ratio) =
+            (t["measured"].as_f64().unwrap(), t["limit"].as_f64().unwrap(), t["ratio"].as_f64().unwrap());
+        assert!((m / lim - ratio).abs() < 1e-9);
+    }
+    // The table shows them too.
+    let table = tfbench_in(
+        &cache,
+        &["run", "--quick", "--sample-size", "3", "tensor/binary/op=add,shape=4096x4096$"],
+    );
+    assert!(table.stdout.contains("peak"), "{}", table.stdout);
+}
