@@ -20,10 +20,14 @@
 
 pub mod analysis;
 pub mod app;
+pub mod baseline;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod env;
 pub mod harness;
+pub mod history;
+pub mod merge;
 pub mod plan;
 pub mod probe;
 pub mod progress;

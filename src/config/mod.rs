@@ -95,7 +95,7 @@ pub use file::{
     ConfigFile, LoadedConfig, OneOrMany, PartialSettings, RunSection, SuiteSection, line_col, load,
     parse_toml, parse_yaml,
 };
-pub use resolve::{CliOverrides, Resolved, default_threads, resolve};
+pub use resolve::{CliOverrides, Resolved, Shard, default_threads, resolve};
 
 /// The `--quick` profile, shipped as `configs/quick.toml`.
 pub const QUICK_PROFILE: &str = include_str!("../../configs/quick.toml");

@@ -25,6 +25,30 @@ pub struct CliOverrides {
     pub rounds: Option<u32>,
     /// `--shuffle`.
     pub shuffle: bool,
+    /// `--shard I/N`: keep every N-th case of the plan, starting at the I-th.
+    pub shard: Option<Shard>,
+}
+
+/// One of N deterministic slices of a plan (`--shard I/N`, 1-based).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shard {
+    /// Which slice, 1..=count.
+    pub index: usize,
+    /// How many slices.
+    pub count: usize,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}` is not a shard like 2/4 (I/N with 1 <= I <= N)");
+        let (i, n) = s.split_once('/').ok_or_else(bad)?;
+        let (index, count) = (i.trim().parse::<usize>().map_err(|_| bad())?, n.trim().parse::<usize>().map_err(|_| bad())?);
+        if count == 0 || index == 0 || index > count {
+            return Err(bad());
+        }
+        Ok(Self { index, count })
+    }
 }
 
 /// A resolved run: the cases in plan order and the settings for each suite.
@@ -143,6 +167,11 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
         specs.insert(suite.name().to_string(), spec);
     }
 
+    if let Some(shard) = cli.shard {
+        // Round-robin over the filtered plan: balanced slices whose union is
+        // the whole plan, the same on every machine given the same config.
+        cases = cases.into_iter().enumerate().filter(|(i, _)| i % shard.count == shard.index - 1).map(|(_, c)| c).collect();
+    }
     let threads = cli.threads.or(file.run.threads).unwrap_or_else(default_threads);
     if threads == 0 {
         bail!("threads must be at least 1");
@@ -220,6 +249,24 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("x.toml:2:1:") && err.contains("(0, 1)"), "{err}");
+    }
+
+    #[test]
+    fn shards_partition_the_plan() {
+        let all = resolve(None, &Default::default()).unwrap().cases;
+        let mut union = Vec::new();
+        for index in 1..=3 {
+            let cli = CliOverrides { shard: Some(Shard { index, count: 3 }), ..Default::default() };
+            let part = resolve(None, &cli).unwrap().cases;
+            assert!(part.len() >= all.len() / 3 && part.len() <= all.len() / 3 + 1);
+            union.extend(part);
+        }
+        union.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut sorted = all.clone();
+        sorted.sort_by(|a, b| a.id.cmp(&b.id));
+        assert_eq!(union, sorted);
+        assert!("0/3".parse::<Shard>().is_err() && "4/3".parse::<Shard>().is_err() && "x".parse::<Shard>().is_err());
+        assert_eq!("2/5".parse::<Shard>(), Ok(Shard { index: 2, count: 5 }));
     }
 
     #[test]

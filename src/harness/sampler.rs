@@ -166,8 +166,13 @@ mod tests {
         let s = Settings { sample_size: 10, warm_up_time: 0.01, measurement_time: 0.2, ..Default::default() };
         let mut w = Spin { ns: 2_000, calls: 0 };
         let m = measure(&mut w, &s, &timer(), 0).unwrap();
-        assert_eq!(m.samples.len(), 10);
-        assert_eq!(m.stopped_by, StopReason::SampleSize);
+        // On a quiet machine all 10 fit; on a loaded one the budget may cut
+        // the last ones, and must then say so.
+        match m.stopped_by {
+            StopReason::SampleSize => assert_eq!(m.samples.len(), 10),
+            StopReason::MeasurementTime => assert!(m.samples.len() >= MIN_SAMPLES && m.samples.len() < 10),
+            other => panic!("unexpected stop: {other:?}"),
+        }
         // 90% of 0.2 s over 10 samples: 18 ms, about 9000 iterations of 2 us
         // (fewer if the spin overran during warm-up on a busy machine).
         assert!(

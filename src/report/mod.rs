@@ -9,6 +9,7 @@ use crate::suites::ThroughputKind;
 
 pub mod bencher;
 pub mod csv;
+pub mod html;
 pub mod json;
 pub mod jsonl;
 pub mod markdown;
@@ -60,9 +61,16 @@ fn kind_rank(kind: ThroughputKind) -> u8 {
     }
 }
 
-/// The case's headline rate: FLOP/s if FLOPs are declared, else bytes/s,
+/// The case's headline rate: bytes/s for a memory-bound case; otherwise
+/// FLOP/s if FLOPs are declared, else bytes/s,
 /// else elements, tokens or items per second.
 pub fn primary_throughput(case: &CaseResult) -> Option<&ThroughputEstimate> {
+    // A memory-bound case is judged by its bandwidth, not its FLOP rate.
+    if case.bound == Some(crate::results::Bound::Memory) {
+        if let Some(t) = case.throughput.iter().find(|t| t.kind == ThroughputKind::Bytes) {
+            return Some(t);
+        }
+    }
     case.throughput.iter().min_by_key(|t| kind_rank(t.kind))
 }
 

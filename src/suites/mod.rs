@@ -103,11 +103,12 @@ impl Verification {
         for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
             let (g64, w64) = (g as f64, w as f64);
             let err = (g64 - w64).abs();
-            let ok = err <= atol + rtol * w64.abs() || (g.is_nan() && w.is_nan()) || g == w;
-            if err.is_nan() || !ok {
+            // `g == w` first: equal infinities give a NaN difference but match.
+            let ok = g == w || (g.is_nan() && w.is_nan()) || err <= atol + rtol * w64.abs();
+            if !ok {
                 first_bad.get_or_insert((i, g, w));
             }
-            if err > worst || err.is_nan() {
+            if g != w && (err > worst || err.is_nan()) {
                 worst = err;
             }
         }
@@ -237,5 +238,9 @@ mod tests {
         assert!(ok.passed, "{}", ok.detail);
         let nan = Verification::compare("ref", &[f32::NAN], &[1.0], 1e-3, 0.0);
         assert!(!nan.passed);
+        let inf = Verification::compare("ref", &[f32::INFINITY, 1.0], &[f32::INFINITY, 1.0], 1e-3, 0.0);
+        assert!(inf.passed, "{}", inf.detail);
+        let wrong_inf = Verification::compare("ref", &[f32::NEG_INFINITY], &[f32::INFINITY], 1e-3, 0.0);
+        assert!(!wrong_inf.passed);
     }
 }

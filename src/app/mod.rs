@@ -48,6 +48,7 @@ fn resolve(sel: &Selection, harness: PartialSettings, run: Option<&RunArgs>) -> 
         threads: run.and_then(|r| r.threads),
         rounds: run.and_then(|r| r.rounds),
         shuffle: run.is_some_and(|r| r.shuffle),
+        shard: None,
     };
     config::resolve(loaded.as_ref(), &cli)
 }

@@ -1,0 +1,315 @@
+use super::*;
+use crate::analysis::{CaseOutcome, analyze};
+use crate::config::Settings;
+use crate::harness::sampler::Measurement;
+use crate::plan::Case;
+use crate::results::{AllocStats, Sample, StopReason};
+use crate::suites::Verification;
+use rand_distr::{Distribution, LogNormal};
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Fewer resamples than the default keep the module's tests fast.
+fn opts() -> CompareOptions {
+    CompareOptions { resamples: 2000, ..Default::default() }
+}
+
+fn outcome(name: &str, measurements: Vec<Measurement>, failure: Option<(String, String)>) -> CaseOutcome {
+    CaseOutcome {
+        case: Case::new("synthetic", name, Default::default()),
+        failure,
+        verification: Some(Verification::pass("synthetic")),
+        throughput: vec![],
+        measurements,
+    }
+}
+
+/// 50 samples of 100 iterations; per-iteration times lognormal around
+/// `scale` ms with a 2% spread, analysed like a real run.
+fn timed_with_alloc(name: &str, scale: f64, seed: u64, alloc: Option<AllocStats>) -> CaseResult {
+    let mut rng = crate::util::rng(seed);
+    let spread = LogNormal::new(0.0, 0.02).expect("valid lognormal");
+    let samples = (0..50)
+        .map(|_| Sample { iterations: 100, nanos: 1e6 * scale * spread.sample(&mut rng) * 100.0, round: 0 })
+        .collect();
+    let m = Measurement {
+        samples,
+        warm_up_ns: 1e9,
+        iterations_per_sample: 100,
+        requested: 50,
+        stopped_by: StopReason::SampleSize,
+        alloc,
+    };
+    let settings = Settings { bootstrap_resamples: 100, ..Default::default() };
+    analyze(&outcome(name, vec![m], None), &settings, None)
+}
+
+fn timed(name: &str, scale: f64, seed: u64) -> CaseResult {
+    timed_with_alloc(name, scale, seed, None)
+}
+
+fn failed(name: &str) -> CaseResult {
+    let why = Some(("verify".to_string(), "wrong answer".to_string()));
+    analyze(&outcome(name, vec![], why), &Settings::default(), None)
+}
+
+fn report(cases: Vec<CaseResult>) -> RunReport {
+    static TEMPLATE: OnceLock<RunReport> = OnceLock::new();
+    let mut r = TEMPLATE.get_or_init(crate::report::fixture).clone();
+    r.cases = cases;
+    r
+}
+
+fn compare_one(old: CaseResult, new: CaseResult, o: &CompareOptions) -> Comparison {
+    compare("base", &report(vec![old]), "cand", &report(vec![new]), o)
+}
+
+fn alloc(peak_bytes: u64, allocs_per_iter: f64) -> AllocStats {
+    AllocStats { allocs_per_iter, bytes_per_iter: 0.0, peak_bytes }
+}
+
+#[test]
+fn verdict_rule() {
+    let o = CompareOptions::default();
+    let est = |point, lower, upper| Estimate { point, lower, upper, level: 0.95 };
+    let cases = [
+        (0.001, est(1.10, 1.05, 1.15), Verdict::Regressed),
+        (0.001, est(0.90, 0.85, 0.95), Verdict::Improved),
+        // Significant but straddling the band edge.
+        (0.001, est(1.03, 1.01, 1.05), Verdict::Inconclusive),
+        // Significant but inside the band: real, too small to matter.
+        (0.001, est(1.005, 1.001, 1.009), Verdict::Unchanged),
+        (0.5, est(1.0, 0.97, 1.03), Verdict::Unchanged),
+        // Not significant and the point outside the band.
+        (0.5, est(1.05, 0.9, 1.2), Verdict::Inconclusive),
+        // Whole interval beyond the band but not significant after BH.
+        (0.02, est(1.10, 1.05, 1.15), Verdict::Inconclusive),
+        (0.001, est(f64::NAN, f64::NAN, f64::NAN), Verdict::Inconclusive),
+    ];
+    for (q, ratio, want) in cases {
+        assert_eq!(Verdict::decide(q, &ratio, &o), want, "q {q}, {ratio:?}");
+    }
+}
+
+#[test]
+fn ten_percent_slowdown_regresses_beyond_the_limit() {
+    let c = compare_one(timed("op", 1.0, 1), timed("op", 1.1, 2), &opts());
+    let ch = &c.changes[0];
+    assert_eq!(ch.id, "synthetic/op");
+    assert_eq!(ch.verdict, Verdict::Regressed);
+    assert!(ch.beyond_limit && c.has_gating_failure());
+    assert_eq!(c.regressions().len(), 1);
+    assert!((ch.ratio.point - 1.1).abs() < 0.02, "{:?}", ch.ratio);
+    assert!(ch.ratio.lower < ch.ratio.point && ch.ratio.point < ch.ratio.upper);
+    assert!((ch.new_median_ns / ch.old_median_ns - ch.ratio.point).abs() < 1e-12);
+    assert!(ch.p_value < 1e-10 && ch.q_value == ch.p_value, "{ch:?}");
+    assert!(ch.memory.is_none());
+    // Same data under a 15% limit: still regressed, no longer gating.
+    let lenient = CompareOptions { max_regression: 0.15, ..opts() };
+    let c = compare_one(timed("op", 1.0, 1), timed("op", 1.1, 2), &lenient);
+    assert_eq!(c.changes[0].verdict, Verdict::Regressed);
+    assert!(!c.changes[0].beyond_limit && !c.has_gating_failure());
+}
+
+#[test]
+fn ten_percent_speedup_improves() {
+    let c = compare_one(timed("op", 1.0, 3), timed("op", 0.9, 4), &opts());
+    assert_eq!(c.changes[0].verdict, Verdict::Improved);
+    assert!(!c.changes[0].beyond_limit && !c.has_gating_failure());
+}
+
+#[test]
+fn same_distribution_is_unchanged_in_at_least_95_percent_of_trials() {
+    let o = opts();
+    let mut tally: HashMap<Verdict, usize> = HashMap::new();
+    for trial in 0..200u64 {
+        let c = compare_one(timed("op", 1.0, 1000 + 2 * trial), timed("op", 1.0, 1001 + 2 * trial), &o);
+        *tally.entry(c.changes[0].verdict).or_default() += 1;
+    }
+    let unchanged = tally.get(&Verdict::Unchanged).copied().unwrap_or(0);
+    assert!(unchanged >= 190, "{tally:?}");
+    assert_eq!(tally.get(&Verdict::Regressed), None, "{tally:?}");
+}
+
+#[test]
+fn one_percent_shift_is_never_regressed() {
+    for seed in 0..20u64 {
+        let c = compare_one(timed("op", 1.0, 500 + 2 * seed), timed("op", 1.01, 501 + 2 * seed), &opts());
+        assert_ne!(c.changes[0].verdict, Verdict::Regressed, "seed {seed}: {:?}", c.changes[0]);
+        assert!(!c.has_gating_failure());
+    }
+}
+
+#[test]
+fn benjamini_hochberg_keeps_the_real_regression_among_null_cases() {
+    let names: Vec<String> = (0..20).map(|i| format!("null{i:02}")).collect();
+    let mut old: Vec<CaseResult> = names.iter().zip(0..).map(|(n, i)| timed(n, 1.0, 100 + i)).collect();
+    let mut new: Vec<CaseResult> = names.iter().zip(0..).map(|(n, i)| timed(n, 1.0, 200 + i)).collect();
+    old.push(timed("slow", 2.0, 7));
+    new.push(timed("slow", 2.2, 8));
+    let c = compare("base", &report(old), "cand", &report(new), &opts());
+    assert_eq!(c.changes.len(), 21);
+    assert_eq!(c.changes[0].id, "synthetic/slow", "worst regression first");
+    assert!(c.changes.windows(2).all(|w| w[0].ratio.point >= w[1].ratio.point));
+    assert_eq!(c.count(Verdict::Regressed), 1);
+    assert!(c.changes.iter().all(|ch| ch.q_value >= ch.p_value));
+}
+
+#[test]
+fn missing_and_failed_cases_are_listed_not_compared() {
+    let old = report(vec![timed("a", 1.0, 1), timed("b", 1.0, 2), failed("x"), timed("y", 1.0, 3)]);
+    let new = report(vec![timed("b", 1.0, 4), timed("d", 1.0, 5), timed("x", 1.0, 6), failed("y")]);
+    let c = compare("base", &old, "cand", &new, &opts());
+    assert_eq!(c.only_in_baseline, ["synthetic/a"]);
+    assert_eq!(c.only_in_candidate, ["synthetic/d"]);
+    assert_eq!(c.failed, ["synthetic/x", "synthetic/y"]);
+    let ids: Vec<&str> = c.changes.iter().map(|ch| ch.id.as_str()).collect();
+    assert_eq!(ids, ["synthetic/b"]);
+    assert!(!c.has_gating_failure());
+}
+
+#[test]
+fn memory_growth_rules() {
+    let limit = 0.20;
+    let regressed = |o: AllocStats, n: AllocStats| MemoryChange::new(&o, &n, limit).regressed;
+    let mib = 1 << 20;
+    assert!(regressed(alloc(mib, 2.0), alloc(mib * 3 / 2, 2.0)), "peak +50%");
+    assert!(!regressed(alloc(mib, 2.0), alloc(mib * 11 / 10, 2.0)), "peak +10%");
+    assert!(regressed(alloc(mib, 2.0), alloc(mib, 3.0)), "allocs +50%");
+    assert!(!regressed(alloc(0, 0.0), alloc(8, 0.0)), "0 -> 8 B is noise");
+    assert!(regressed(alloc(0, 0.0), alloc(64 << 10, 0.0)), "0 -> 64 KiB");
+    assert!(regressed(alloc(0, 0.0), alloc(0, 1.0)), "0 -> 1 alloc/iter");
+    assert!(!regressed(alloc(0, 0.0), alloc(0, 0.01)), "0 -> 0.01 alloc/iter");
+    assert!(!regressed(alloc(100, 0.0), alloc(1000, 0.0)), "under the peak floor");
+    let m = MemoryChange::new(&alloc(0, 0.0), &alloc(64 << 10, 0.0), limit);
+    assert_eq!((m.peak_ratio, m.allocs_ratio), (f64::INFINITY, 1.0));
+
+    // Through compare: time unchanged, memory +50% gates, +10% does not.
+    let old = report(vec![
+        timed_with_alloc("grow", 1.0, 1, Some(alloc(mib, 2.0))),
+        timed_with_alloc("drift", 1.0, 2, Some(alloc(mib, 2.0))),
+    ]);
+    let new = report(vec![
+        timed_with_alloc("grow", 1.0, 3, Some(alloc(mib * 3 / 2, 2.0))),
+        timed_with_alloc("drift", 1.0, 4, Some(alloc(mib * 11 / 10, 2.0))),
+    ]);
+    let c = compare("base", &old, "cand", &new, &opts());
+    let flagged: Vec<&str> = c.memory_regressions().iter().map(|ch| ch.id.as_str()).collect();
+    assert_eq!(flagged, ["synthetic/grow"]);
+    assert!(c.regressions().is_empty() && c.has_gating_failure());
+    let grow = c.changes.iter().find(|ch| ch.id == "synthetic/grow").expect("compared");
+    assert_eq!(grow.memory.as_ref().map(|m| m.peak_ratio), Some(1.5));
+}
+
+#[test]
+fn machine_mismatch_is_reported() {
+    let old = report(vec![timed("op", 1.0, 1)]);
+    let mut new = report(vec![timed("op", 1.0, 2)]);
+    assert_eq!(compare("base", &old, "cand", &new, &opts()).machine_mismatch, None);
+    new.environment.cpu_model = "Other CPU 9000".into();
+    let c = compare("base", &old, "cand", &new, &opts());
+    let m = c.machine_mismatch.as_deref().expect("mismatch");
+    assert!(m.contains("AMD EPYC 7763") && m.contains("Other CPU 9000"), "{m}");
+    assert!(m.contains(&old.environment.fingerprint()) && m.contains(&new.environment.fingerprint()));
+    assert!(render_table(&c, false).starts_with("WARNING: machine mismatch"));
+    assert!(render_markdown(&c).contains("WARNING: machine mismatch"));
+}
+
+#[test]
+fn comparisons_are_reproducible_and_seeded() {
+    let (old, new) = (report(vec![timed("op", 1.0, 1)]), report(vec![timed("op", 1.05, 2)]));
+    let a = compare("base", &old, "cand", &new, &opts());
+    assert_eq!(a, compare("base", &old, "cand", &new, &opts()));
+    let b = compare("base", &old, "cand", &new, &CompareOptions { seed: 99, ..opts() });
+    assert_eq!(a.changes[0].ratio.point, b.changes[0].ratio.point);
+    assert_ne!(a.changes[0].ratio.lower, b.changes[0].ratio.lower);
+}
+
+/// One regressed, one improved, one unchanged case, one per side only and
+/// one failed.
+fn mixed() -> Comparison {
+    let old = vec![
+        timed_with_alloc("slower", 1.0, 1, Some(alloc(1 << 20, 2.0))),
+        timed("faster", 1.0, 2),
+        timed("same", 1.0, 3),
+        timed("gone", 1.0, 4),
+        failed("broken"),
+    ];
+    let new = vec![
+        timed_with_alloc("slower", 1.2, 5, Some(alloc(2 << 20, 2.0))),
+        timed("faster", 0.8, 6),
+        timed("same", 1.0, 7),
+        timed("added", 1.0, 8),
+        timed("broken", 1.0, 9),
+    ];
+    compare("main", &report(old), "feature|x", &report(new), &opts())
+}
+
+#[test]
+fn markdown_has_summary_rows_and_lists() {
+    let md = render_markdown(&mixed());
+    assert!(md.contains("1 regressed, 1 improved, 1 unchanged, 0 inconclusive"), "{md}");
+    assert!(md.contains("1 over the 5% regression limit, 1 memory regression"), "{md}");
+    assert_eq!(md.lines().filter(|l| l.starts_with("| `synthetic/")).count(), 3, "{md}");
+    assert!(md.contains("`feature\\|x`"), "pipes escaped:\n{md}");
+    assert!(
+        md.contains("**regressed (over limit)**")
+            && md.contains("peak 2.00 MiB (+100.0%), 2 allocs/iter (=), over limit"),
+        "{md}"
+    );
+    assert!(md.contains("only in baseline, not compared (1): `synthetic/gone`"), "{md}");
+    assert!(md.contains("only in candidate, not compared (1): `synthetic/added`"), "{md}");
+    assert!(md.contains("failed in either run, not compared (1): `synthetic/broken`"), "{md}");
+    assert!(!md.contains("WARNING"));
+}
+
+#[test]
+fn table_colours_only_on_request() {
+    let c = mixed();
+    let plain = render_table(&c, false);
+    assert!(!plain.contains('\x1b'), "{plain}");
+    assert!(plain.starts_with("`feature|x` vs baseline `main`: 1 regressed, 1 improved"), "{plain}");
+    for needle in ["case", "old median", "change [95% CI]", "verdict", "synthetic/slower", "<0.001"] {
+        assert!(plain.contains(needle), "{needle}:\n{plain}");
+    }
+    assert!(plain.contains("only in candidate, not compared (1): synthetic/added"));
+    assert!(plain.ends_with('\n'));
+    let coloured = render_table(&c, true);
+    assert!(coloured.contains('\x1b'), "{coloured}");
+    let empty = compare("a", &report(vec![]), "b", &report(vec![]), &opts());
+    assert!(render_table(&empty, false).contains("no case measured in both runs"));
+}
+
+#[test]
+fn json_parses_back() {
+    let c = mixed();
+    let text = render_json(&c).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(value["schema_version"], COMPARISON_SCHEMA_VERSION);
+    assert_eq!(value["summary"]["regressed"], 1);
+    assert_eq!(value["summary"]["gating_failure"], true);
+    assert_eq!(value["changes"][0]["verdict"], "regressed");
+    let back: Comparison = serde_json::from_value(value).unwrap();
+    assert_eq!(back, c);
+    // Growth from zero is written as null and read back as infinite.
+    let mut c = c;
+    c.changes[0].memory = Some(MemoryChange::new(&alloc(0, 0.0), &alloc(1 << 20, 0.0), 0.2));
+    let back: Comparison = serde_json::from_str(&render_json(&c).unwrap()).unwrap();
+    assert_eq!(back.changes[0].memory.as_ref().map(|m| m.peak_ratio), Some(f64::INFINITY));
+}
+
+#[test]
+fn options_are_validated() {
+    CompareOptions::default().validate().unwrap();
+    let bad = [
+        CompareOptions { alpha: 0.0, ..Default::default() },
+        CompareOptions { noise_threshold: -0.1, ..Default::default() },
+        CompareOptions { max_regression: f64::NAN, ..Default::default() },
+        CompareOptions { max_memory_regression: -1.0, ..Default::default() },
+        CompareOptions { confidence_level: 1.0, ..Default::default() },
+        CompareOptions { resamples: 0, ..Default::default() },
+    ];
+    for o in bad {
+        assert!(o.validate().is_err(), "{o:?}");
+    }
+}

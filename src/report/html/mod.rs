@@ -1,0 +1,265 @@
+//! One self-contained HTML page for people: summary tables, distribution
+//! plots, throughput bars, comparison and trend charts.
+//!
+//! The page needs nothing but a browser: inline CSS, inline SVG, no script,
+//! no font or stylesheet to fetch; the only URL in it is the SVG namespace.
+//! It is also well-formed XML (void tags self-closed, every piece of data
+//! escaped by [`svg::Esc`]), so tools and the tests can parse it as such.
+//!
+//! - `tables`: machine facts, per-case summary, targets, medians side by side.
+//! - `charts`: distribution (box plot and raw samples) and throughput bars.
+//! - `comparison`: % change per case with its interval, by verdict.
+//! - `trend`: median per run from the history, change points marked.
+//! - `svg`: scales, ticks in human units, axes, escaping.
+
+mod charts;
+mod comparison;
+mod svg;
+mod tables;
+#[cfg(test)]
+mod tests;
+mod trend;
+
+use crate::results::{CaseResult, Estimate, RunReport};
+use crate::suites::ThroughputKind;
+use std::fmt::Write as _;
+use svg::Esc;
+
+/// Number of series colours (`.s0` .. `.s7` in the stylesheet); files beyond
+/// that reuse them in order.
+const PALETTE: usize = 8;
+
+/// What [`render`] puts on the page.
+pub struct HtmlInput<'a> {
+    /// Page title and heading.
+    pub title: String,
+    /// Results files with their labels (usually the file names), in the
+    /// order they are shown; several files are compared side by side.
+    pub reports: Vec<(String, &'a RunReport)>,
+    /// A baseline/candidate comparison (`tfbench compare`), if any.
+    pub comparison: Option<&'a crate::compare::Comparison>,
+    /// Case trends over a machine's history (`tfbench history`), if any.
+    pub trends: &'a [crate::history::CaseTrend],
+}
+
+/// The stylesheet: kept free of `<` and `&` so the page stays valid XML.
+const CSS: &str = "\
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;color:#222;margin:0 auto;\
+max-width:1200px;padding:0 16px 48px}\
+h1{font-size:1.6em;margin:.8em 0 .2em}h2{margin-top:2em;border-bottom:1px solid #ddd}\
+h3{margin:1.4em 0 .4em}code{font:12px ui-monospace,Menlo,Consolas,monospace}\
+.muted{color:#777;fill:#888}nav a{margin-right:1em}\
+.scroll{overflow-x:auto}table{border-collapse:collapse;margin:.5em 0}\
+th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}\
+th{background:#f6f6f6}td.num{text-align:right;white-space:nowrap}td.notes{max-width:30em}\
+tr.fail td{background:#fff1f0}tr.fail td:nth-child(4){color:#b00;font-weight:600}\
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:.5em 0}\
+dl.facts dt{color:#666}dl.facts dd{margin:0}\
+.grid{display:grid;gap:12px 16px}figure{margin:0}figcaption{font-size:12px;overflow-wrap:anywhere}\
+svg{display:block;width:100%;height:auto;font-family:system-ui,sans-serif;font-size:11px}\
+svg.bars,svg.cmp,svg.trend{max-width:1000px}\
+svg text{fill:#333}.axis line{stroke:#e4e4e4}.axis text{fill:#666}\
+.key{display:inline-block;margin-right:1em}.key i{display:inline-block;width:.8em;height:.8em;\
+margin-right:.3em;background:currentColor;vertical-align:-.05em}.key span{color:#222}\
+.box rect{fill:currentColor;fill-opacity:.15;stroke:currentColor}.box line{stroke:currentColor}\
+.box .median{stroke-width:2.5}.ci line{stroke:#222}.headline{fill:#222}\
+.samples circle{fill:currentColor;fill-opacity:.5}.samples .mild{fill:none;stroke:currentColor}\
+.samples .severe{fill:none;stroke:#c00}\
+.bar{fill:currentColor;fill-opacity:.85}.err{stroke:#222;stroke-width:1.2}\
+.noise{fill:#000;fill-opacity:.07}.warn{background:#fff7e0;padding:6px 10px}.zero{stroke:#888}\
+.faster{color:#1a7f37}.slower{color:#c62828}.same{color:#888}.unsure{color:#b58900}\
+.trend polyline{fill:none;stroke:currentColor;stroke-width:1.5}.trend circle{fill:currentColor}\
+.cp line{stroke:#c62828;stroke-dasharray:4 3}.cp text{fill:#c62828}.level{stroke:#555;stroke-dasharray:2 2}\
+.s0{color:#0072b2}.s1{color:#e69f00}.s2{color:#009e73}.s3{color:#cc79a7}\
+.s4{color:#56b4e9}.s5{color:#d55e00}.s6{color:#7f7f7f}.s7{color:#000}";
+
+/// The whole page. Never fails: missing data shows as `-` or is left out.
+pub fn render(input: &HtmlInput) -> String {
+    let mut out = String::with_capacity(64 * 1024);
+    let _ = write!(
+        out,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\
+         <title>{t}</title><style>{CSS}</style></head><body><header><h1>{t}</h1>\
+         <p class=\"muted\">tfbench {} report of {} results file(s). Times are per iteration; \
+         intervals are confidence intervals of the median.</p><nav>",
+        env!("CARGO_PKG_VERSION"),
+        input.reports.len(),
+        t = Esc(&input.title),
+    );
+    let mut sections: Vec<(&str, &str)> = vec![("results", "Results")];
+    if input.reports.len() > 1 {
+        sections.push(("side", "Side by side"));
+    }
+    if input.comparison.is_some() {
+        sections.push(("comparison", "Comparison"));
+    }
+    if !input.trends.is_empty() {
+        sections.push(("trends", "Trends"));
+    }
+    sections.extend([("throughput", "Throughput"), ("distributions", "Distributions")]);
+    for (anchor, name) in &sections {
+        let _ = write!(out, "<a href=\"#{anchor}\">{name}</a>");
+    }
+    out.push_str("</nav></header>");
+
+    results_section(&mut out, input);
+    if input.reports.len() > 1 {
+        out.push_str("<section id=\"side\"><h2>Side by side</h2>");
+        legend(&mut out, &input.reports);
+        tables::side_by_side(&mut out, &input.reports);
+        out.push_str("</section>");
+    }
+    if let Some(cmp) = input.comparison {
+        comparison::section(&mut out, cmp);
+    }
+    if !input.trends.is_empty() {
+        trend::section(&mut out, input.trends);
+    }
+    throughput_section(&mut out, &input.reports);
+    distribution_section(&mut out, &input.reports);
+    out.push_str("</body></html>\n");
+    out
+}
+
+/// Per results file: machine facts, the summary table and target checks.
+fn results_section(out: &mut String, input: &HtmlInput) {
+    out.push_str("<section id=\"results\"><h2>Results</h2>");
+    if input.reports.is_empty() {
+        out.push_str("<p class=\"muted\">No results file given.</p>");
+    }
+    for (label, report) in &input.reports {
+        let failed = report.failed_count();
+        let _ = write!(
+            out,
+            "<h3>{}</h3><p>{} case(s){}.</p>",
+            Esc(label),
+            report.cases.len(),
+            if failed > 0 { format!(", <b>{failed} failed</b>") } else { String::new() },
+        );
+        tables::environment(out, report);
+        tables::summary(out, report);
+        tables::targets(out, report);
+    }
+    out.push_str("</section>");
+}
+
+/// Colour keys of the results files.
+fn legend(out: &mut String, reports: &[(String, &RunReport)]) {
+    out.push_str("<p>");
+    for (k, (label, _)) in reports.iter().enumerate() {
+        let _ = write!(out, "<span class=\"key s{}\"><i></i><span>{}</span></span>", k % PALETTE, Esc(label));
+    }
+    out.push_str("</p>");
+}
+
+/// The rate of `kind` in `case` when it was measured.
+fn rate_of(case: &CaseResult, kind: ThroughputKind) -> Option<Estimate> {
+    if case.status.is_failed() {
+        return None;
+    }
+    case.throughput.iter().find(|t| t.kind == kind).map(|t| t.rate)
+}
+
+/// A throughput chart's key: suite, benchmark and the kind of the first
+/// headline rate seen for the case.
+type GroupKey<'a> = (&'a str, &'a str, ThroughputKind);
+
+/// One bar chart per benchmark and rate unit (rates of different kinds
+/// share no axis), each case's headline rate, one bar per file.
+fn throughput_section(out: &mut String, reports: &[(String, &RunReport)]) {
+    out.push_str("<section id=\"throughput\"><h2>Throughput</h2>");
+    if reports.len() > 1 {
+        legend(out, reports);
+    }
+    let mut groups: Vec<(GroupKey, Vec<&str>)> = Vec::new();
+    for id in tables::union_ids(reports) {
+        let headline = reports.iter().filter_map(|(_, r)| tables::find(r, id)).find_map(|c| {
+            let t = crate::report::primary_throughput(c).filter(|_| !c.status.is_failed())?;
+            Some((c.suite.as_str(), c.benchmark.as_str(), t.kind))
+        });
+        let Some(key) = headline else { continue };
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, ids)) => ids.push(id),
+            None => groups.push((key, vec![id])),
+        }
+    }
+    if groups.is_empty() {
+        out.push_str("<p class=\"muted\">No measured case declares a throughput.</p>");
+    }
+    let files: Vec<&str> = reports.iter().map(|(l, _)| l.as_str()).collect();
+    for ((suite, bench, kind), ids) in groups {
+        let prefix = format!("{suite}/{bench}/");
+        let rows: Vec<charts::RateRow> = ids
+            .iter()
+            .map(|id| charts::RateRow {
+                id,
+                label: id.strip_prefix(&prefix).filter(|p| !p.is_empty()).unwrap_or(bench).to_string(),
+                rates: reports
+                    .iter()
+                    .map(|(_, r)| tables::find(r, id).and_then(|c| rate_of(c, kind)))
+                    .collect(),
+            })
+            .collect();
+        let title = format!("{suite}/{bench}: {}", kind.rate_unit());
+        let _ = write!(out, "<figure><figcaption><b>{}</b></figcaption>", Esc(&title));
+        charts::throughput(out, &title, kind.rate_unit(), &files, &rows);
+        out.push_str("</figure>");
+    }
+    out.push_str("</section>");
+}
+
+/// One plot per case with samples, one column per file that has the case.
+fn distribution_section(out: &mut String, reports: &[(String, &RunReport)]) {
+    let _ = write!(
+        out,
+        "<section id=\"distributions\"><h2>Distributions</h2><p class=\"muted\">Per-iteration time of every \
+         raw sample (nanoseconds over iterations of the sample) on a linear axis. Box: quartiles with the \
+         median line; whiskers: the furthest samples within the Tukey fences (1.5 × IQR beyond the \
+         quartiles); dots: the samples, jittered sideways, hollow beyond the fences (red beyond 3 × IQR); \
+         diamond with bars: the reported median and its confidence interval. At most {} dots per \
+         column: larger samples are subsampled evenly by rank, keeping both extremes.</p>",
+        charts::MAX_DOTS
+    );
+    if reports.len() > 1 {
+        legend(out, reports);
+    }
+    let columns = reports.len().max(1) as f64;
+    let min_width = 220.0 + 110.0 * (columns - 1.0);
+    let _ = write!(
+        out,
+        "<div class=\"grid\" style=\"grid-template-columns:repeat(auto-fill,minmax({min_width:.0}px,1fr))\">"
+    );
+    let mut any = false;
+    for id in tables::union_ids(reports) {
+        let series: Vec<charts::DistSeries> = reports
+            .iter()
+            .enumerate()
+            .filter_map(|(k, (label, r))| {
+                tables::find(r, id).map(|case| charts::DistSeries::new(label, k, case))
+            })
+            .collect();
+        if series.iter().all(|s| s.dist.is_none()) {
+            continue;
+        }
+        any = true;
+        let drawn: Vec<String> = series
+            .iter()
+            .filter_map(|s| s.dist.as_ref())
+            .filter(|d| d.total > d.drawn.len())
+            .map(|d| format!("showing {} of {} samples", d.drawn.len(), d.total))
+            .collect();
+        let _ = write!(out, "<figure class=\"case\" data-case=\"{}\">", Esc(id));
+        charts::distribution(out, id, &series);
+        let _ = write!(out, "<figcaption><code>{}</code>", Esc(id));
+        if !drawn.is_empty() {
+            let _ = write!(out, " <span class=\"muted\">({})</span>", drawn.join("; "));
+        }
+        out.push_str("</figcaption></figure>");
+    }
+    out.push_str("</div>");
+    if !any {
+        out.push_str("<p class=\"muted\">No case has samples.</p>");
+    }
+    out.push_str("</section>");
+}

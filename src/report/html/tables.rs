@@ -1,0 +1,186 @@
+//! The HTML tables: machine facts, one summary row per case, target checks,
+//! and medians side by side when several results files are given.
+
+use super::svg::Esc;
+use crate::report::{cells, failure_text, units};
+use crate::results::{CaseResult, RunReport};
+use std::fmt::Write as _;
+
+/// Facts about the machine and the run, as a definition list.
+pub(crate) fn environment(out: &mut String, r: &RunReport) {
+    let env = &r.environment;
+    let cpu = if env.cpu_model.trim().is_empty() { "unknown CPU" } else { env.cpu_model.trim() };
+    let cores = env.physical_cores.map_or(String::new(), |c| format!("{c} cores, "));
+    let facts = [
+        ("CPU", format!("{cpu} ({cores}{} threads; {} used)", env.logical_threads, r.harness.threads)),
+        ("System", format!("{} {} ({})", env.os_name, env.kernel_release, env.arch)),
+        (
+            "tfbench",
+            format!(
+                "{} at {} ({}, {})",
+                r.tfbench_version, env.git_revision, env.build_profile, env.rustc_version
+            ),
+        ),
+        ("Started", format!("{} (wall time {:.1} s)", r.started_at, r.wall_time_secs)),
+        (
+            "Timer",
+            format!(
+                "resolution {}, read cost {}",
+                units::format_time_ns(r.harness.timer_resolution_ns),
+                units::format_time_ns(r.harness.timer_overhead_ns)
+            ),
+        ),
+    ];
+    out.push_str("<dl class=\"facts\">");
+    for (k, v) in facts {
+        let _ = write!(out, "<dt>{k}</dt><dd>{}</dd>", Esc(&v));
+    }
+    if let Some(l) = &r.machine_limits {
+        let _ = write!(
+            out,
+            "<dt>Limits</dt><dd>FMA peak {} (one core {}), triad {} (one thread {})</dd>",
+            Esc(&units::format_rate(l.peak_flops_all_cores, "FLOP/s")),
+            Esc(&units::format_rate(l.peak_flops_one_core, "FLOP/s")),
+            Esc(&units::format_rate(l.triad_bandwidth_all_threads, "B/s")),
+            Esc(&units::format_rate(l.triad_bandwidth_one_thread, "B/s")),
+        );
+    }
+    out.push_str("</dl>");
+}
+
+/// Confidence level of the first case with estimates, as a whole percentage.
+fn level_of(r: &RunReport) -> Option<f64> {
+    r.cases.iter().find_map(|c| c.estimates.as_ref()).map(|e| e.median.level)
+}
+
+/// The median with its interval; the level only when it differs from the
+/// one in the column header.
+fn median_cell(case: &CaseResult, header_level: Option<f64>) -> String {
+    match &case.estimates {
+        None => cells::NONE.to_string(),
+        Some(e) if Some(e.median.level) != header_level => {
+            format!("{} ({:.0}% CI)", units::format_time_ci(&e.median), e.median.level * 100.0)
+        }
+        Some(e) => units::format_time_ci(&e.median),
+    }
+}
+
+/// One row per case: id, median with CI, throughput, status, samples,
+/// outliers, notes (failure reasons in full).
+pub(crate) fn summary(out: &mut String, r: &RunReport) {
+    let level = level_of(r);
+    let level_text = level.map_or(String::new(), |l| format!(" [{:.0}% CI]", l * 100.0));
+    let _ = write!(
+        out,
+        "<div class=\"scroll\"><table class=\"summary\"><thead><tr><th>Case</th><th>Median{level_text}</th>\
+         <th>Throughput</th><th>Status</th><th>Samples</th><th>Outliers</th><th>Notes</th></tr></thead><tbody>"
+    );
+    for case in &r.cases {
+        let (status, class) = match &case.status {
+            crate::results::CaseStatus::Ok => ("ok".to_string(), "ok"),
+            crate::results::CaseStatus::Failed { phase, .. } => (format!("failed ({phase})"), "fail"),
+        };
+        let samples = case.sampling.as_ref().map_or(cells::NONE.to_string(), |s| {
+            if s.samples < s.requested_samples {
+                format!("{} of {}", s.samples, s.requested_samples)
+            } else {
+                s.samples.to_string()
+            }
+        });
+        let mut notes: Vec<String> = failure_text(&case.status).into_iter().collect();
+        notes.extend(case.notes.iter().cloned());
+        let _ = write!(
+            out,
+            "<tr class=\"{class}\"><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"notes\">",
+            Esc(&case.id),
+            Esc(&median_cell(case, level)),
+            Esc(&cells::throughput(case)),
+            Esc(&status),
+            Esc(&samples),
+            Esc(&cells::outliers(case)),
+        );
+        for (i, note) in notes.iter().enumerate() {
+            if i > 0 {
+                out.push_str("<br/>");
+            }
+            let _ = write!(out, "{}", Esc(note));
+        }
+        out.push_str("</td></tr>");
+    }
+    out.push_str("</tbody></table></div>");
+}
+
+/// The run's performance target checks, if any.
+pub(crate) fn targets(out: &mut String, r: &RunReport) {
+    if r.targets.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<div class=\"scroll\"><table><thead><tr><th>Target</th><th>Case</th><th>Measured</th>\
+         <th>Limit</th><th>Ratio</th><th>Required</th><th>Met</th></tr></thead><tbody>",
+    );
+    for t in &r.targets {
+        let _ = write!(
+            out,
+            "<tr class=\"{}\"><td>{}</td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
+            if t.met { "ok" } else { "fail" },
+            Esc(&t.name),
+            Esc(&t.case_id),
+            Esc(&units::format_quantity(t.measured, &t.unit)),
+            Esc(&units::format_quantity(t.limit, &t.unit)),
+            Esc(&units::format_percent(t.ratio * 100.0)),
+            Esc(&units::format_percent(t.required * 100.0)),
+            if t.met { "yes" } else { "no" },
+        );
+    }
+    out.push_str("</tbody></table></div>");
+}
+
+/// Every case id of `reports`, first appearance first.
+pub(crate) fn union_ids<'a>(reports: &[(String, &'a RunReport)]) -> Vec<&'a str> {
+    let mut seen = std::collections::HashSet::new();
+    reports
+        .iter()
+        .flat_map(|(_, r)| r.cases.iter())
+        .map(|c| c.id.as_str())
+        .filter(|id| seen.insert(*id))
+        .collect()
+}
+
+/// The case `id` of `r`, if it has one.
+pub(crate) fn find<'a>(r: &'a RunReport, id: &str) -> Option<&'a CaseResult> {
+    r.cases.iter().find(|c| c.id == id)
+}
+
+/// Medians of every case in every file, with the ratio to the first file
+/// (a plain ratio of medians: the comparison section has the statistics).
+pub(crate) fn side_by_side(out: &mut String, reports: &[(String, &RunReport)]) {
+    out.push_str("<div class=\"scroll\"><table class=\"side\"><thead><tr><th>Case</th>");
+    for (k, (label, _)) in reports.iter().enumerate() {
+        let _ =
+            write!(out, "<th><span class=\"key s{}\"><i></i></span>{}</th>", k % super::PALETTE, Esc(label));
+    }
+    out.push_str("</tr></thead><tbody>");
+    for id in union_ids(reports) {
+        let _ = write!(out, "<tr><td><code>{}</code></td>", Esc(id));
+        let base = find(reports[0].1, id).and_then(|c| c.estimates.as_ref()).map(|e| e.median.point);
+        for (k, (_, r)) in reports.iter().enumerate() {
+            let case = find(r, id);
+            let text = match case.and_then(|c| c.estimates.as_ref()) {
+                None if case.is_some_and(|c| c.status.is_failed()) => "failed".to_string(),
+                None => cells::NONE.to_string(),
+                Some(e) => match base {
+                    Some(b) if k > 0 && b > 0.0 => {
+                        format!("{} (×{})", units::format_time_ci(&e.median), units::sig3(e.median.point / b))
+                    }
+                    _ => units::format_time_ci(&e.median),
+                },
+            };
+            let _ = write!(out, "<td class=\"num\">{}</td>", Esc(&text));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</tbody></table></div>");
+}

@@ -1,0 +1,487 @@
+//! Tests of the HTML page: parsed back as XML with quick-xml into a small
+//! element tree, then checked against the data and the scale functions.
+
+use super::charts::{self, Distribution};
+use super::svg::SVG_NS;
+use super::*;
+use crate::compare::{CaseChange, CompareOptions, Comparison, Verdict};
+use crate::history::{CaseTrend, ChangePoint};
+use crate::report::fixture;
+use crate::results::Estimate;
+use crate::results::Sample;
+use quick_xml::XmlVersion;
+use quick_xml::events::Event;
+
+/// An element of the parsed page.
+#[derive(Debug, Default)]
+struct El {
+    name: String,
+    attrs: Vec<(String, String)>,
+    children: Vec<El>,
+    /// Text directly inside, entities resolved.
+    text: String,
+}
+
+impl El {
+    fn attr(&self, key: &str) -> Option<&str> {
+        self.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+    fn num(&self, key: &str) -> f64 {
+        self.attr(key).unwrap_or_else(|| panic!("{} has no {key}", self.name)).parse().unwrap()
+    }
+    fn has_class(&self, class: &str) -> bool {
+        self.attr("class").is_some_and(|c| c.split(' ').any(|x| x == class))
+    }
+    /// Every descendant (self included) accepted by `pred`, document order.
+    fn all<'a>(&'a self, pred: &dyn Fn(&El) -> bool) -> Vec<&'a El> {
+        let mut out = Vec::new();
+        fn walk<'a>(e: &'a El, pred: &dyn Fn(&El) -> bool, out: &mut Vec<&'a El>) {
+            if pred(e) {
+                out.push(e);
+            }
+            for c in &e.children {
+                walk(c, pred, out);
+            }
+        }
+        walk(self, pred, &mut out);
+        out
+    }
+    fn named<'a>(&'a self, name: &str) -> Vec<&'a El> {
+        self.all(&|e| e.name == name)
+    }
+    /// All text inside, descendants included.
+    fn all_text(&self) -> String {
+        let mut s = self.text.clone();
+        for c in &self.children {
+            s.push_str(&c.all_text());
+        }
+        s
+    }
+}
+
+/// Parses `xml` strictly (matching end tags, valid attributes, only the five
+/// XML entities and character references) into a tree under a `#doc` root.
+fn parse(xml: &str) -> El {
+    let mut reader = quick_xml::Reader::from_str(xml);
+    reader.config_mut().check_end_names = true;
+    let mut stack = vec![El { name: "#doc".into(), ..El::default() }];
+    loop {
+        let event = reader.read_event();
+        let at = reader.error_position();
+        let context = || xml.get(at as usize..).unwrap_or("").chars().take(80).collect::<String>();
+        let open = |s: &quick_xml::events::BytesStart| {
+            let attrs = s
+                .attributes()
+                .map(|a| {
+                    let a = a.unwrap_or_else(|e| panic!("attribute error {e} near {}", context()));
+                    let v = a
+                        .normalized_value(XmlVersion::Implicit1_0)
+                        .unwrap_or_else(|e| panic!("{e} near {}", context()));
+                    (a.key.0.to_string(), v.into_owned())
+                })
+                .collect();
+            El { name: s.name().0.to_string(), attrs, ..El::default() }
+        };
+        match event {
+            Err(e) => panic!("XML error at {at}: {e} near {}", context()),
+            Ok(Event::Eof) => break,
+            Ok(Event::Start(s)) => stack.push(open(&s)),
+            Ok(Event::Empty(s)) => {
+                let el = open(&s);
+                stack.last_mut().unwrap().children.push(el);
+            }
+            Ok(Event::End(_)) => {
+                let el = stack.pop().unwrap();
+                stack.last_mut().expect("more end tags than start tags").children.push(el);
+            }
+            Ok(Event::Text(t)) => stack.last_mut().unwrap().text.push_str(&t.xml10_content()),
+            Ok(Event::GeneralRef(r)) => {
+                let ch = if r.is_char_ref() {
+                    r.resolve_char_ref().unwrap().unwrap()
+                } else {
+                    match &*r.xml10_content() {
+                        "amp" => '&',
+                        "lt" => '<',
+                        "gt" => '>',
+                        "quot" => '"',
+                        "apos" => '\'',
+                        other => panic!("entity &{other}; is not XML"),
+                    }
+                };
+                stack.last_mut().unwrap().text.push(ch);
+            }
+            Ok(Event::DocType(_) | Event::Decl(_) | Event::Comment(_)) => {}
+            Ok(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(stack.len(), 1, "unclosed elements: {:?}", stack.iter().map(|e| &e.name).collect::<Vec<_>>());
+    stack.pop().unwrap()
+}
+
+fn page(reports: Vec<(String, &RunReport)>, trends: &[CaseTrend]) -> String {
+    render(&HtmlInput { title: "tfbench <report> & \"more\"".into(), reports, comparison: None, trends })
+}
+
+const MATMUL: &str = "tensor/matmul/shape=256x256x256,threads=1";
+
+/// The distribution figure of case `id`.
+fn dist_figure<'a>(doc: &'a El, id: &str) -> &'a El {
+    let found = doc.all(&|e| e.name == "figure" && e.attr("data-case") == Some(id));
+    assert_eq!(found.len(), 1, "one distribution figure for {id}");
+    found[0]
+}
+
+#[test]
+fn page_and_every_svg_fragment_are_well_formed_xml() {
+    let report = fixture();
+    let html = page(vec![("a.json".into(), &report)], &[]);
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    let doc = parse(&html);
+    assert_eq!(doc.children.len(), 1);
+    assert_eq!(doc.children[0].name, "html");
+    // Each fragment on its own, as a tool extracting the charts would see it.
+    let mut rest = html.as_str();
+    let mut fragments = 0;
+    while let Some(start) = rest.find("<svg") {
+        let end = rest[start..].find("</svg>").expect("closed svg") + start + "</svg>".len();
+        let svg = parse(&rest[start..end]);
+        assert_eq!(svg.children[0].attr("xmlns"), Some(SVG_NS));
+        assert!(svg.children[0].attr("viewBox").is_some());
+        fragments += 1;
+        rest = &rest[end..];
+    }
+    // Two throughput charts (matmul FLOP/s, softmax B/s) and two distributions.
+    assert_eq!(fragments, 4);
+}
+
+#[test]
+fn no_external_reference_and_no_script() {
+    let report = fixture();
+    let cmp = comparison_fixture();
+    let trends = [trend_fixture()];
+    let html = render(&HtmlInput {
+        title: "t".into(),
+        reports: vec![("a".into(), &report), ("b".into(), &report)],
+        comparison: Some(&cmp),
+        trends: &trends,
+    });
+    parse(&html);
+    let stripped = html.replace(&format!("xmlns=\"{SVG_NS}\""), "");
+    for bad in ["http://", "https://", "<script", "<link", "@import", "url(", "src="] {
+        assert!(!stripped.contains(bad), "{bad}");
+    }
+}
+
+#[test]
+fn text_from_the_data_is_escaped() {
+    let mut report = fixture();
+    let evil = "<script>alert(\"x&y\")</script> it's \u{7}";
+    report.cases[1].notes.push(evil.into());
+    report.cases[0].id = "tensor/matmul/a<b&c>\"d\"".into();
+    report.environment.cpu_model = "<b>CPU</b> & co".into();
+    let html = page(vec![("<label>".into(), &report)], &[]);
+    assert!(!html.contains("<script>"));
+    assert!(!html.contains("<b>CPU"));
+    assert!(!html.contains("<label>"));
+    assert!(html.contains("&lt;script&gt;alert(&quot;x&amp;y&quot;)&lt;/script&gt; it&#39;s \u{FFFD}"));
+    // Escaping loses nothing: the parsed text is the original.
+    let doc = parse(&html);
+    let text = doc.all_text();
+    assert!(text.contains("<script>alert(\"x&y\")</script> it's"));
+    assert!(text.contains("<b>CPU</b> & co"));
+    assert!(text.contains("tensor/matmul/a<b&c>\"d\""));
+    assert!(text.contains("tfbench <report> & \"more\""));
+    // Attributes too.
+    dist_figure(&doc, "tensor/matmul/a<b&c>\"d\"");
+}
+
+#[test]
+fn one_circle_per_sample_with_outliers_marked() {
+    let report = fixture();
+    let doc = parse(&page(vec![("a".into(), &report)], &[]));
+    let fig = dist_figure(&doc, MATMUL);
+    let groups = fig.all(&|e| e.has_class("samples"));
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].named("circle").len(), report.cases[0].samples.len());
+    assert_eq!(report.cases[0].samples.len(), 10);
+    // The 25% slower sample is beyond the 3 IQR fence.
+    assert_eq!(groups[0].all(&|e| e.has_class("severe")).len(), 1);
+    // The failed case has no samples, so no plot.
+    assert!(doc.all(&|e| e.attr("data-case") == Some("tensor/layernorm/rows=4096")).is_empty());
+}
+
+#[test]
+fn large_samples_are_subsampled_to_the_cap_keeping_extremes() {
+    let mut report = fixture();
+    report.cases[0].samples = (0..1234)
+        .map(|i| Sample { iterations: 4, nanos: 4.0 * (1000.0 + (i * 7919 % 1234) as f64), round: 0 })
+        .collect();
+    let html = page(vec![("a".into(), &report)], &[]);
+    let doc = parse(&html);
+    let fig = dist_figure(&doc, MATMUL);
+    let circles = fig.named("circle");
+    assert_eq!(circles.len(), charts::MAX_DOTS);
+    assert!(fig.all_text().contains("showing 500 of 1234 samples"));
+    let d = Distribution::new(&report.cases[0]).unwrap();
+    assert_eq!((d.drawn[0], d.drawn[499]), (1000.0, 2233.0));
+    let cis = [report.cases[0].estimates.as_ref().unwrap().median];
+    let y = charts::dist_scale(&[&d], &cis);
+    let ys: Vec<f64> = circles.iter().map(|c| c.num("cy")).collect();
+    let (top, bottom) = ys.iter().fold((f64::MAX, f64::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+    assert!((bottom - y.map(1000.0)).abs() < 0.06 && (top - y.map(2233.0)).abs() < 0.06);
+}
+
+#[test]
+fn box_median_and_headline_median_sit_where_the_scale_puts_them() {
+    let report = fixture();
+    let case = &report.cases[1];
+    let doc = parse(&page(vec![("a".into(), &report)], &[]));
+    let fig = dist_figure(&doc, &case.id);
+    let d = Distribution::new(case).unwrap();
+    let est = case.estimates.as_ref().unwrap().median;
+    let y = charts::dist_scale(&[&d], &[est]);
+    let median = fig.all(&|e| e.has_class("median"));
+    assert_eq!(median.len(), 1);
+    assert!((median[0].num("y1") - y.map(d.summary.median)).abs() < 0.06);
+    // Quartile box.
+    let rect = &fig.all(&|e| e.has_class("box"))[0].named("rect")[0];
+    assert!((rect.num("y") - y.map(d.summary.q3)).abs() < 0.06);
+    assert!((rect.num("y") + rect.num("height") - y.map(d.summary.q1)).abs() < 0.12);
+    // The reported median (the table's number): the diamond's centre row.
+    let path = fig.all(&|e| e.has_class("headline"))[0].attr("d").unwrap().to_string();
+    let coords: Vec<f64> =
+        path.split(|c: char| c.is_ascii_alphabetic() || c == ' ').filter_map(|t| t.parse().ok()).collect();
+    assert!((coords[3] - y.map(est.point)).abs() < 0.06, "{path}");
+    // Whiskers end at samples inside the 1.5 IQR fences.
+    assert!(d.whiskers.1 <= d.fences.high_mild && d.whiskers.0 >= d.fences.low_mild);
+}
+
+/// The `rect.bar` elements of the throughput chart whose caption names `group`.
+fn bars<'a>(doc: &'a El, group: &str) -> Vec<&'a El> {
+    let figs =
+        doc.all(&|e| e.name == "figure" && e.all_text().starts_with(group) && !e.named("svg").is_empty());
+    assert_eq!(figs.len(), 1, "{group}");
+    figs[0].all(&|e| e.has_class("bar"))
+}
+
+fn bar_widths(doc: &El, group: &str) -> Vec<f64> {
+    bars(doc, group).iter().map(|r| r.num("width")).collect()
+}
+
+#[test]
+fn throughput_bars_are_proportional_to_the_rates() {
+    let mut report = fixture();
+    let mut slower = report.cases[1].clone();
+    slower.id = "tensor/softmax/note=say \"hi\",rows=2048".into();
+    for t in &mut slower.throughput {
+        for v in [&mut t.rate.point, &mut t.rate.lower, &mut t.rate.upper] {
+            *v *= 0.4;
+        }
+    }
+    report.cases.push(slower);
+    let doc = parse(&page(vec![("a".into(), &report)], &[]));
+    let w = bar_widths(&doc, "tensor/softmax: B/s");
+    assert_eq!(w.len(), 2);
+    assert!((w[1] / w[0] - 0.4).abs() < 1e-3, "{w:?}");
+    // And against the scale: the bar ends where the scale puts the rate.
+    let rate = |c: &CaseResult| crate::report::primary_throughput(c).unwrap().rate;
+    let rows: Vec<charts::RateRow> = report.cases[1..]
+        .iter()
+        .skip_while(|c| c.benchmark != "softmax")
+        .filter(|c| c.benchmark == "softmax")
+        .map(|c| charts::RateRow { id: &c.id, label: c.id.clone(), rates: vec![Some(rate(c))] })
+        .collect();
+    // Bars start at the label column, where the scale puts zero.
+    let x0 = bars(&doc, "tensor/softmax: B/s")[0].num("x");
+    let x = charts::rate_scale(&rows, x0);
+    for (row, w) in rows.iter().zip(&w) {
+        assert!((x.map(row.rates[0].unwrap().point) - x0 - w).abs() < 0.06);
+    }
+}
+
+#[test]
+fn several_files_compare_side_by_side() {
+    let a = fixture();
+    let mut b = fixture();
+    for c in &mut b.cases {
+        for t in &mut c.throughput {
+            for v in [&mut t.rate.point, &mut t.rate.lower, &mut t.rate.upper] {
+                *v *= 2.0;
+            }
+        }
+    }
+    let doc = parse(&page(vec![("base.json".into(), &a), ("new.json".into(), &b)], &[]));
+    let w = bar_widths(&doc, "tensor/matmul: FLOP/s");
+    assert_eq!(w.len(), 2);
+    assert!((w[1] / w[0] - 2.0).abs() < 1e-3, "{w:?}");
+    // One distribution column per file, both on one axis.
+    let fig = dist_figure(&doc, MATMUL);
+    assert_eq!(fig.all(&|e| e.has_class("samples")).len(), 2);
+    assert!(doc.all(&|e| e.attr("id") == Some("side")).len() == 1);
+    assert!(doc.all_text().contains("(×1.00)"));
+}
+
+fn trend_fixture() -> CaseTrend {
+    let points = (0..12)
+        .map(|i| {
+            let v = if i < 7 { 100_000.0 } else { 125_000.0 } + (i % 3) as f64 * 500.0;
+            (format!("2025-02-{:02}T10:00:00Z", i + 1), format!("abc{i:04}def"), v)
+        })
+        .collect();
+    let cp = ChangePoint {
+        index: 7,
+        before_median_ns: 100_500.0,
+        after_median_ns: 125_500.0,
+        ratio: 1.249,
+        p_value: 0.001,
+    };
+    CaseTrend { id: MATMUL.into(), points, change_points: vec![cp] }
+}
+
+#[test]
+fn trend_lines_mark_change_points() {
+    let report = fixture();
+    let t = trend_fixture();
+    let doc = parse(&page(vec![("a".into(), &report)], std::slice::from_ref(&t)));
+    let figs = doc.all(&|e| e.attr("data-trend") == Some(MATMUL));
+    assert_eq!(figs.len(), 1);
+    let line = &figs[0].named("polyline")[0];
+    let pts: Vec<(f64, f64)> = line
+        .attr("points")
+        .unwrap()
+        .split(' ')
+        .map(|p| p.split_once(',').map(|(x, y)| (x.parse().unwrap(), y.parse().unwrap())).unwrap())
+        .collect();
+    assert_eq!(pts.len(), 12);
+    let (x, y) = trend::scales(&t);
+    for (i, (px, py)) in pts.iter().enumerate() {
+        assert!((px - x.map(i as f64)).abs() < 0.06 && (py - y.map(t.points[i].2)).abs() < 0.06);
+    }
+    let cps = figs[0].all(&|e| e.has_class("cp"));
+    assert_eq!(cps.len(), 1);
+    let marker = cps[0].named("line")[0].num("x1");
+    assert!(marker > x.map(6.0) && marker < x.map(7.0));
+    assert!(cps[0].all_text().contains("×1.25"));
+    assert!(doc.all(&|e| e.has_class("changes")).len() == 1);
+}
+
+#[test]
+fn empty_input_still_renders_a_valid_page() {
+    let doc = parse(&page(vec![], &[]));
+    assert!(doc.all_text().contains("No results file given."));
+}
+
+#[test]
+fn rendering_is_deterministic() {
+    let report = fixture();
+    let a = page(vec![("a".into(), &report)], &[trend_fixture()]);
+    assert_eq!(a, page(vec![("a".into(), &report)], &[trend_fixture()]));
+}
+
+fn comparison_fixture() -> Comparison {
+    let change = |id: &str, point: f64, lower: f64, upper: f64, verdict: Verdict| CaseChange {
+        id: id.into(),
+        old_median_ns: 100_000.0,
+        new_median_ns: 100_000.0 * point,
+        ratio: Estimate { point, lower, upper, level: 0.95 },
+        p_value: 0.001,
+        q_value: 0.002,
+        verdict,
+        beyond_limit: verdict == Verdict::Regressed,
+        memory: None,
+    };
+    Comparison {
+        baseline: "main <old>".into(),
+        candidate: "pr & new".into(),
+        machine_mismatch: Some("fingerprints differ: \"a\" vs <b>".into()),
+        changes: vec![
+            change("t/slow", 1.25, 1.2, 1.31, Verdict::Regressed),
+            change("t/flat", 1.004, 0.995, 1.012, Verdict::Unchanged),
+            change("t/unsure<>", 1.03, 0.99, 1.08, Verdict::Inconclusive),
+            change("t/fast", 0.8, 0.78, 0.83, Verdict::Improved),
+            change("t/nan", f64::NAN, f64::NAN, f64::NAN, Verdict::Inconclusive),
+        ],
+        only_in_baseline: vec!["t/gone".into()],
+        only_in_candidate: vec!["t/new".into()],
+        failed: vec!["t/broken".into()],
+        options: CompareOptions::default(),
+    }
+}
+
+#[test]
+fn comparison_bars_show_change_ci_verdict_and_noise_band() {
+    let report = fixture();
+    let cmp = comparison_fixture();
+    let html = render(&HtmlInput {
+        title: "t".into(),
+        reports: vec![("a".into(), &report)],
+        comparison: Some(&cmp),
+        trends: &[],
+    });
+    let doc = parse(&html);
+    let svgs = doc.all(&|e| e.name == "svg" && e.has_class("cmp"));
+    assert_eq!(svgs.len(), 1);
+    let chart = svgs[0];
+    let x = comparison::scale(&cmp);
+    // One bar per finite change, coloured by verdict, from 0 to the % change.
+    let bars = chart.all(&|e| e.has_class("bar"));
+    assert_eq!(bars.len(), 4);
+    let want = [("slower", 25.0), ("same", 0.4), ("unsure", 3.0), ("faster", -20.0)];
+    let groups = chart.all(&|e| e.name == "g" && !e.named("rect").is_empty());
+    for ((class, pct), g) in want.iter().zip(&groups) {
+        assert!(g.has_class(class), "{class}");
+        let rect = g.named("rect")[0];
+        let (a, b) = (x.map(0.0), x.map(*pct));
+        assert!((rect.num("x") - a.min(b)).abs() < 0.06 && (rect.num("width") - (b - a).abs()).abs() < 0.1);
+    }
+    // The interval as an error bar.
+    let err = groups[0].all(&|e| e.has_class("err"))[0];
+    assert!((err.num("x1") - x.map(20.0)).abs() < 0.06 && (err.num("x2") - x.map(31.0)).abs() < 0.1);
+    // The noise band: +-2% by default.
+    let band = chart.all(&|e| e.has_class("noise"))[0];
+    assert!((band.num("x") - x.map(-2.0)).abs() < 0.06);
+    assert!((band.num("width") - (x.map(2.0) - x.map(-2.0))).abs() < 0.1);
+    let text = doc.all_text();
+    for needle in ["main <old>", "pr & new", "t/unsure<>", "\"a\" vs <b>", "t/gone", "t/new", "t/broken"] {
+        assert!(text.contains(needle), "{needle}");
+    }
+    assert!(html.contains("href=\"#comparison\""));
+}
+
+#[test]
+#[ignore]
+fn dump_for_eyes() {
+    let a = fixture();
+    let mut b = fixture();
+    for c in &mut b.cases {
+        for s in &mut c.samples {
+            s.nanos *= 1.08;
+        }
+        if let Some(e) = &mut c.estimates {
+            e.median.point *= 1.08;
+            e.median.lower *= 1.08;
+            e.median.upper *= 1.08;
+        }
+        for t in &mut c.throughput {
+            for v in [&mut t.rate.point, &mut t.rate.lower, &mut t.rate.upper] {
+                *v /= 1.08;
+            }
+        }
+    }
+    let cmp = comparison_fixture();
+    let trends = [trend_fixture()];
+    let one = render(&HtmlInput {
+        title: "one".into(),
+        reports: vec![("a.json".into(), &a)],
+        comparison: None,
+        trends: &[],
+    });
+    std::fs::write("/tmp/one.html", one).unwrap();
+    let all = render(&HtmlInput {
+        title: "all".into(),
+        reports: vec![("base.json".into(), &a), ("new.json".into(), &b)],
+        comparison: Some(&cmp),
+        trends: &trends,
+    });
+    std::fs::write("/tmp/all.html", all).unwrap();
+}
