@@ -23,6 +23,162 @@ pub enum Command {
     Run(Box<RunArgs>),
     /// Describe this machine; with --probe, measure its peak FLOP/s and bandwidth.
     Sysinfo(SysinfoArgs),
+    /// Compare two stored result sets (baselines or results files) without running.
+    Compare(CompareArgs),
+    /// List, show or delete saved baselines.
+    Baseline(BaselineArgs),
+    /// Show each case's trend over the recorded runs of this machine.
+    History(HistoryArgs),
+    /// Write a self-contained HTML report of results files or baselines.
+    Report(ReportArgs),
+    /// Join the results of shards (`run --shard I/N`) into one results file.
+    Merge(MergeArgs),
+}
+
+/// Where baselines live.
+#[derive(Debug, Args, Clone)]
+pub struct BaselineDir {
+    /// Baseline store [default: the config's `baseline_dir`, else ./baselines].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub baseline_dir: Option<PathBuf>,
+}
+
+/// Thresholds of a comparison and its gate.
+#[derive(Debug, Args, Clone)]
+pub struct GateArgs {
+    /// Significance level, Benjamini-Hochberg corrected across the cases.
+    #[arg(long, value_name = "ALPHA", default_value_t = 0.01)]
+    pub alpha: f64,
+    /// Changes within +-PCT percent count as noise.
+    #[arg(long, value_name = "PCT", default_value_t = 2.0)]
+    pub noise_threshold: f64,
+    /// Exit 1 when a case regressed beyond --max-regression (or memory beyond
+    /// --max-memory-regression).
+    #[arg(long)]
+    pub fail_on_regression: bool,
+    /// Largest tolerated slowdown of a regressed case, percent.
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub max_regression: f64,
+    /// Largest tolerated growth of peak memory or allocations per iteration, percent.
+    #[arg(long, value_name = "PCT", default_value_t = 20.0)]
+    pub max_memory_regression: f64,
+    /// Refuse to compare results from different machine fingerprints.
+    #[arg(long)]
+    pub strict_machine: bool,
+}
+
+/// `tfbench compare`.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// The reference: a saved baseline name or a results/baseline JSON file.
+    #[arg(long, short = 'b', value_name = "NAME|FILE")]
+    pub baseline: String,
+    /// The candidate: a baseline name or a results JSON file (from `run
+    /// --output`) [default: the newest other saved baseline].
+    #[arg(long, short = 'a', value_name = "NAME|FILE")]
+    pub against: Option<String>,
+    /// Baseline store.
+    #[command(flatten)]
+    pub dir: BaselineDir,
+    /// Thresholds.
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = CompareFormat::Table)]
+    pub format: CompareFormat,
+    /// Also write the comparison to FILE (.md markdown, .json JSON, else the --format).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// Output format of a comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompareFormat {
+    /// Table sorted by change (colours on a terminal unless NO_COLOR).
+    Table,
+    /// Markdown for a pull request.
+    Markdown,
+    /// JSON.
+    Json,
+}
+
+/// `tfbench baseline`.
+#[derive(Debug, Args)]
+pub struct BaselineArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: BaselineAction,
+    /// Baseline store.
+    #[command(flatten)]
+    pub dir: BaselineDir,
+}
+
+/// `tfbench baseline` actions.
+#[derive(Debug, Subcommand)]
+pub enum BaselineAction {
+    /// Name, date, machine and case count of every saved baseline.
+    List,
+    /// A baseline's provenance and its results table.
+    Show {
+        /// Baseline name.
+        name: String,
+    },
+    /// Remove a saved baseline.
+    Delete {
+        /// Baseline name.
+        name: String,
+    },
+}
+
+/// `tfbench history`.
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Regex over case ids.
+    #[arg(value_name = "FILTER")]
+    pub filter: Option<String>,
+    /// History store [default: <baseline dir>/history].
+    #[arg(long, value_name = "DIR")]
+    pub history_dir: Option<PathBuf>,
+    /// Machine fingerprint whose history to show [default: this machine].
+    #[arg(long, value_name = "FINGERPRINT")]
+    pub machine: Option<String>,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = ListFormat::Table)]
+    pub format: ListFormat,
+}
+
+/// `tfbench report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Results JSON files (from `run --output`) or saved baseline names.
+    #[arg(value_name = "RESULTS", required = true)]
+    pub results: Vec<String>,
+    /// Write the HTML report to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub html: PathBuf,
+    /// Also compare the first RESULTS against this baseline (name or file).
+    #[arg(long, short = 'b', value_name = "NAME|FILE")]
+    pub baseline: Option<String>,
+    /// Baseline store.
+    #[command(flatten)]
+    pub dir: BaselineDir,
+    /// History store for trend charts [default: <baseline dir>/history].
+    #[arg(long, value_name = "DIR")]
+    pub history_dir: Option<PathBuf>,
+    /// Page title.
+    #[arg(long, default_value = "tfbench report")]
+    pub title: String,
+}
+
+/// `tfbench merge`.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// Results JSON files of the shards.
+    #[arg(value_name = "RESULTS", required = true, num_args = 1..)]
+    pub inputs: Vec<PathBuf>,
+    /// Where to write the merged results (JSON, atomically).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
 }
 
 /// Which cases: suites, filter regex, exact match, skip regex, config file.
@@ -117,6 +273,30 @@ pub struct RunArgs {
     /// else JSON); stdout then shows the table.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Run only the I-th of N deterministic slices of the plan (e.g. 2/4).
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<crate::config::Shard>,
+    /// Save this run's full results as baseline NAME.
+    #[arg(long, value_name = "NAME")]
+    pub save_baseline: Option<String>,
+    /// Compare this run with saved baseline NAME (or a results/baseline JSON file).
+    #[arg(long, short = 'b', value_name = "NAME|FILE")]
+    pub baseline: Option<String>,
+    /// Baseline store.
+    #[command(flatten)]
+    pub dir: BaselineDir,
+    /// Thresholds of the comparison with --baseline.
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Write the comparison with --baseline to FILE (.json JSON, else Markdown).
+    #[arg(long, value_name = "FILE", requires = "baseline")]
+    pub comparison_output: Option<PathBuf>,
+    /// Append this run to the machine's history (on in configs/ci.toml).
+    #[arg(long)]
+    pub history: bool,
+    /// History store [default: <baseline dir>/history].
+    #[arg(long, value_name = "DIR")]
+    pub history_dir: Option<PathBuf>,
     /// Do not measure machine limits when no probe is cached.
     #[arg(long)]
     pub no_probe: bool,

@@ -74,6 +74,12 @@ pub struct RunSection {
     pub rounds: Option<u32>,
     /// Shuffle case order in each round.
     pub shuffle: Option<bool>,
+    /// Baseline store folder (`--baseline-dir`).
+    pub baseline_dir: Option<String>,
+    /// Append every run to the history store (`--history`).
+    pub history: Option<bool>,
+    /// History store folder (`--history-dir`).
+    pub history_dir: Option<String>,
 }
 
 /// One value or a list of values, so `shape = "64x64x64"` works like `["64x64x64"]`.

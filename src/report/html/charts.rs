@@ -265,7 +265,7 @@ pub(crate) fn throughput(
 ) {
     use bars::*;
     let longest = rows.iter().map(|r| r.label.chars().count().min(MAX_LABEL)).max().unwrap_or(0);
-    let x0 = (longest as f64 * CHAR_W + 10.0).clamp(60.0, 300.0);
+    let x0 = (longest as f64 * CHAR_W + 10.0).clamp(60.0, 320.0);
     let per_row = files.len() as f64 * (BAR + GAP) - GAP;
     let h = TOP + rows.len() as f64 * (per_row + ROW_GAP) + AXIS_H;
     let x = rate_scale(rows, x0);

@@ -53,7 +53,7 @@ fn pct_text(ratio: f64) -> String {
 /// Left edge of the bars: the label column's width.
 pub(crate) fn plot_left(changes: &[CaseChange]) -> f64 {
     let longest = changes.iter().map(|c| c.id.chars().count().min(geo::MAX_LABEL)).max().unwrap_or(0);
-    (longest as f64 * CHAR_W + 10.0).clamp(60.0, 300.0)
+    (longest as f64 * CHAR_W + 10.0).clamp(60.0, 320.0)
 }
 
 /// The x scale (% change) over every finite interval, the noise band and 0.

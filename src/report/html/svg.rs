@@ -16,7 +16,7 @@ pub(crate) const FONT: f64 = 11.0;
 
 /// Approximate advance of one character at [`FONT`], to size label columns
 /// (no font metrics without a browser; this errs on the wide side).
-pub(crate) const CHAR_W: f64 = 6.4;
+pub(crate) const CHAR_W: f64 = 7.0;
 
 /// Text escaped for HTML and XML alike (`&`, `<`, `>`, `"`, `'`), with the
 /// control characters XML 1.0 forbids replaced, so the page stays well-formed
@@ -219,8 +219,22 @@ pub(crate) fn y_axis(out: &mut String, y: &LinearScale, x0: f64, x1: f64, units:
 /// Vertical grid lines from `y0` to `y1` with labels under `y1` for a
 /// horizontal value axis.
 pub(crate) fn x_axis(out: &mut String, x: &LinearScale, y0: f64, y1: f64, units: Units) {
-    let (step, ticks) = x.ticks(5);
-    let labels = tick_labels(&ticks, step, units);
+    // As many ticks (up to about 6) as leave room between the labels, which
+    // are long with a unit (`250 GFLOP/s`).
+    let width = (x.r1 - x.r0).abs();
+    let fits = |labels: &[String]| {
+        let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+        labels.len() as f64 * (longest as f64 * CHAR_W + 10.0) <= width
+    };
+    let (mut step, mut ticks) = x.ticks(6);
+    let mut labels = tick_labels(&ticks, step, units);
+    for target in (1..6).rev() {
+        if fits(&labels) {
+            break;
+        }
+        (step, ticks) = x.ticks(target);
+        labels = tick_labels(&ticks, step, units);
+    }
     out.push_str("<g class=\"axis\">");
     for (t, label) in ticks.iter().zip(&labels) {
         let px = N(x.map(*t));

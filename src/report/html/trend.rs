@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 /// Geometry of a trend chart, shared with the tests.
 pub(crate) mod geo {
     /// Total width.
-    pub const W: f64 = 760.0;
+    pub const W: f64 = 600.0;
     /// Total height.
     pub const H: f64 = 190.0;
     /// Left margin, room for tick labels.
@@ -23,8 +23,6 @@ pub(crate) mod geo {
     pub const BOTTOM: f64 = 160.0;
     /// Runs beyond which points are drawn as the line only.
     pub const MAX_DOTS: usize = 300;
-    /// Most run labels under the x axis.
-    pub const X_LABELS: usize = 6;
 }
 
 /// The x scale (run index) and y scale (median time) of `t`'s chart.
@@ -57,15 +55,24 @@ pub(crate) fn chart(out: &mut String, t: &CaseTrend) {
     svg::open(out, "trend", W, H, &format!("Median per run of {}", t.id));
     svg::y_axis(out, &y, LEFT, W - RIGHT, Units::Time);
     let n = t.points.len();
-    // Run labels at evenly spaced runs, first and last included.
-    let shown = n.min(X_LABELS);
+    // Run labels at evenly spaced runs, first and last included, as many as
+    // fit side by side (labels are "YYYY-MM-DD abcdef0").
+    let fit = ((W - LEFT - RIGHT) / (18.0 * svg::CHAR_W + 12.0)).floor().max(1.0) as usize;
+    let shown = n.min(fit);
     out.push_str("<g class=\"axis\">");
     for k in 0..shown {
         let i = if shown > 1 { k * (n - 1) / (shown - 1) } else { 0 };
         let (at, rev, _) = &t.points[i];
+        // The outer labels hang inwards so they stay inside the viewBox.
+        let anchor = match (k, shown) {
+            (_, 1) => "middle",
+            (0, _) => "start",
+            (k, s) if k + 1 == s => "end",
+            _ => "middle",
+        };
         let _ = write!(
             out,
-            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"{anchor}\">{}</text>",
             N(x.map(i as f64)),
             N(BOTTOM + FONT + 6.0),
             Esc(&run_label(at, rev)),
@@ -160,7 +167,7 @@ pub(crate) fn section(out: &mut String, trends: &[CaseTrend]) {
         }
         out.push_str("</tbody></table></div>");
     }
-    out.push_str("<div class=\"grid\" style=\"grid-template-columns:repeat(auto-fill,minmax(460px,1fr))\">");
+    out.push_str("<div class=\"grid\" style=\"grid-template-columns:repeat(auto-fill,minmax(520px,1fr))\">");
     for t in trends.iter().filter(|t| !t.points.is_empty()) {
         let _ = write!(out, "<figure class=\"case\" data-trend=\"{}\">", Esc(&t.id));
         chart(out, t);
