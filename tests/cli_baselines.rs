@@ -1,0 +1,219 @@
+//! Baselines, compare, history, merge and the HTML report through the binary.
+
+mod common;
+use common::*;
+use serde_json::Value;
+use std::path::Path;
+
+const SMALL: &str = "tensor/binary/op=(add|mul),shape=100x100$";
+
+/// Runs the two small cases with `extra` args in `dir` (baselines under it).
+fn run_in(dir: &Path, extra: &[&str]) -> Run {
+    let bdir = dir.join("baselines").display().to_string();
+    let mut args = vec!["run", "--quick", "--no-probe", "--sample-size", "20", "--baseline-dir", &bdir, SMALL];
+    args.extend_from_slice(extra);
+    tfbench(&args)
+}
+
+fn json_file(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).expect("read")).expect("json")
+}
+
+/// Writes a copy of results `src` whose samples are replaced by 30
+/// deterministic ones (1 us +- 1.5%) scaled by `factor`: comparisons of these
+/// files do not depend on how noisy the machine was during the run.
+fn synthetic_copy(src: &Path, dst: &Path, factor: f64) {
+    let mut v = json_file(src);
+    for c in v["cases"].as_array_mut().unwrap() {
+        let samples: Vec<Value> = (0..30)
+            .map(|k| {
+                let per_iter = 1000.0 * (1.0 + 0.005 * (k % 7) as f64 - 0.015) * factor;
+                serde_json::json!({"iterations": 100, "nanos": per_iter * 100.0, "round": 0})
+            })
+            .collect();
+        c["samples"] = Value::Array(samples);
+    }
+    std::fs::write(dst, serde_json::to_string(&v).unwrap()).unwrap();
+}
+
+#[test]
+fn save_list_show_delete() {
+    let dir = scratch("baseline-crud");
+    let r = run_in(&dir, &["--save-baseline", "main", "-q"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let file = dir.join("baselines/main.json");
+    let v = json_file(&file);
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["name"], "main");
+    assert!(v["machine_fingerprint"].as_str().is_some_and(|f| !f.is_empty()));
+    assert_eq!(v["report"]["cases"].as_array().unwrap().len(), 2);
+    assert!(v["report"]["cases"][0]["samples"].as_array().unwrap().len() >= 3, "raw samples kept");
+
+    let bdir = dir.join("baselines").display().to_string();
+    let list = tfbench(&["baseline", "list", "--baseline-dir", &bdir]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(list.stdout.contains("main") && list.stdout.contains("Xeon") || list.stdout.contains("main"));
+    let show = tfbench(&["baseline", "show", "main", "--baseline-dir", &bdir]);
+    assert_eq!(show.code, 0, "{}", show.stderr);
+    assert!(show.stdout.contains("tensor/binary/op=add,shape=100x100"));
+    let del = tfbench(&["baseline", "delete", "main", "--baseline-dir", &bdir]);
+    assert_eq!(del.code, 0);
+    assert!(!file.exists());
+    let gone = tfbench(&["baseline", "show", "main", "--baseline-dir", &bdir]);
+    assert_eq!(gone.code, 2);
+    assert!(gone.stderr.contains("not found"), "{}", gone.stderr);
+}
+
+#[test]
+fn missing_and_corrupt_baselines_are_clear_errors() {
+    let dir = scratch("baseline-errors");
+    assert_eq!(run_in(&dir, &["--save-baseline", "good", "-q"]).code, 0);
+    // A missing baseline fails before running and names the available ones.
+    let r = run_in(&dir, &["--baseline", "nope"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("`nope` not found") && r.stderr.contains("good"), "{}", r.stderr);
+    assert!(!r.stderr.contains("[1/"), "nothing ran");
+    // A truncated file is named, never a panic.
+    let bad = dir.join("baselines/bad.json");
+    std::fs::write(&bad, "{\"schema_version\": 1, \"name\": \"bad\", \"rep").unwrap();
+    let r = run_in(&dir, &["--baseline", "bad"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("bad.json") && !r.stderr.contains("panicked"), "{}", r.stderr);
+    // Listing still works and flags the bad file.
+    let bdir = dir.join("baselines").display().to_string();
+    let list = tfbench(&["baseline", "list", "--baseline-dir", &bdir]);
+    assert_eq!(list.code, 0, "{}", list.stderr);
+    assert!(list.stdout.contains("good") && list.stdout.contains("bad"), "{}", list.stdout);
+    // Bad baseline names are refused before running.
+    let r = run_in(&dir, &["--save-baseline", "../escape"]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+#[test]
+fn compare_detects_a_slowdown_and_gates() {
+    let dir = scratch("compare-gate");
+    let run = dir.join("run.json");
+    assert_eq!(run_in(&dir, &["--output", &run.display().to_string(), "-q"]).code, 0);
+    let base = dir.join("base.json");
+    synthetic_copy(&run, &base, 1.0);
+    let b = base.display().to_string();
+    let slow = dir.join("slow.json");
+    synthetic_copy(&run, &slow, 1.25);
+    let s = slow.display().to_string();
+
+    let same = tfbench(&["compare", "--baseline", &b, "--against", &b, "--fail-on-regression", "-f", "json"]);
+    assert_eq!(same.code, 0, "{}", same.stderr);
+    let v: Value = serde_json::from_str(&same.stdout).unwrap();
+    assert!(v["changes"].as_array().unwrap().iter().all(|c| c["verdict"] == "unchanged"), "{v}");
+
+    let worse = tfbench(&["compare", "--baseline", &b, "--against", &s, "-f", "json"]);
+    assert_eq!(worse.code, 0, "no gate without --fail-on-regression: {}", worse.stderr);
+    let v: Value = serde_json::from_str(&worse.stdout).unwrap();
+    for c in v["changes"].as_array().unwrap() {
+        assert_eq!(c["verdict"], "regressed", "{c}");
+        assert!((c["ratio"]["point"].as_f64().unwrap() - 1.25).abs() < 1e-6);
+    }
+    let gated = tfbench(&["compare", "--baseline", &b, "--against", &s, "--fail-on-regression"]);
+    assert_eq!(gated.code, 1, "{}", gated.stderr);
+    assert!(gated.stdout.contains("regressed"), "{}", gated.stdout);
+    // A slowdown under the limit is reported but does not gate.
+    let lenient = tfbench(&["compare", "--baseline", &b, "--against", &s, "--fail-on-regression", "--max-regression", "30"]);
+    assert_eq!(lenient.code, 0, "{}", lenient.stderr);
+    // The other direction is an improvement; markdown is PR-ready.
+    let md = dir.join("cmp.md");
+    let better = tfbench(&["compare", "--baseline", &s, "--against", &b, "-f", "markdown", "-o", &md.display().to_string()]);
+    assert_eq!(better.code, 0);
+    assert!(better.stdout.contains("2 improved"), "{}", better.stdout);
+    assert_eq!(std::fs::read_to_string(&md).unwrap(), better.stdout);
+}
+
+#[test]
+fn run_with_baseline_compares_in_one_go() {
+    let dir = scratch("run-baseline");
+    assert_eq!(run_in(&dir, &["--save-baseline", "main", "-q"]).code, 0);
+    let md = dir.join("pr.md");
+    let r = run_in(&dir, &["--baseline", "main", "--comparison-output", &md.display().to_string(), "-q"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("verdict"), "comparison table after the results: {}", r.stdout);
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("tensor/binary/op=add,shape=100x100"), "{text}");
+}
+
+#[test]
+fn other_machines_warn_and_strict_refuses() {
+    let dir = scratch("compare-machine");
+    let base = dir.join("base.json");
+    let b = base.display().to_string();
+    assert_eq!(run_in(&dir, &["--output", &b, "-q"]).code, 0);
+    let mut v = json_file(&base);
+    v["environment"]["cpu_model"] = serde_json::json!("Some Other CPU 9000");
+    let other = dir.join("other.json");
+    std::fs::write(&other, v.to_string()).unwrap();
+    let o = other.display().to_string();
+    let warn = tfbench(&["compare", "--baseline", &o, "--against", &b]);
+    assert_eq!(warn.code, 0, "{}", warn.stderr);
+    assert!(warn.stderr.contains("different machines"), "{}", warn.stderr);
+    let strict = tfbench(&["compare", "--baseline", &o, "--against", &b, "--strict-machine"]);
+    assert_eq!(strict.code, 2);
+    assert!(strict.stderr.contains("--strict-machine"), "{}", strict.stderr);
+}
+
+#[test]
+fn shards_merge_into_the_whole_plan() {
+    let dir = scratch("shards");
+    let filter = "tensor/binary/op=(add|mul|sub),shape=100x100$";
+    let mut files = Vec::new();
+    for i in 1..=2 {
+        let f = dir.join(format!("shard{i}.json")).display().to_string();
+        let shard = format!("{i}/2");
+        let r = tfbench(&["run", "--quick", "--no-probe", "-q", "--shard", &shard, "--output", &f, filter]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        files.push(f);
+    }
+    let n1 = json_file(Path::new(&files[0]))["cases"].as_array().unwrap().len();
+    let n2 = json_file(Path::new(&files[1]))["cases"].as_array().unwrap().len();
+    assert_eq!((n1, n2), (2, 1));
+    let all = dir.join("all.json").display().to_string();
+    let m = tfbench(&["merge", &files[0], &files[1], "-o", &all]);
+    assert_eq!(m.code, 0, "{}", m.stderr);
+    let v = json_file(Path::new(&all));
+    let mut ids: Vec<&str> = v["cases"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    ids.sort();
+    assert_eq!(ids, ["tensor/binary/op=add,shape=100x100", "tensor/binary/op=mul,shape=100x100", "tensor/binary/op=sub,shape=100x100"]);
+    // Overlapping shards are refused.
+    let dup = tfbench(&["merge", &files[0], &files[0], "-o", &all]);
+    assert_eq!(dup.code, 2);
+    assert!(dup.stderr.contains("both"), "{}", dup.stderr);
+}
+
+#[test]
+fn history_after_three_runs_and_html_report() {
+    let dir = scratch("history");
+    let hdir = dir.join("hist").display().to_string();
+    for _ in 0..3 {
+        let r = run_in(&dir, &["--history", "--history-dir", &hdir, "-q"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let files: Vec<_> = std::fs::read_dir(dir.join("hist")).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "one history file per machine");
+    let lines = std::fs::read_to_string(files[0].path()).unwrap();
+    assert_eq!(lines.lines().count(), 3);
+    let h = tfbench(&["history", "--history-dir", &hdir, "-f", "json", "op=add"]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let v: Value = serde_json::from_str(&h.stdout).unwrap();
+    let trends = v["cases"].as_array().expect("trend list");
+    assert_eq!(trends.len(), 1);
+    assert_eq!(trends[0]["points"].as_array().unwrap().len(), 3);
+    let t = tfbench(&["history", "--history-dir", &hdir]);
+    assert!(t.stdout.chars().any(|c| ('\u{2581}'..='\u{2588}').contains(&c)), "sparkline: {}", t.stdout);
+
+    let res = dir.join("r.json").display().to_string();
+    assert_eq!(run_in(&dir, &["--output", &res, "-q"]).code, 0);
+    let html = dir.join("report.html");
+    let r = tfbench(&["report", &res, "--html", &html.display().to_string(), "--baseline", &res, "--history-dir", &hdir]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") || page.starts_with("<!doctype html>"), "{}", &page[..80]);
+    assert!(page.contains("<svg") && page.contains("tensor/binary/op=add,shape=100x100"));
+    assert!(!page.contains("<script") && !page.contains("https://"));
+}
