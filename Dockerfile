@@ -1,4 +1,5 @@
-# Multi-stage build of the tfbench image used in CI:
+# Multi-stage build of the tfbench image used in CI (the same `cargo build
+# --release` as the README):
 #   docker build -t tfbench .
 #   docker run --rm tfbench run --suite tensor --quick --format json
 FROM rust:1-slim-bookworm AS build
@@ -10,12 +11,14 @@ COPY configs ./configs
 RUN cargo build --release --locked && strip target/release/tfbench
 
 FROM debian:bookworm-slim
-RUN useradd --create-home bench
+RUN useradd --create-home bench && mkdir /work && chown bench /work
 COPY --from=build /src/target/release/tfbench /usr/local/bin/tfbench
+COPY suites /opt/tfbench/suites
 COPY configs /opt/tfbench/configs
-COPY baselines /opt/tfbench/baselines
 USER bench
-WORKDIR /home/bench
+# Baselines and history are written under the working folder (./baselines):
+# mount one to keep them between jobs.
+WORKDIR /work
 # Probe results are cached per machine here; mount a volume to keep them.
 ENV TFBENCH_CACHE_DIR=/home/bench/.cache/tfbench
 ENTRYPOINT ["tfbench"]

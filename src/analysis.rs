@@ -116,6 +116,8 @@ fn sampling_info(ms: &[Measurement]) -> Option<SamplingInfo> {
         samples: ms.iter().map(|m| m.samples.len()).sum(),
         requested_samples: ms.iter().map(|m| m.requested).sum(),
         stopped_by: last.stopped_by,
+        prepare_ns: ms.iter().map(|m| m.prepare_ns).sum(),
+        verify_ns: ms.iter().map(|m| m.verify_ns).sum(),
     })
 }
 
@@ -292,6 +294,8 @@ mod tests {
                 requested: times.len(),
                 stopped_by: StopReason::SampleSize,
                 alloc: None,
+                prepare_ns: 0.0,
+                verify_ns: 0.0,
             }],
         }
     }

@@ -222,6 +222,12 @@ pub struct SamplingInfo {
     pub requested_samples: usize,
     /// Why sampling stopped (last round).
     pub stopped_by: StopReason,
+    /// Untimed setup: preparing the workload (inputs, buffers), ns, all rounds.
+    #[serde(default)]
+    pub prepare_ns: f64,
+    /// Untimed self-check against the reference, ns, all rounds.
+    #[serde(default)]
+    pub verify_ns: f64,
 }
 
 /// Everything about one case.

@@ -9,18 +9,36 @@ pub fn rng(seed: u64) -> StdRng {
     StdRng::seed_from_u64(seed)
 }
 
+/// Values per independently seeded chunk of [`randn`] and [`uniform`]: the
+/// data depends only on the seed, never on the thread count.
+const CHUNK: usize = 1 << 16;
+
+/// The seed of chunk `k` of a stream seeded with `seed` (SplitMix64 step).
+fn chunk_seed(seed: u64, k: usize) -> u64 {
+    let mut z = seed.wrapping_add((k as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// Fills `n` values chunk by chunk in parallel, each chunk from its own seed.
+fn fill_chunks(n: usize, seed: u64, f: impl Fn(&mut StdRng, &mut [f32]) + Sync) -> Vec<f32> {
+    use rayon::prelude::*;
+    let mut out = vec![0.0f32; n];
+    out.par_chunks_mut(CHUNK).enumerate().for_each(|(k, chunk)| f(&mut rng(chunk_seed(seed, k)), chunk));
+    out
+}
+
 /// `n` standard-normal f32 values from `seed`.
 pub fn randn(n: usize, seed: u64) -> Vec<f32> {
-    let mut r = rng(seed);
-    (0..n).map(|_| StandardNormal.sample(&mut r)).collect()
+    fill_chunks(n, seed, |r, c| c.iter_mut().for_each(|x| *x = StandardNormal.sample(r)))
 }
 
 /// `n` values uniform in `[lo, hi)` from `seed`.
 pub fn uniform(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
-    let mut r = rng(seed);
     // lo < hi is the caller's contract; fall back to a point mass otherwise.
     match Uniform::new(lo, hi) {
-        Ok(d) => (0..n).map(|_| d.sample(&mut r)).collect(),
+        Ok(d) => fill_chunks(n, seed, |r, c| c.iter_mut().for_each(|x| *x = d.sample(r))),
         Err(_) => vec![lo; n],
     }
 }
@@ -66,5 +84,9 @@ mod tests {
         assert!(mean.abs() < 0.15, "mean {mean}");
         let u = super::uniform(1000, 1.0, 2.0, 3);
         assert!(u.iter().all(|&x| (1.0..2.0).contains(&x)));
+        // Across chunk boundaries the stream is not repeated.
+        let big = super::randn(3 * super::CHUNK, 5);
+        assert_ne!(big[..100], big[super::CHUNK..super::CHUNK + 100]);
+        assert_eq!(big, super::randn(3 * super::CHUNK, 5));
     }
 }

@@ -39,6 +39,8 @@ fn timed_with_alloc(name: &str, scale: f64, seed: u64, alloc: Option<AllocStats>
         requested: 50,
         stopped_by: StopReason::SampleSize,
         alloc,
+        prepare_ns: 0.0,
+        verify_ns: 0.0,
     };
     let settings = Settings { bootstrap_resamples: 100, ..Default::default() };
     analyze(&outcome(name, vec![m], None), &settings, None)

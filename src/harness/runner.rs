@@ -119,8 +119,12 @@ fn run_one(
 ) -> Result<(), (&'static str, String)> {
     let suite = suites::find(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
     let case = o.case.clone();
+    let t0 = std::time::Instant::now();
     let mut w = guarded(|| suite.prepare(&case)).map_err(|e| ("prepare", e))?;
+    let prepare_ns = t0.elapsed().as_nanos() as f64;
+    let t1 = std::time::Instant::now();
     let v = guarded(|| w.verify()).map_err(|e| ("verify", e))?;
+    let verify_ns = t1.elapsed().as_nanos() as f64;
     let passed = v.passed;
     if passed {
         obs.case_verified(&o.case.id, &v);
@@ -131,8 +135,10 @@ fn run_one(
         return Err(("verify", format!("wrong result {detail}")));
     }
     o.throughput = w.throughput();
-    let m: Measurement =
+    let mut m: Measurement =
         guarded(|| sampler::measure(w.as_mut(), s, timer, round)).map_err(|e| ("measure", e))?;
+    m.prepare_ns = prepare_ns;
+    m.verify_ns = verify_ns;
     o.measurements.push(m);
     Ok(())
 }

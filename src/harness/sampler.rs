@@ -30,6 +30,10 @@ pub struct Measurement {
     pub stopped_by: StopReason,
     /// Allocation figures over the sampled iterations (if counting is on).
     pub alloc: Option<AllocStats>,
+    /// Time spent preparing the workload (set by the runner), ns.
+    pub prepare_ns: f64,
+    /// Time spent verifying it (set by the runner), ns.
+    pub verify_ns: f64,
 }
 
 /// Warms up, calibrates and samples `w` under `s`. Errors from the workload
@@ -117,6 +121,8 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         requested: s.sample_size,
         stopped_by,
         alloc,
+        prepare_ns: 0.0,
+        verify_ns: 0.0,
     })
 }
 

@@ -98,20 +98,41 @@ impl Verification {
                 detail: format!("length mismatch: got {} values, reference has {}", got.len(), want.len()),
             };
         }
-        let mut worst = 0.0f64;
-        let mut first_bad: Option<(usize, f32, f32)> = None;
-        for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-            let (g64, w64) = (g as f64, w as f64);
-            let err = (g64 - w64).abs();
-            // `g == w` first: equal infinities give a NaN difference but match.
-            let ok = g == w || (g.is_nan() && w.is_nan()) || err <= atol + rtol * w64.abs();
-            if !ok {
-                first_bad.get_or_insert((i, g, w));
+        // Chunked and parallel: references of 16M-element cases are checked
+        // in full, and this keeps that to a fraction of a second.
+        const CHUNK: usize = 1 << 16;
+        let check = |start: usize, got: &[f32], want: &[f32]| {
+            let mut worst = 0.0f64;
+            let mut first_bad: Option<(usize, f32, f32)> = None;
+            for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+                let err = (g as f64 - w as f64).abs();
+                // `g == w` first: equal infinities give a NaN difference but match.
+                let ok = g == w || (g.is_nan() && w.is_nan()) || err <= atol + rtol * (w as f64).abs();
+                if !ok {
+                    first_bad.get_or_insert((start + i, g, w));
+                }
+                if !ok || (g != w && err > worst) {
+                    worst = if err.is_nan() { f64::INFINITY } else { worst.max(err) };
+                }
             }
-            if g != w && (err > worst || err.is_nan()) {
-                worst = err;
-            }
-        }
+            (worst, first_bad)
+        };
+        use rayon::prelude::*;
+        let (worst, first_bad) = got
+            .par_chunks(CHUNK)
+            .zip(want.par_chunks(CHUNK))
+            .enumerate()
+            .map(|(k, (g, w))| check(k * CHUNK, g, w))
+            .reduce(
+                || (0.0, None),
+                |a, b| {
+                    let first = match (a.1, b.1) {
+                        (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
+                        (x, y) => x.or(y),
+                    };
+                    (a.0.max(b.0), first)
+                },
+            );
         match first_bad {
             None => Self {
                 passed: true,

@@ -211,7 +211,8 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
 
 /// Checks `out == op(x)` against the f64 reference within [`tolerance`].
 fn check(op: UnOp, x: &[f32], out: &[f32]) -> Verification {
-    let want: Vec<f32> = x.iter().map(|&v| reference_f64(op, v as f64) as f32).collect();
+    use rayon::prelude::*;
+    let want: Vec<f32> = x.par_iter().map(|&v| reference_f64(op, v as f64) as f32).collect();
     let (atol, rtol) = tolerance(op);
     reference::compare_f32(format!("f64 std {op:?} over all inputs"), out, &want, atol, rtol)
 }
