@@ -242,6 +242,8 @@ pub(crate) fn fixture() -> RunReport {
             samples: 10,
             requested_samples: 10,
             stopped_by: StopReason::SampleSize,
+            prepare_ns: 1.5e6,
+            verify_ns: 2.5e6,
         }),
         samples: samples(107_546.0, 28),
         throughput: vec![
@@ -282,6 +284,8 @@ pub(crate) fn fixture() -> RunReport {
             samples: 10,
             requested_samples: 100,
             stopped_by: StopReason::MaxTime,
+            prepare_ns: 1.5e6,
+            verify_ns: 2.5e6,
         }),
         samples: samples(229_615.0, 13),
         throughput: vec![
