@@ -21,24 +21,7 @@ simd_dispatch! {
     /// Sum of at most [`BLOCK`] values with [`LANES`] independent accumulators,
     /// combined by a pairwise tree.
     fn sum_block(x: &[f32]) -> f32 {
-        let mut acc = [0.0f32; LANES];
-        let mut chunks = x.chunks_exact(LANES);
-        for c in &mut chunks {
-            for i in 0..LANES {
-                acc[i] += c[i];
-            }
-        }
-        for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
-            *a += v;
-        }
-        let mut w = LANES;
-        while w > 1 {
-            w /= 2;
-            for i in 0..w {
-                acc[i] += acc[i + w];
-            }
-        }
-        acc[0]
+        lanes_sum(x)
     }
 }
 
@@ -178,28 +161,31 @@ simd_dispatch! {
 /// Multi-lane pairwise sum of a row, inlined into the caller's SIMD context.
 #[inline(always)]
 fn sum_block_inline(x: &[f32]) -> f32 {
-    let mut total = 0.0f32;
-    for block in x.chunks(BLOCK) {
-        let mut acc = [0.0f32; LANES];
-        let mut chunks = block.chunks_exact(LANES);
-        for c in &mut chunks {
-            for i in 0..LANES {
-                acc[i] += c[i];
-            }
+    x.chunks(BLOCK).map(lanes_sum).sum()
+}
+
+/// [`LANES`] independent accumulators combined by a pairwise tree; always
+/// inlined so it compiles for the caller's target features.
+#[inline(always)]
+fn lanes_sum(x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for i in 0..LANES {
+            acc[i] += c[i];
         }
-        for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
-            *a += v;
-        }
-        let mut w = LANES;
-        while w > 1 {
-            w /= 2;
-            for i in 0..w {
-                acc[i] += acc[i + w];
-            }
-        }
-        total += acc[0];
     }
-    total
+    for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
+        *a += v;
+    }
+    let mut w = LANES;
+    while w > 1 {
+        w /= 2;
+        for i in 0..w {
+            acc[i] += acc[i + w];
+        }
+    }
+    acc[0]
 }
 
 /// Applies `f(out_row, in_row)` to every row, parallel over rows when large.
