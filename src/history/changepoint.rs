@@ -2,39 +2,50 @@
 //!
 //! # Method
 //!
-//! Circular binary segmentation (Olshen et al., 2004) with a rank statistic
-//! and a seeded permutation test:
+//! Binary segmentation with permutation tests, extended with a "step and
+//! step back" scan (circular binary segmentation, Olshen et al. 2004) for
+//! the common regression-then-fix shape, which one split at a time cannot
+//! see when it sits mid-series.
 //!
-//! 1. **Statistic.** For a segment `x` of `n` values, every sub-interval
-//!    `[i, j)` is compared with the rest of the segment by the Mann-Whitney
-//!    U test (normal score with tie and continuity corrections, the same `z`
-//!    as [`crate::stats::mann_whitney_u`]). The candidate is the interval
-//!    with the largest `|z|`. An interval touching an end (`i = 0` or
-//!    `j = n`) is a single step; an interior one is a step and a step back,
-//!    the common "regression, then fix" shape that plain binary
-//!    segmentation (one split at a time) tends to miss. Every piece must
-//!    hold at least [`MIN_SEGMENT`] points. Series longer than
-//!    [`CIRCULAR_MAX_LEN`] are scanned for single splits only, because the
-//!    interval scan is quadratic per permutation.
-//! 2. **Significance.** The ranks are shuffled (seeded Fisher-Yates)
-//!    `permutations` times and the maximal `|z|` of each shuffle is
-//!    computed the same way, so the test accounts for having searched over
-//!    every candidate: `p = (1 + #{max |z|_perm >= max |z|_obs}) / (1 +
-//!    permutations)`. Permutations stop early once `p` can no longer fall
-//!    below `alpha` (only significant candidates need an exact `p`).
-//! 3. **Effect.** A boundary of a significant candidate is kept only if the
+//! 1. **Statistic.** The segment's values are winsorized at the median +- 5
+//!    robust standard deviations (1.4826 x MAD), so that a few wild runs
+//!    cannot dominate the means. For a split at `k` (at least
+//!    [`MIN_SEGMENT`] points a side) the statistic is the standardized
+//!    difference of means (CUSUM / two-sample t) `T = |mean(x[..k]) -
+//!    mean(x[k..])| / sqrt(1/k + 1/(n-k))`; the candidate is the `k` with
+//!    the largest `T`. Values rather than ranks: a rank statistic scores
+//!    every split between two well separated levels alike (its estimate
+//!    drifts to the middle) and cannot exceed a small bound for a short
+//!    block, so it misses a step in the last three runs.
+//! 2. **Significance.** The winsorized values are shuffled (seeded
+//!    Fisher-Yates) `permutations` times and each shuffle's largest `T`
+//!    computed the same way, which accounts for having searched all splits:
+//!    `p = (1 + #{max T_perm >= max T_obs}) / (1 + permutations)`.
+//!    Shuffling stops early once `p` cannot fall below the level.
+//!    Winsorizing is monotone and uses the whole segment, so the test stays
+//!    exact.
+//! 3. **Step and back.** When no split is significant, the same test runs
+//!    over every interior interval `[i, j)` against the rest of the segment
+//!    (`T` with `m = j - i` values inside), which finds a step and a step
+//!    back mid-series that no single split separates. Each of the two tests
+//!    runs at `alpha / 2` and reports `min(1, 2p)` (Bonferroni), so a
+//!    segment without change is flagged with probability at most `alpha`.
+//!    Segments longer than [`CIRCULAR_MAX_LEN`] skip this quadratic scan.
+//! 4. **Effect.** A boundary of a significant candidate is kept only if the
 //!    medians on its two sides differ by more than `min_effect` (relative),
-//!    so a statistically clear but tiny shift is not reported as a step.
-//! 4. **Recursion.** The segment is cut at the kept boundaries and each
+//!    so a statistically clear but tiny shift is not reported as a step,
+//!    and still do when any one run is left out of either side, so a wild
+//!    run in a 2-run segment at the end of a history is not a step either.
+//! 5. **Recursion.** The segment is cut at the kept boundaries and each
 //!    piece is tested again, until no piece has a significant candidate.
-//! 5. **Final check.** Each change point is described by the medians of
+//! 6. **Final check.** Each change point is described by the medians of
 //!    the final segments on either side; while any has a relative step of
 //!    at most `min_effect`, the weakest is dropped and its neighbours merge.
 //!
-//! Ranks make the test insensitive to the occasional wild run and to the
-//! scale of the values; the permutation test is exact for independent,
-//! identically distributed runs (the null hypothesis). A series needs about
-//! ten points before any change can reach `p < 0.01`.
+//! The permutation test is exact for independent, identically distributed
+//! runs (the null hypothesis) whatever their distribution. Short series
+//! have little power: a change needs roughly three runs on each side of it
+//! (and about ten runs in all) before `p` can get below 0.01.
 
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
@@ -49,6 +60,8 @@ pub const DEFAULT_PERMUTATIONS: usize = 999;
 pub const DEFAULT_SEED: u64 = 0x7466_6265_6e63_68;
 /// Fewest points in any segment on either side of a change point.
 pub const MIN_SEGMENT: usize = 2;
+/// Robust standard deviations from the median at which values are clamped.
+const WINSOR_SDS: f64 = 5.0;
 /// Longest series scanned for intervals (step and step back); longer ones
 /// are scanned for single splits only.
 pub const CIRCULAR_MAX_LEN: usize = 256;
@@ -64,7 +77,8 @@ pub struct ChangePoint {
     pub after_median_ns: f64,
     /// `after_median_ns / before_median_ns`; above 1 means slower.
     pub ratio: f64,
-    /// Permutation p-value of the test that found the change.
+    /// p-value of the permutation test that found the change, doubled
+    /// (Bonferroni over its two tests, see the module doc): below `alpha`.
     pub p_value: f64,
 }
 
@@ -75,7 +89,9 @@ pub struct DetectOptions {
     pub alpha: f64,
     /// Minimal relative step `|after / before - 1|` to report.
     pub min_effect: f64,
-    /// Permutations per test; the smallest possible `p` is `1 / (1 + permutations)`.
+    /// Permutations per test. Each test runs at `alpha / 2` and its smallest
+    /// possible `p` is `1 / (1 + permutations)`, so nothing can be detected
+    /// with fewer than `2 / alpha` permutations.
     pub permutations: usize,
     /// Seed of the permutations: equal inputs and seeds give equal results.
     pub seed: u64,
@@ -113,13 +129,16 @@ pub fn detect_with(series: &[f64], opts: &DetectOptions) -> Vec<ChangePoint> {
     let mut work = vec![(0, n)];
     while let Some((s, e)) = work.pop() {
         let x = &series[s..e];
-        let Some(c) = best_interval(x, opts, &mut rng) else { continue };
+        let Some(c) = best_candidate(x, opts, &mut rng) else { continue };
         let mut cuts = Vec::new();
         if c.i > 0 && exceeds(&x[..c.i], &x[c.i..c.j], opts.min_effect) {
             cuts.push(c.i);
         }
         if c.j < x.len() && exceeds(&x[c.i..c.j], &x[c.j..], opts.min_effect) {
             cuts.push(c.j);
+        }
+        if cuts.is_empty() {
+            continue; // significant but too small a step: the segment stays whole
         }
         let mut start = 0;
         for &cut in cuts.iter().chain(std::iter::once(&x.len())) {
@@ -151,10 +170,31 @@ fn neighbours<'a>(series: &'a [f64], found: &[(usize, f64)], k: usize) -> (&'a [
     (&series[prev..at], &series[at..next])
 }
 
-/// Relative step between the medians of two segments; `NaN` counts as none.
+/// Relative step between the medians of two segments that holds whichever
+/// single run is left out of either side: 0 when that can flip its sign, or
+/// when it is `NaN`. Without this, a 2-run segment at an end whose median
+/// is half one wild run would pass as a step.
 fn effect(before: &[f64], after: &[f64]) -> f64 {
-    let step = (crate::stats::median(after) / crate::stats::median(before) - 1.0).abs();
-    if step.is_nan() { 0.0 } else { step }
+    let (b, a) = (leave_one_out_medians(before), leave_one_out_medians(after));
+    let steps = [a[0] / b[0] - 1.0, a[0] / b[1] - 1.0, a[1] / b[0] - 1.0, a[1] / b[1] - 1.0];
+    if steps.iter().all(|&d| d > 0.0) || steps.iter().all(|&d| d < 0.0) {
+        steps.iter().map(|d| d.abs()).fold(f64::INFINITY, f64::min)
+    } else {
+        0.0 // mixed signs or NaN
+    }
+}
+
+/// The smallest and largest median of `x` with one value left out: those of
+/// `x` without its largest and without its smallest value.
+fn leave_one_out_medians(x: &[f64]) -> [f64; 2] {
+    let mut sorted = x.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    if sorted.len() < 2 {
+        let m = crate::stats::median(&sorted);
+        return [m, m];
+    }
+    let m = sorted.len();
+    [crate::stats::quantile_sorted(&sorted[..m - 1], 0.5), crate::stats::quantile_sorted(&sorted[1..], 0.5)]
 }
 
 fn exceeds(before: &[f64], after: &[f64], min_effect: f64) -> bool {
@@ -180,192 +220,126 @@ fn prune(series: &[f64], found: &mut Vec<(usize, f64)>, min_effect: f64) {
     }
 }
 
-/// The most significant interval of a segment: `[i, j)` against the rest.
+/// A significant candidate of a segment: `[i, j)` against the rest
+/// (`i = 0` for a single split at `j`), with its adjusted p-value.
 struct Candidate {
     i: usize,
     j: usize,
     p: f64,
 }
 
-/// The interval with the largest `|z|`, if its permutation p-value is below
-/// `alpha`.
-fn best_interval(x: &[f64], opts: &DetectOptions, rng: &mut impl rand::Rng) -> Option<Candidate> {
+/// Which candidates a scan considers.
+#[derive(Clone, Copy, PartialEq)]
+enum Scan {
+    /// Single splits: `[0, k)` against `[k, n)`.
+    Splits,
+    /// Interior intervals `[i, j)` with `0 < i < j < n` against the rest.
+    Intervals,
+}
+
+/// A significant split of a segment, else a significant interior interval,
+/// each family tested at `alpha / 2`; `None` when neither is.
+fn best_candidate(x: &[f64], opts: &DetectOptions, rng: &mut impl rand::Rng) -> Option<Candidate> {
     let n = x.len();
     if n < 2 * MIN_SEGMENT {
         return None;
     }
-    let (mut ranks, tie_term) = midranks(x);
-    let nf = n as f64;
-    // The variance factor is the same for every interval and every shuffle.
-    let var_factor = (nf + 1.0) - tie_term / (nf * (nf - 1.0));
-    if var_factor <= 1e-12 * (nf + 1.0) {
-        return None; // all values tied
+    let mut y = winsorized(x);
+    let mean = y.iter().sum::<f64>() / n as f64;
+    y.iter_mut().for_each(|v| *v -= mean);
+    if y.iter().all(|&v| v == 0.0) {
+        return None; // a flat segment has nothing to split
     }
-    let circular = n <= CIRCULAR_MAX_LEN;
-    let (observed, i, j) = scan(&ranks, var_factor, circular);
-    if observed <= 0.0 {
+    let mut families = vec![Scan::Splits];
+    if n >= 3 * MIN_SEGMENT && n <= CIRCULAR_MAX_LEN {
+        families.push(Scan::Intervals);
+    }
+    let level = opts.alpha / 2.0;
+    families.into_iter().find_map(|family| {
+        let (observed, i, j) = scan(&y, family, shift_stat);
+        let p = permutation_p(&y, family, observed, level, opts.permutations, rng)?;
+        Some(Candidate { i, j, p: (2.0 * p).min(1.0) })
+    })
+}
+
+/// `x` clamped to its median +- [`WINSOR_SDS`] robust standard deviations
+/// (1.4826 x MAD); unchanged when the MAD is 0 (most values equal).
+fn winsorized(x: &[f64]) -> Vec<f64> {
+    let center = crate::stats::median(x);
+    let spread = WINSOR_SDS * 1.4826 * crate::stats::mad(x);
+    if !(spread > 0.0) {
+        return x.to_vec();
+    }
+    x.iter().map(|&v| v.clamp(center - spread, center + spread)).collect()
+}
+
+/// Permutation p-value of the `observed` largest statistic of `y` over the
+/// `family`, if below `level`.
+fn permutation_p(
+    y: &[f64],
+    family: Scan,
+    observed: f64,
+    level: f64,
+    permutations: usize,
+    rng: &mut impl rand::Rng,
+) -> Option<f64> {
+    if !(observed > 0.0) {
         return None;
     }
-    let total = (opts.permutations + 1) as f64;
+    let total = (permutations + 1) as f64;
     let mut exceed = 0usize;
-    for _ in 0..opts.permutations {
-        ranks.shuffle(rng);
-        // Tolerance: the same arrangement must count as "at least as extreme".
-        if scan(&ranks, var_factor, circular).0 >= observed * (1.0 - 1e-12) {
+    let mut shuffled = y.to_vec();
+    for _ in 0..permutations {
+        shuffled.shuffle(rng);
+        // Tolerance: an equally extreme arrangement must count despite rounding.
+        if scan(&shuffled, family, shift_stat).0 >= observed * (1.0 - 1e-9) {
             exceed += 1;
-            if (1 + exceed) as f64 / total >= opts.alpha {
-                return None;
+            if (1 + exceed) as f64 / total >= level {
+                return None; // p can only grow from here
             }
         }
     }
     let p = (1 + exceed) as f64 / total;
-    (p < opts.alpha).then_some(Candidate { i, j, p })
+    (p < level).then_some(p)
 }
 
-/// Midranks (1-based, ties share their mean rank) and the tie term
-/// `sum(t^3 - t)` over groups of `t` tied values.
-fn midranks(x: &[f64]) -> (Vec<f64>, f64) {
-    let n = x.len();
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by(|&a, &b| x[a].total_cmp(&x[b]));
-    let mut ranks = vec![0.0; n];
-    let mut tie_term = 0.0;
-    let mut i = 0;
-    while i < n {
-        let mut j = i + 1;
-        while j < n && x[order[j]] == x[order[i]] {
-            j += 1;
-        }
-        let midrank = (i + 1 + j) as f64 / 2.0;
-        for &k in &order[i..j] {
-            ranks[k] = midrank;
-        }
-        let t = (j - i) as f64;
-        tie_term += t * t * t - t;
-        i = j;
-    }
-    (ranks, tie_term)
-}
-
-/// Largest Mann-Whitney `|z|` of `[i, j)` against the rest, over every
-/// allowed interval (only `i = 0` unless `circular`), with its bounds.
-/// Rank sums come from prefix sums, so each interval costs O(1).
-fn scan(ranks: &[f64], var_factor: f64, circular: bool) -> (f64, usize, usize) {
-    let n = ranks.len();
+/// Largest `stat(sum of v[i..j], j - i, n)` over the `family`, with its
+/// interval `(i, j)`. Prefix sums make each candidate O(1): O(n) for
+/// splits, O(n^2) for intervals.
+fn scan(v: &[f64], family: Scan, stat: impl Fn(f64, usize, usize) -> f64) -> (f64, usize, usize) {
+    let n = v.len();
     let mut prefix = Vec::with_capacity(n + 1);
     prefix.push(0.0);
-    for r in ranks {
-        prefix.push(prefix[prefix.len() - 1] + r);
+    for x in v {
+        prefix.push(prefix[prefix.len() - 1] + x);
     }
     let mut best = (0.0, 0, 0);
-    let last_start = if circular { n - 2 * MIN_SEGMENT } else { 0 };
-    for i in (0..=last_start).filter(|&i| i == 0 || i >= MIN_SEGMENT) {
-        for j in (i + MIN_SEGMENT)..=n {
-            let outside_ok = (j == n || n - j >= MIN_SEGMENT) && (i, j) != (0, n);
-            if !outside_ok {
-                continue;
-            }
-            let z = interval_z(prefix[j] - prefix[i], j - i, n, var_factor);
-            if z > best.0 {
-                best = (z, i, j);
+    let mut consider = |i: usize, j: usize| {
+        let t = stat(prefix[j] - prefix[i], j - i, n);
+        if t > best.0 {
+            best = (t, i, j);
+        }
+    };
+    match family {
+        Scan::Splits => (MIN_SEGMENT..=n - MIN_SEGMENT).for_each(|k| consider(0, k)),
+        Scan::Intervals => {
+            for i in MIN_SEGMENT..=n - 2 * MIN_SEGMENT {
+                (i + MIN_SEGMENT..=n - MIN_SEGMENT).for_each(|j| consider(i, j));
             }
         }
     }
     best
 }
 
-/// `|z|` of the Mann-Whitney test of `m` values with rank sum `rank_sum`
-/// against the other `n - m`, as in [`crate::stats::mann_whitney_u`].
-fn interval_z(rank_sum: f64, m: usize, n: usize, var_factor: f64) -> f64 {
-    let (m, rest) = (m as f64, (n - m) as f64);
-    let u = rank_sum - m * (m + 1.0) / 2.0;
-    let sigma = (m * rest / 12.0 * var_factor).sqrt();
-    ((u - m * rest / 2.0).abs() - 0.5).max(0.0) / sigma
+/// `|mean_in - mean_out| / sqrt(1/m + 1/(n-m))` for `m` of `n` centered
+/// values summing to `sum_in`: since the total is 0, `mean_in - mean_out =
+/// sum_in * n / (m (n - m))`. The segment's spread is left out because it is
+/// the same for every candidate and every shuffle.
+fn shift_stat(sum_in: f64, m: usize, n: usize) -> f64 {
+    let (m, n) = (m as f64, n as f64);
+    sum_in.abs() / (m * (n - m) / n).sqrt()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn noisy(levels: &[(usize, f64)], noise: f64, seed: u64) -> Vec<f64> {
-        let z = crate::util::randn(levels.iter().map(|l| l.0).sum(), seed);
-        let base = levels.iter().flat_map(|&(len, level)| std::iter::repeat_n(level, len));
-        base.zip(z).map(|(level, z)| level * (1.0 + noise * f64::from(z))).collect()
-    }
-
-    fn opts(permutations: usize, seed: u64) -> DetectOptions {
-        DetectOptions { permutations, seed, ..DetectOptions::default() }
-    }
-
-    #[test]
-    fn interval_statistic_matches_mann_whitney() {
-        let x = [3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0, 5.0, 3.0, 5.0];
-        let (ranks, tie) = midranks(&x);
-        let n = x.len() as f64;
-        let var_factor = (n + 1.0) - tie / (n * (n - 1.0));
-        for (i, j) in [(0, 4), (0, 9), (2, 7), (5, 11), (3, 5)] {
-            let inside = &x[i..j];
-            let outside: Vec<f64> = x[..i].iter().chain(&x[j..]).copied().collect();
-            let expected = crate::stats::mann_whitney_u(inside, &outside).z.abs();
-            let got = interval_z(ranks[i..j].iter().sum(), j - i, x.len(), var_factor);
-            assert!((got - expected).abs() < 1e-9, "[{i},{j}): {got} vs {expected}");
-        }
-    }
-
-    #[test]
-    fn short_and_constant_series_have_none() {
-        assert!(detect(&[], 0.01, 0.02, 1).is_empty());
-        assert!(detect(&[1.0, 2.0, 3.0], 0.01, 0.02, 1).is_empty());
-        assert!(detect(&[1.0, 1.0, 5.0, 5.0], 0.01, 0.02, 1).is_empty());
-        assert!(detect(&[7.0; 40], 0.01, 0.02, 1).is_empty());
-        assert!(detect(&[1.0, f64::NAN, 1.0, 2.0, 2.0], 0.01, 0.02, 1).is_empty());
-    }
-
-    #[test]
-    fn noise_alone_is_rarely_flagged() {
-        let flagged = (0..100u64)
-            .filter(|&t| !detect_with(&noisy(&[(30, 100.0)], 0.02, 1000 + t), &opts(199, t)).is_empty())
-            .count();
-        assert!(flagged <= 5, "{flagged} of 100 constant series flagged");
-    }
-
-    #[test]
-    fn finds_a_single_step() {
-        let x = noisy(&[(12, 100.0), (18, 115.0)], 0.02, 7);
-        let found = detect(&x, DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, 3);
-        assert_eq!(found.len(), 1, "{found:?}");
-        let cp = found[0];
-        assert!(cp.index.abs_diff(12) <= 1, "{cp:?}");
-        assert!((cp.ratio - 1.15).abs() < 0.03 && cp.p_value < DEFAULT_ALPHA, "{cp:?}");
-        assert!(cp.p_value >= 1.0 / (DEFAULT_PERMUTATIONS + 1) as f64);
-        assert_eq!(found, detect(&x, DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, 3), "seeded");
-    }
-
-    #[test]
-    fn finds_two_steps_up() {
-        let x = noisy(&[(10, 100.0), (10, 115.0), (10, 132.0)], 0.02, 11);
-        let found = detect(&x, DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, 3);
-        let at: Vec<usize> = found.iter().map(|c| c.index).collect();
-        assert_eq!(at.len(), 2, "{found:?}");
-        assert!(at[0].abs_diff(10) <= 1 && at[1].abs_diff(20) <= 1, "{found:?}");
-        assert!(found.iter().all(|c| c.ratio > 1.1));
-    }
-
-    #[test]
-    fn finds_a_regression_and_its_fix() {
-        let x = noisy(&[(12, 100.0), (10, 115.0), (14, 100.0)], 0.02, 5);
-        let found = detect(&x, DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, 3);
-        assert_eq!(found.len(), 2, "{found:?}");
-        assert!(found[0].index.abs_diff(12) <= 1 && found[0].ratio > 1.1, "{found:?}");
-        assert!(found[1].index.abs_diff(22) <= 1 && found[1].ratio < 0.9, "{found:?}");
-    }
-
-    #[test]
-    fn tiny_steps_are_not_reported() {
-        // Significant (no noise) but only 1%: below the minimal effect.
-        let mut x = vec![100.0; 15];
-        x.extend([101.0; 15]);
-        assert!(detect(&x, DEFAULT_ALPHA, DEFAULT_MIN_EFFECT, 3).is_empty());
-        assert_eq!(detect(&x, DEFAULT_ALPHA, 0.005, 3).len(), 1);
-    }
-}
+#[path = "changepoint_tests.rs"]
+mod tests;
