@@ -15,7 +15,9 @@ fn main() -> ExitCode {
         Command::Run(a) => app::run(a),
         Command::Sysinfo(a) => app::sysinfo(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success),
         Command::Compare(a) => app::compare(a),
-        Command::Baseline(a) => app::baseline(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success),
+        Command::Baseline(a) => {
+            app::baseline(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success)
+        }
         Command::History(a) => app::history(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success),
         Command::Report(a) => app::report(a).map(|t| eprint!("{t}")).map(|_| Outcome::Success),
         Command::Merge(a) => app::merge(a).map(|t| eprint!("{t}")).map(|_| Outcome::Success),

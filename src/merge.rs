@@ -22,7 +22,8 @@ pub fn merge(inputs: Vec<(String, RunReport)>) -> Result<Merged> {
     let mut it = inputs.into_iter();
     let Some((first_label, mut out)) = it.next() else { bail!("merge needs at least one results file") };
     let mut warnings = Vec::new();
-    let mut seen: BTreeMap<String, String> = out.cases.iter().map(|c| (c.id.clone(), first_label.clone())).collect();
+    let mut seen: BTreeMap<String, String> =
+        out.cases.iter().map(|c| (c.id.clone(), first_label.clone())).collect();
     let fingerprint = out.environment.fingerprint();
     for (label, r) in it {
         if r.environment.fingerprint() != fingerprint {

@@ -242,15 +242,15 @@ pub struct CompiledFilter {
 impl CompiledFilter {
     /// Whether the case id passes the filter.
     pub fn matches(&self, id: &str) -> bool {
-        if let Some(e) = &self.exact {
-            if id != e {
-                return false;
-            }
+        if let Some(e) = &self.exact
+            && id != e
+        {
+            return false;
         }
-        if let Some(k) = &self.keep {
-            if !k.is_match(id) {
-                return false;
-            }
+        if let Some(k) = &self.keep
+            && !k.is_match(id)
+        {
+            return false;
         }
         !self.skip.as_ref().is_some_and(|s| s.is_match(id))
     }

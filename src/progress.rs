@@ -89,12 +89,12 @@ impl Observer for Progress {
 
     fn case_finished(&mut self, r: &CaseResult) {
         self.finished += 1;
-        if self.stream_jsonl {
-            if let Ok(line) = report::jsonl::case_line(r) {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{line}");
-                let _ = out.flush();
-            }
+        if self.stream_jsonl
+            && let Ok(line) = report::jsonl::case_line(r)
+        {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
         }
         if self.verbosity == Verbosity::Quiet {
             return;

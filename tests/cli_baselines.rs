@@ -10,7 +10,8 @@ const SMALL: &str = "tensor/binary/op=(add|mul),shape=100x100$";
 /// Runs the two small cases with `extra` args in `dir` (baselines under it).
 fn run_in(dir: &Path, extra: &[&str]) -> Run {
     let bdir = dir.join("baselines").display().to_string();
-    let mut args = vec!["run", "--quick", "--no-probe", "--sample-size", "20", "--baseline-dir", &bdir, SMALL];
+    let mut args =
+        vec!["run", "--quick", "--no-probe", "--sample-size", "20", "--baseline-dir", &bdir, SMALL];
     args.extend_from_slice(extra);
     tfbench(&args)
 }
@@ -117,11 +118,30 @@ fn compare_detects_a_slowdown_and_gates() {
     assert_eq!(gated.code, 1, "{}", gated.stderr);
     assert!(gated.stdout.contains("regressed"), "{}", gated.stdout);
     // A slowdown under the limit is reported but does not gate.
-    let lenient = tfbench(&["compare", "--baseline", &b, "--against", &s, "--fail-on-regression", "--max-regression", "30"]);
+    let lenient = tfbench(&[
+        "compare",
+        "--baseline",
+        &b,
+        "--against",
+        &s,
+        "--fail-on-regression",
+        "--max-regression",
+        "30",
+    ]);
     assert_eq!(lenient.code, 0, "{}", lenient.stderr);
     // The other direction is an improvement; markdown is PR-ready.
     let md = dir.join("cmp.md");
-    let better = tfbench(&["compare", "--baseline", &s, "--against", &b, "-f", "markdown", "-o", &md.display().to_string()]);
+    let better = tfbench(&[
+        "compare",
+        "--baseline",
+        &s,
+        "--against",
+        &b,
+        "-f",
+        "markdown",
+        "-o",
+        &md.display().to_string(),
+    ]);
     assert_eq!(better.code, 0);
     assert!(better.stdout.contains("2 improved"), "{}", better.stdout);
     assert_eq!(std::fs::read_to_string(&md).unwrap(), better.stdout);
@@ -177,9 +197,17 @@ fn shards_merge_into_the_whole_plan() {
     let m = tfbench(&["merge", &files[0], &files[1], "-o", &all]);
     assert_eq!(m.code, 0, "{}", m.stderr);
     let v = json_file(Path::new(&all));
-    let mut ids: Vec<&str> = v["cases"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+    let mut ids: Vec<&str> =
+        v["cases"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     ids.sort();
-    assert_eq!(ids, ["tensor/binary/op=add,shape=100x100", "tensor/binary/op=mul,shape=100x100", "tensor/binary/op=sub,shape=100x100"]);
+    assert_eq!(
+        ids,
+        [
+            "tensor/binary/op=add,shape=100x100",
+            "tensor/binary/op=mul,shape=100x100",
+            "tensor/binary/op=sub,shape=100x100"
+        ]
+    );
     // Overlapping shards are refused.
     let dup = tfbench(&["merge", &files[0], &files[0], "-o", &all]);
     assert_eq!(dup.code, 2);
@@ -210,7 +238,16 @@ fn history_after_three_runs_and_html_report() {
     let res = dir.join("r.json").display().to_string();
     assert_eq!(run_in(&dir, &["--output", &res, "-q"]).code, 0);
     let html = dir.join("report.html");
-    let r = tfbench(&["report", &res, "--html", &html.display().to_string(), "--baseline", &res, "--history-dir", &hdir]);
+    let r = tfbench(&[
+        "report",
+        &res,
+        "--html",
+        &html.display().to_string(),
+        "--baseline",
+        &res,
+        "--history-dir",
+        &hdir,
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>") || page.starts_with("<!doctype html>"), "{}", &page[..80]);

@@ -1,6 +1,8 @@
 //! `tfbench baseline list|show|delete` and `tfbench compare`.
 
-use super::{Outcome, check_machine, check_writable, compare_options, load_result_set, print_stdout, stdout_color};
+use super::{
+    Outcome, check_machine, check_writable, compare_options, load_result_set, print_stdout, stdout_color,
+};
 use crate::baseline::Store;
 use crate::cli::{BaselineAction, BaselineArgs, CompareArgs, CompareFormat};
 use crate::compare;
@@ -65,11 +67,17 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome> {
         Some(spec) => load_result_set(&store, spec)?,
         None => {
             // The newest other readable baseline: "what changed since NAME".
-            let mut infos: Vec<_> =
-                store.list()?.into_iter().filter(|i| i.problem.is_none() && i.name != args.baseline).collect();
+            let mut infos: Vec<_> = store
+                .list()?
+                .into_iter()
+                .filter(|i| i.problem.is_none() && i.name != args.baseline)
+                .collect();
             infos.sort_by(|a, b| a.saved_at.cmp(&b.saved_at));
             let Some(newest) = infos.pop() else {
-                bail!("nothing to compare `{}` against: give --against NAME|FILE (no other baseline is saved)", args.baseline);
+                bail!(
+                    "nothing to compare `{}` against: give --against NAME|FILE (no other baseline is saved)",
+                    args.baseline
+                );
             };
             eprintln!("comparing against the newest other baseline, `{}`", newest.name);
             (newest.name.clone(), store.load(&newest.name)?.report)
@@ -97,5 +105,9 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome> {
         crate::util::write_atomic(p, file_text.as_bytes())?;
     }
     print_stdout(&text)?;
-    Ok(if args.gate.fail_on_regression && c.has_gating_failure() { Outcome::Regression } else { Outcome::Success })
+    Ok(if args.gate.fail_on_regression && c.has_gating_failure() {
+        Outcome::Regression
+    } else {
+        Outcome::Success
+    })
 }

@@ -100,4 +100,3 @@ fn wrap(text: &str, width: usize) -> Vec<String> {
     }
     lines
 }
-

@@ -51,7 +51,11 @@ impl Outcome {
 pub const EXIT_USAGE: u8 = 2;
 
 /// Loads the config file (if any) and layers it with the command line.
-fn resolve(sel: &Selection, harness: PartialSettings, run: Option<&RunArgs>) -> Result<(Resolved, Option<config::LoadedConfig>)> {
+fn resolve(
+    sel: &Selection,
+    harness: PartialSettings,
+    run: Option<&RunArgs>,
+) -> Result<(Resolved, Option<config::LoadedConfig>)> {
     let loaded = sel.config.as_deref().map(config::load).transpose()?;
     let cli = CliOverrides {
         suites: sel.suites.clone(),
@@ -82,7 +86,6 @@ fn check_writable(path: &Path) -> Result<()> {
     Ok(())
 }
 
-
 /// Prints to stdout; a closed pipe (`tfbench ... | head`) is not an error.
 pub fn print_stdout(text: &str) -> Result<()> {
     let mut out = std::io::stdout().lock();
@@ -91,7 +94,6 @@ pub fn print_stdout(text: &str) -> Result<()> {
         other => other.context("cannot write to stdout"),
     }
 }
-
 
 /// Whether stdout should get colours: a terminal, and `NO_COLOR` unset.
 fn stdout_color() -> bool {
@@ -109,14 +111,22 @@ fn baseline_dir(cli: Option<&Path>, config: Option<&config::LoadedConfig>) -> st
 
 /// The history folder: `--history-dir`, else the config's, else
 /// `<baseline dir>/history`.
-fn history_dir(cli: Option<&Path>, config: Option<&config::LoadedConfig>, baselines: &Path) -> std::path::PathBuf {
+fn history_dir(
+    cli: Option<&Path>,
+    config: Option<&config::LoadedConfig>,
+    baselines: &Path,
+) -> std::path::PathBuf {
     cli.map(Path::to_path_buf)
         .or_else(|| config.and_then(|c| c.config.run.history_dir.clone()).map(Into::into))
         .unwrap_or_else(|| baselines.join("history"))
 }
 
 /// Comparison options from the gate flags (percentages become fractions).
-fn compare_options(g: &crate::cli::GateArgs, confidence_level: f64, seed: u64) -> Result<crate::compare::CompareOptions> {
+fn compare_options(
+    g: &crate::cli::GateArgs,
+    confidence_level: f64,
+    seed: u64,
+) -> Result<crate::compare::CompareOptions> {
     let opts = crate::compare::CompareOptions {
         alpha: g.alpha,
         noise_threshold: g.noise_threshold / 100.0,
@@ -132,7 +142,10 @@ fn compare_options(g: &crate::cli::GateArgs, confidence_level: f64, seed: u64) -
 
 /// A stored result set named on the command line: an existing file (results
 /// or baseline JSON), else a baseline name in `store`. Returns a label too.
-fn load_result_set(store: &crate::baseline::Store, spec: &str) -> Result<(String, crate::results::RunReport)> {
+fn load_result_set(
+    store: &crate::baseline::Store,
+    spec: &str,
+) -> Result<(String, crate::results::RunReport)> {
     let path = Path::new(spec);
     if path.is_file() {
         return Ok((spec.to_string(), crate::baseline::load_results(path)?));

@@ -1,16 +1,16 @@
 //! `tfbench run`: plan, run, report, and optionally save, record and compare.
 
 use super::{
-    Outcome, baseline_dir, check_machine, check_writable, compare_options, history_dir, load_result_set, print_stdout,
-    resolve, stdout_color,
+    Outcome, baseline_dir, check_machine, check_writable, compare_options, history_dir, load_result_set,
+    print_stdout, resolve, stdout_color,
 };
 use crate::baseline::Store;
-use crate::compare;
-use crate::history::HistoryStore;
 use crate::cli::RunArgs;
+use crate::compare;
 use crate::config::PartialSettings;
 use crate::env::Environment;
 use crate::harness::{runner, timer};
+use crate::history::HistoryStore;
 use crate::probe::{self, MachineLimits};
 use crate::progress::{Progress, Verbosity};
 use crate::report::{self, Format};
@@ -238,4 +238,3 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         Outcome::Success
     })
 }
-

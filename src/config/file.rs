@@ -202,20 +202,17 @@ fn locate_key(text: &str, key: &str) -> Option<(usize, usize)> {
         let trimmed = line.trim_start();
         let indent = line.len() - trimmed.len();
         let rest = trimmed.strip_prefix(key).map(|r| r.trim_start());
-        if let Some(r) = rest {
-            if r.starts_with('=') || r.starts_with(':') {
-                return Some((i + 1, indent + 1));
-            }
+        if let Some(r) = rest
+            && (r.starts_with('=') || r.starts_with(':'))
+        {
+            return Some((i + 1, indent + 1));
         }
-        if trimmed.starts_with('[') {
-            if let Some(pos) = trimmed.find(key) {
-                let bounded =
-                    |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '-');
-                if bounded(trimmed[..pos].chars().last())
-                    && bounded(trimmed[pos + key.len()..].chars().next())
-                {
-                    return Some((i + 1, indent + pos + 1));
-                }
+        if trimmed.starts_with('[')
+            && let Some(pos) = trimmed.find(key)
+        {
+            let bounded = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '-');
+            if bounded(trimmed[..pos].chars().last()) && bounded(trimmed[pos + key.len()..].chars().next()) {
+                return Some((i + 1, indent + pos + 1));
             }
         }
     }

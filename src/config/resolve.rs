@@ -43,7 +43,8 @@ impl std::str::FromStr for Shard {
     fn from_str(s: &str) -> Result<Self, String> {
         let bad = || format!("`{s}` is not a shard like 2/4 (I/N with 1 <= I <= N)");
         let (i, n) = s.split_once('/').ok_or_else(bad)?;
-        let (index, count) = (i.trim().parse::<usize>().map_err(|_| bad())?, n.trim().parse::<usize>().map_err(|_| bad())?);
+        let (index, count) =
+            (i.trim().parse::<usize>().map_err(|_| bad())?, n.trim().parse::<usize>().map_err(|_| bad())?);
         if count == 0 || index == 0 || index > count {
             return Err(bad());
         }
@@ -170,7 +171,12 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
     if let Some(shard) = cli.shard {
         // Round-robin over the filtered plan: balanced slices whose union is
         // the whole plan, the same on every machine given the same config.
-        cases = cases.into_iter().enumerate().filter(|(i, _)| i % shard.count == shard.index - 1).map(|(_, c)| c).collect();
+        cases = cases
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % shard.count == shard.index - 1)
+            .map(|(_, c)| c)
+            .collect();
     }
     let threads = cli.threads.or(file.run.threads).unwrap_or_else(default_threads);
     if threads == 0 {
@@ -265,7 +271,11 @@ mod tests {
         let mut sorted = all.clone();
         sorted.sort_by(|a, b| a.id.cmp(&b.id));
         assert_eq!(union, sorted);
-        assert!("0/3".parse::<Shard>().is_err() && "4/3".parse::<Shard>().is_err() && "x".parse::<Shard>().is_err());
+        assert!(
+            "0/3".parse::<Shard>().is_err()
+                && "4/3".parse::<Shard>().is_err()
+                && "x".parse::<Shard>().is_err()
+        );
         assert_eq!("2/5".parse::<Shard>(), Ok(Shard { index: 2, count: 5 }));
     }
 

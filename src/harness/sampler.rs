@@ -98,12 +98,12 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         w.run(iters)?;
         let nanos = t0.elapsed().as_nanos() as f64;
         samples.push(Sample { iterations: iters, nanos, round });
-        if let Some(target) = s.target_precision {
-            if samples.len() >= MIN_SAMPLES_FOR_PRECISION && precise_enough(&samples, &mut scratch, s, target)
-            {
-                stopped_by = StopReason::TargetPrecision;
-                break;
-            }
+        if let Some(target) = s.target_precision
+            && samples.len() >= MIN_SAMPLES_FOR_PRECISION
+            && precise_enough(&samples, &mut scratch, s, target)
+        {
+            stopped_by = StopReason::TargetPrecision;
+            break;
         }
     }
     let after = alloc::snapshot();

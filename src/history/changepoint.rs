@@ -56,8 +56,8 @@ pub const DEFAULT_ALPHA: f64 = 0.01;
 pub const DEFAULT_MIN_EFFECT: f64 = 0.02;
 /// Default number of permutations, so the smallest possible `p` is 0.001.
 pub const DEFAULT_PERMUTATIONS: usize = 999;
-/// Default seed of the permutations.
-pub const DEFAULT_SEED: u64 = 0x7466_6265_6e63_68;
+/// Default seed of the permutations ("tfbench" in ASCII).
+pub const DEFAULT_SEED: u64 = 0x0074_6662_656e_6368;
 /// Fewest points in any segment on either side of a change point.
 pub const MIN_SEGMENT: usize = 2;
 /// Robust standard deviations from the median at which values are clamped.
@@ -251,7 +251,7 @@ fn best_candidate(x: &[f64], opts: &DetectOptions, rng: &mut impl rand::Rng) -> 
         return None; // a flat segment has nothing to split
     }
     let mut families = vec![Scan::Splits];
-    if n >= 3 * MIN_SEGMENT && n <= CIRCULAR_MAX_LEN {
+    if (3 * MIN_SEGMENT..=CIRCULAR_MAX_LEN).contains(&n) {
         families.push(Scan::Intervals);
     }
     let level = opts.alpha / 2.0;
@@ -267,7 +267,7 @@ fn best_candidate(x: &[f64], opts: &DetectOptions, rng: &mut impl rand::Rng) -> 
 fn winsorized(x: &[f64]) -> Vec<f64> {
     let center = crate::stats::median(x);
     let spread = WINSOR_SDS * 1.4826 * crate::stats::mad(x);
-    if !(spread > 0.0) {
+    if spread.is_nan() || spread <= 0.0 {
         return x.to_vec();
     }
     x.iter().map(|&v| v.clamp(center - spread, center + spread)).collect()
@@ -283,7 +283,7 @@ fn permutation_p(
     permutations: usize,
     rng: &mut impl rand::Rng,
 ) -> Option<f64> {
-    if !(observed > 0.0) {
+    if observed.is_nan() || observed <= 0.0 {
         return None;
     }
     let total = (permutations + 1) as f64;

@@ -28,7 +28,7 @@ pub fn sparkline(values: &[f64]) -> String {
         .map(|&v| {
             if !v.is_finite() {
                 ' '
-            } else if !(range > 0.0) || !range.is_finite() {
+            } else if !range.is_finite() || range <= 0.0 {
                 FLAT
             } else {
                 let level = ((v - min) / range * (GLYPHS.len() - 1) as f64).round() as usize;

@@ -66,10 +66,10 @@ fn kind_rank(kind: ThroughputKind) -> u8 {
 /// else elements, tokens or items per second.
 pub fn primary_throughput(case: &CaseResult) -> Option<&ThroughputEstimate> {
     // A memory-bound case is judged by its bandwidth, not its FLOP rate.
-    if case.bound == Some(crate::results::Bound::Memory) {
-        if let Some(t) = case.throughput.iter().find(|t| t.kind == ThroughputKind::Bytes) {
-            return Some(t);
-        }
+    if case.bound == Some(crate::results::Bound::Memory)
+        && let Some(t) = case.throughput.iter().find(|t| t.kind == ThroughputKind::Bytes)
+    {
+        return Some(t);
     }
     case.throughput.iter().min_by_key(|t| kind_rank(t.kind))
 }

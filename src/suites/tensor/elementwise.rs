@@ -71,7 +71,7 @@ pub(crate) fn binary(op: BinOp, out: &mut [f32], a: &[f32], b: &[f32]) {
 /// parallel over blocks of whole rows when large.
 pub(crate) fn broadcast_add(out: &mut [f32], a: &[f32], row: &[f32]) {
     let cols = row.len();
-    assert!(a.len() == out.len() && out.len() % cols == 0, "broadcast_add: shape mismatch");
+    assert!(a.len() == out.len() && out.len().is_multiple_of(cols), "broadcast_add: shape mismatch");
     if out.len() < PAR_MIN {
         broadcast_add_serial(out, a, row);
     } else {
