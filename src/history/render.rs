@@ -13,7 +13,7 @@ const GLYPHS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█
 const FLAT: char = GLYPHS[3];
 /// Most runs drawn in the table's sparkline (the latest ones), so that a
 /// long history still fits a terminal line.
-const MAX_SPARK_POINTS: usize = 60;
+pub const MAX_SPARK_POINTS: usize = 60;
 
 /// One glyph per value, scaled from the series' minimum (`▁`) to its
 /// maximum (`█`). A constant series is all `▄`; empty input gives `""`; a
