@@ -10,7 +10,11 @@ pub fn history(args: &HistoryArgs) -> Result<String> {
     let dir = super::history_dir(args.history_dir.as_deref(), None, std::path::Path::new("baselines"));
     let store = HistoryStore::new(&dir);
     let machine = args.machine.clone().unwrap_or_else(|| Environment::gather().fingerprint());
-    let filter = crate::plan::Filter { pattern: args.filter.clone(), ..Default::default() }.compile()?;
+    let filter = args
+        .filter
+        .as_deref()
+        .map(|f| regex::Regex::new(f).map_err(|e| anyhow::anyhow!("invalid filter regex `{f}`:\n{e}")))
+        .transpose()?;
     let h = store.load(&machine)?;
     for w in &h.warnings {
         eprintln!("warning: {w}");
@@ -27,8 +31,8 @@ pub fn history(args: &HistoryArgs) -> Result<String> {
             dir.display()
         );
     }
-    let trends: Vec<_> =
-        history::trends(&h.entries, None).into_iter().filter(|t| filter.matches(&t.id)).collect();
+    // Filtering first spares change-point detection on cases not shown.
+    let trends = history::trends(&h.entries, filter.as_ref());
     match args.format {
         ListFormat::Table => Ok(history::render_table(&trends)),
         ListFormat::Json => history::render_json(&trends),
