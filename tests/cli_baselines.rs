@@ -53,7 +53,12 @@ fn save_list_show_delete() {
     let bdir = dir.join("baselines").display().to_string();
     let list = tfbench(&["baseline", "list", "--baseline-dir", &bdir]);
     assert_eq!(list.code, 0, "{}", list.stderr);
-    assert!(list.stdout.contains("main") && list.stdout.contains("Xeon") || list.stdout.contains("main"));
+    // The row names the baseline, its machine fingerprint and its case count.
+    let fingerprint = v["machine_fingerprint"].as_str().unwrap();
+    let row = list.stdout.lines().find(|l| l.contains(" main ")).unwrap_or_else(|| panic!("{}", list.stdout));
+    assert!(row.contains(fingerprint), "{row}");
+    let cells: Vec<&str> = row.split(['│', '┆']).map(str::trim).collect();
+    assert!(cells.contains(&"2"), "case count in {row}");
     let show = tfbench(&["baseline", "show", "main", "--baseline-dir", &bdir]);
     assert_eq!(show.code, 0, "{}", show.stderr);
     assert!(show.stdout.contains("tensor/binary/op=add,shape=100x100"));

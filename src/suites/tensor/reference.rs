@@ -84,20 +84,6 @@ pub(crate) fn sample_indices(n: usize, count: usize, seed: u64) -> Vec<usize> {
     v
 }
 
-/// [`Verification::compare`], except that exactly equal values (infinities
-/// included, whose difference is NaN) and pairs of NaNs always match.
-pub(crate) fn compare_f32(
-    reference: impl Into<String>,
-    got: &[f32],
-    want: &[f32],
-    atol: f64,
-    rtol: f64,
-) -> Verification {
-    // The shared comparison treats equal values (infinities included) and
-    // NaN pairs as matches.
-    Verification::compare(reference, got, want, atol, rtol)
-}
-
 /// Sum of `x` in f64 and sum of `|x|`.
 pub(crate) fn sum_f64(x: &[f32]) -> (f64, f64) {
     x.iter().fold((0.0, 0.0), |(s, a), &v| (s + v as f64, a + (v as f64).abs()))

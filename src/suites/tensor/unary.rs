@@ -5,7 +5,7 @@
 //! Their accuracy against f64 `std` is checked by the tests below and by every
 //! `verify` (relative 1e-5 or better, see [`tolerance`]).
 
-use super::{CHUNK, PAR_MIN, choice, elements, reference};
+use super::{CHUNK, PAR_MIN, choice, elements};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;
@@ -214,7 +214,7 @@ fn check(op: UnOp, x: &[f32], out: &[f32]) -> Verification {
     use rayon::prelude::*;
     let want: Vec<f32> = x.par_iter().map(|&v| reference_f64(op, v as f64) as f32).collect();
     let (atol, rtol) = tolerance(op);
-    reference::compare_f32(format!("f64 std {op:?} over all inputs"), out, &want, atol, rtol)
+    Verification::compare(format!("f64 std {op:?} over all inputs"), out, &want, atol, rtol)
 }
 
 impl Workload for Unary {
