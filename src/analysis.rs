@@ -30,6 +30,10 @@ pub struct CaseOutcome {
     pub throughput: Vec<Throughput>,
     /// One measurement per round that got that far.
     pub measurements: Vec<Measurement>,
+    /// Why the case was refused (see [`crate::suites::SkipCase`]), if it was.
+    pub skipped: Option<String>,
+    /// Figures the workload reported after its last measured round.
+    pub metrics: Vec<crate::results::Metric>,
 }
 
 /// Turns one case's raw outcome into its result.
@@ -40,9 +44,10 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
         suite: o.case.suite.clone(),
         benchmark: o.case.benchmark.clone(),
         params: o.case.params.clone(),
-        status: match &o.failure {
-            None => CaseStatus::Ok,
-            Some((phase, reason)) => CaseStatus::Failed { phase: phase.clone(), reason: reason.clone() },
+        status: match (&o.failure, &o.skipped) {
+            (Some((phase, reason)), _) => CaseStatus::Failed { phase: phase.clone(), reason: reason.clone() },
+            (None, Some(reason)) => CaseStatus::Skipped { reason: reason.clone() },
+            (None, None) => CaseStatus::Ok,
         },
         verification: o.verification.clone(),
         sampling: sampling_info(&o.measurements),
@@ -53,8 +58,9 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
         alloc: merge_alloc(&o.measurements),
         bound: None,
         notes: Vec::new(),
+        metrics: o.metrics.clone(),
     };
-    if r.status.is_failed() || r.samples.is_empty() {
+    if r.status != CaseStatus::Ok || r.samples.is_empty() {
         return r;
     }
     let per_iter: Vec<f64> = r.samples.iter().map(|x| x.per_iter()).collect();
@@ -287,6 +293,8 @@ mod tests {
             failure: None,
             verification: Some(Verification::pass("r")),
             throughput: decl,
+            skipped: None,
+            metrics: Vec::new(),
             measurements: vec![Measurement {
                 samples,
                 warm_up_ns: 1.0,

@@ -108,6 +108,7 @@ impl Observer for Progress {
                 format!("ok  {time}{rate}")
             }
             CaseStatus::Failed { phase, reason } => format!("FAILED in {phase}: {reason}"),
+            CaseStatus::Skipped { reason } => format!("skipped: {reason}"),
         };
         let mut msg = format!("[{}/{}] {} {what}", self.finished, self.total, r.id);
         if self.verbosity == Verbosity::Verbose && !r.notes.is_empty() {

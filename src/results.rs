@@ -71,12 +71,41 @@ pub enum CaseStatus {
         /// What went wrong.
         reason: String,
     },
+    /// Deliberately not run on this machine (too big for its memory, no GPU,
+    /// a real input file that is absent); the reason says what would run.
+    Skipped {
+        /// Why the case was refused and what to do instead.
+        reason: String,
+    },
 }
 
 impl CaseStatus {
     /// True for [`CaseStatus::Failed`].
     pub fn is_failed(&self) -> bool {
         matches!(self, Self::Failed { .. })
+    }
+    /// True for [`CaseStatus::Skipped`].
+    pub fn is_skipped(&self) -> bool {
+        matches!(self, Self::Skipped { .. })
+    }
+}
+
+/// A named figure a workload reports beside its timings: an accuracy error,
+/// a memory footprint, a per-step latency percentile, a hit rate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Metric {
+    /// Short snake_case name, e.g. `rmse`, `kv_cache_bytes`, `ttft_ns`.
+    pub name: String,
+    /// The value.
+    pub value: f64,
+    /// Unit of `value` (`ns`, `B`, `dB`, `%`, `ratio`, or empty for plain numbers).
+    pub unit: String,
+}
+
+impl Metric {
+    /// A metric with a unit.
+    pub fn new(name: impl Into<String>, value: f64, unit: impl Into<String>) -> Self {
+        Self { name: name.into(), value, unit: unit.into() }
     }
 }
 
@@ -261,6 +290,10 @@ pub struct CaseResult {
     pub bound: Option<Bound>,
     /// Warnings and remarks (noisy case, max-time cut, outliers removed, ...).
     pub notes: Vec<String>,
+    /// Figures the workload reported beside its timings (accuracy, memory,
+    /// per-step latencies); empty for most cases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub metrics: Vec<Metric>,
 }
 
 /// One performance target the run can check, with the measured ratio.

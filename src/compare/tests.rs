@@ -21,6 +21,8 @@ fn outcome(name: &str, measurements: Vec<Measurement>, failure: Option<(String, 
         verification: Some(Verification::pass("synthetic")),
         throughput: vec![],
         measurements,
+        skipped: None,
+        metrics: Vec::new(),
     }
 }
 

@@ -72,6 +72,8 @@ pub fn execute(
             verification: None,
             throughput: Vec::new(),
             measurements: Vec::new(),
+            skipped: None,
+            metrics: Vec::new(),
         })
         .collect();
     let mut results: Vec<Option<CaseResult>> = vec![None; n];
@@ -87,7 +89,7 @@ pub fn execute(
         for i in order {
             let last_round = round + 1 == plan.rounds;
             let o = &mut outcomes[i];
-            if o.failure.is_some() {
+            if o.failure.is_some() || o.skipped.is_some() {
                 done += 1;
                 continue;
             }
@@ -97,7 +99,7 @@ pub fn execute(
                 o.failure = Some((phase.to_string(), reason));
             }
             done += 1;
-            if last_round || o.failure.is_some() {
+            if last_round || o.failure.is_some() || o.skipped.is_some() {
                 let r = analysis::analyze(o, &settings, limits);
                 obs.case_finished(&r);
                 results[i] = Some(r);
@@ -120,7 +122,16 @@ fn run_one(
     let suite = suites::find(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
     let case = o.case.clone();
     let t0 = std::time::Instant::now();
-    let mut w = guarded(|| suite.prepare(&case)).map_err(|e| ("prepare", e))?;
+    let prepared = catch_unwind(AssertUnwindSafe(|| suite.prepare(&case)));
+    let mut w = match prepared {
+        Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => {
+            o.skipped = Some(format!("{e:#}"));
+            return Ok(());
+        }
+        other => {
+            guarded(|| other.unwrap_or_else(|p| std::panic::resume_unwind(p))).map_err(|e| ("prepare", e))?
+        }
+    };
     let prepare_ns = t0.elapsed().as_nanos() as f64;
     let t1 = std::time::Instant::now();
     let v = guarded(|| w.verify()).map_err(|e| ("verify", e))?;
@@ -140,5 +151,6 @@ fn run_one(
     m.prepare_ns = prepare_ns;
     m.verify_ns = verify_ns;
     o.measurements.push(m);
+    o.metrics = guarded(|| Ok(w.metrics())).map_err(|e| ("metrics", e))?;
     Ok(())
 }

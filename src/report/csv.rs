@@ -3,8 +3,9 @@
 //! Times are nanoseconds per iteration, rates are units per second of the
 //! primary throughput kind (FLOPs, else bytes, else elements, tokens, items),
 //! numbers are written in full (no exponent) and absent values are empty.
-//! `status` is `ok` or `failed`; a failed case's `phase: reason` leads its
-//! `notes`. Rows end with `\n`.
+//! `status` is `ok`, `failed` or `skipped`; a failed case's `phase: reason`
+//! (or a skipped case's reason) leads its `notes`. `metrics` holds the
+//! workload's own figures as `name=value unit` joined by `;`. Rows end with `\n`.
 
 use super::{failure_text, primary_throughput};
 use crate::results::{Bound, CaseResult, RunReport};
@@ -12,7 +13,7 @@ use crate::suites::ThroughputKind;
 use std::borrow::Cow;
 
 /// The header row, in column order.
-pub const COLUMNS: [&str; 29] = [
+pub const COLUMNS: [&str; 30] = [
     "id",
     "suite",
     "benchmark",
@@ -42,6 +43,7 @@ pub const COLUMNS: [&str; 29] = [
     "peak_bytes",
     "bound",
     "notes",
+    "metrics",
 ];
 
 /// Quotes a field per RFC 4180: fields containing a comma, a double quote,
@@ -78,8 +80,13 @@ fn row(case: &CaseResult) -> Vec<String> {
     let a = case.alloc.as_ref();
     let params: Vec<String> = case.params.iter().map(|(k, v)| format!("{k}={v}")).collect();
     let mut notes: Vec<String> = Vec::new();
-    if let Some(why) = failure_text(&case.status) {
-        notes.push(format!("failed in {why}"));
+    match &case.status {
+        crate::results::CaseStatus::Skipped { reason } => notes.push(format!("skipped: {reason}")),
+        status => {
+            if let Some(why) = failure_text(status) {
+                notes.push(format!("failed in {why}"));
+            }
+        }
     }
     notes.extend(case.notes.iter().cloned());
     let samples = case.sampling.as_ref().map_or(case.samples.len(), |s| s.samples);
@@ -88,7 +95,12 @@ fn row(case: &CaseResult) -> Vec<String> {
         case.suite.clone(),
         case.benchmark.clone(),
         params.join(";"),
-        if case.status.is_failed() { "failed" } else { "ok" }.to_string(),
+        match case.status {
+            crate::results::CaseStatus::Ok => "ok",
+            crate::results::CaseStatus::Failed { .. } => "failed",
+            crate::results::CaseStatus::Skipped { .. } => "skipped",
+        }
+        .to_string(),
         num(e.map(|e| e.median.point)),
         num(e.map(|e| e.median.lower)),
         num(e.map(|e| e.median.upper)),
@@ -119,6 +131,11 @@ fn row(case: &CaseResult) -> Vec<String> {
         }
         .to_string(),
         notes.join("; "),
+        case.metrics
+            .iter()
+            .map(|m| format!("{}={} {}", m.name, m.value, m.unit).trim_end().to_string())
+            .collect::<Vec<_>>()
+            .join(";"),
     ]
 }
 

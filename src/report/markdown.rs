@@ -50,9 +50,12 @@ pub fn render(report: &RunReport) -> String {
     push_row(&mut out, &header.map(String::from));
     let _ = writeln!(out, "|---|---|--:|--:|---|--:|--:|---|");
     for case in &report.cases {
-        let status = match failure_text(&case.status) {
-            None => "ok".to_string(),
-            Some(why) => format!("**FAILED**: {}", cell(&shorten(&why, MAX_REASON))),
+        let status = match (&case.status, failure_text(&case.status)) {
+            (_, None) => "ok".to_string(),
+            (crate::results::CaseStatus::Skipped { reason }, _) => {
+                format!("skipped: {}", cell(&shorten(reason, MAX_REASON)))
+            }
+            (_, Some(why)) => format!("**FAILED**: {}", cell(&shorten(&why, MAX_REASON))),
         };
         push_row(
             &mut out,
@@ -67,6 +70,14 @@ pub fn render(report: &RunReport) -> String {
                 cell(&cells::notes(case)),
             ],
         );
+    }
+
+    let with_metrics: Vec<_> = report.cases.iter().filter(|c| !c.metrics.is_empty()).collect();
+    if !with_metrics.is_empty() {
+        out.push_str("\n**Case metrics**\n\n");
+        for case in with_metrics {
+            let _ = writeln!(out, "- {}: {}", code(&case.id), cell(&cells::metrics(case)));
+        }
     }
 
     if !report.targets.is_empty() {

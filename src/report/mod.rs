@@ -79,6 +79,7 @@ pub(crate) fn failure_text(status: &CaseStatus) -> Option<String> {
     match status {
         CaseStatus::Ok => None,
         CaseStatus::Failed { phase, reason } => Some(format!("{phase}: {reason}")),
+        CaseStatus::Skipped { reason } => Some(format!("skipped: {reason}")),
     }
 }
 
@@ -104,6 +105,47 @@ pub(crate) mod cells {
     /// `1.23 ms [1.21, 1.25]`, or `-`.
     pub fn median(case: &CaseResult) -> String {
         case.estimates.as_ref().map_or_else(|| NONE.into(), |e| units::format_time_ci(&e.median))
+    }
+
+    /// `ok`, `FAILED: phase: reason` or `skipped: reason`, the reason cut to
+    /// `max` characters.
+    pub fn status(case: &CaseResult, max: usize) -> String {
+        use crate::results::CaseStatus;
+        match &case.status {
+            CaseStatus::Ok => "ok".into(),
+            CaseStatus::Failed { .. } => {
+                format!(
+                    "FAILED: {}",
+                    super::shorten(&super::failure_text(&case.status).unwrap_or_default(), max)
+                )
+            }
+            CaseStatus::Skipped { reason } => format!("skipped: {}", super::shorten(reason, max)),
+        }
+    }
+
+    /// One metric as `name value unit`: times and byte counts get scaled
+    /// units, other values three significant digits.
+    pub fn metric(m: &crate::results::Metric) -> String {
+        // Errors are often tiny: keep three significant digits in exponent form.
+        let num = |x: f64| {
+            if x != 0.0 && x.abs() < 1e-3 { format!("{x:.2e}") } else { units::sig3(x) }
+        };
+        let value = match m.unit.as_str() {
+            "ns" => units::format_time_ns(m.value),
+            "B" => units::format_bytes(m.value),
+            "%" => units::format_percent(m.value),
+            "" | "ratio" => num(m.value),
+            u => format!("{} {u}", num(m.value)),
+        };
+        format!("{} {value}", m.name)
+    }
+
+    /// Every metric of a case, comma-separated, or `-`.
+    pub fn metrics(case: &CaseResult) -> String {
+        if case.metrics.is_empty() {
+            return NONE.into();
+        }
+        case.metrics.iter().map(metric).collect::<Vec<_>>().join(", ")
     }
 
     /// `312 GFLOP/s (89% peak)`, or `-`.
@@ -261,6 +303,7 @@ pub(crate) fn fixture() -> RunReport {
         alloc: Some(AllocStats { allocs_per_iter: 0.0, bytes_per_iter: 0.0, peak_bytes: 0 }),
         bound: Some(Bound::Compute),
         notes: vec![],
+        metrics: vec![],
     };
 
     // Softmax over 1024 rows of 768 at 27.4 GB/s, memory bound, noisy.
@@ -306,6 +349,10 @@ pub(crate) fn fixture() -> RunReport {
             "noisy: IQR/median 12.5%, above 10%".into(),
             "sampling cut by the \"max-time\" budget (10 of 100 samples)".into(),
         ],
+        metrics: vec![
+            crate::results::Metric::new("max_abs_error", 2.5e-7, ""),
+            crate::results::Metric::new("working_set", 6291456.0, "B"),
+        ],
     };
 
     // LayerNorm that failed its self-check: never timed.
@@ -332,6 +379,7 @@ pub(crate) fn fixture() -> RunReport {
         alloc: None,
         bound: None,
         notes: vec![],
+        metrics: vec![],
     };
 
     let mut environment = crate::env::Environment::gather();

@@ -5,7 +5,7 @@
 //! (columns as wide as their content) and styling is off, so the output is
 //! the same on a TTY, in a pipe or in CI logs.
 
-use super::{cells, failure_text, shorten, units};
+use super::{cells, units};
 use crate::results::RunReport;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
@@ -53,13 +53,9 @@ pub fn render(report: &RunReport) -> String {
         ];
         let mut table = new_table(header.iter().map(|s| s.to_string()).collect(), &[5, 6, 7]);
         for case in &report.cases {
-            let status = match failure_text(&case.status) {
-                None => "ok".to_string(),
-                Some(why) => format!("FAILED: {}", shorten(&why, MAX_REASON)),
-            };
             table.add_row(vec![
                 case.id.clone(),
-                status,
+                cells::status(case, MAX_REASON),
                 cells::median(case),
                 cells::throughput(case),
                 cells::bound(case),
@@ -71,6 +67,16 @@ pub fn render(report: &RunReport) -> String {
         }
         out.push_str(&table.trim_fmt());
         out.push('\n');
+        let with_metrics: Vec<_> = report.cases.iter().filter(|c| !c.metrics.is_empty()).collect();
+        if !with_metrics.is_empty() {
+            out.push_str("case metrics:\n");
+            let mut table = new_table(vec!["case".into(), "metrics".into()], &[]);
+            for case in with_metrics {
+                table.add_row(vec![case.id.clone(), cells::metrics(case)]);
+            }
+            out.push_str(&table.trim_fmt());
+            out.push('\n');
+        }
     }
 
     let h = &report.harness;
@@ -137,6 +143,9 @@ mod tests {
 
         let line =
             |needle: &str| text.lines().find(|l| l.contains(needle)).unwrap_or_else(|| panic!("{needle}"));
+        let metrics = text.split("case metrics:").nth(1).expect("a case-metrics table");
+        assert!(metrics.contains("max_abs_error 2.50e-7"), "{metrics}");
+        assert!(metrics.contains("working_set 6.00 MiB"), "{metrics}");
         let mm = line("tensor/matmul/");
         for want in ["ok", "108 µs [107, 108]", "312 GFLOP/s (89% peak)", "compute", "3 (1 severe)", "0 B"] {
             assert!(mm.contains(want), "{want} not in {mm}");

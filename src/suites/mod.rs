@@ -65,6 +65,31 @@ pub trait Workload: Send {
     fn throughput(&self) -> Vec<Throughput>;
     /// Run `iters` iterations back to back; the harness times the whole call.
     fn run(&mut self, iters: u64) -> Result<()>;
+    /// Figures to report beside the timings (accuracy against f32, memory
+    /// footprints, per-step latency percentiles gathered during `run`).
+    /// Called once after the last measured round.
+    fn metrics(&mut self) -> Vec<crate::results::Metric> {
+        Vec::new()
+    }
+}
+
+/// The error a suite's `prepare` returns to refuse a case on this machine
+/// (too big for its memory, no GPU, an absent input file). The case is
+/// reported as skipped with this reason, not as failed, and the run goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkipCase(pub String);
+
+impl std::fmt::Display for SkipCase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SkipCase {}
+
+/// Refuses the case being prepared with `reason` (see [`SkipCase`]).
+pub fn skip(reason: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(SkipCase(reason.into()))
 }
 
 /// The outcome of a workload's self-check against an independent reference.

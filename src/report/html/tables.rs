@@ -79,6 +79,7 @@ pub(crate) fn summary(out: &mut String, r: &RunReport) {
         let (status, class) = match &case.status {
             crate::results::CaseStatus::Ok => ("ok".to_string(), "ok"),
             crate::results::CaseStatus::Failed { phase, .. } => (format!("failed ({phase})"), "fail"),
+            crate::results::CaseStatus::Skipped { .. } => ("skipped".to_string(), "skip"),
         };
         let samples = case.sampling.as_ref().map_or(cells::NONE.to_string(), |s| {
             if s.samples < s.requested_samples {
