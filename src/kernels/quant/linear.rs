@@ -1,0 +1,767 @@
+//! Quantized linear layers: `y[m x n] = x[m x k] W^T` with `W` an `[n, k]`
+//! (`[out, in]`) weight in a [`WeightFormat`].
+//!
+//! Strategy, by the number of tokens `m`:
+//! - `m <= 8` (decode): memory bound, so each weight row is read once and
+//!   dequantized in registers while it is dotted with every token (fused
+//!   kernels per format, AVX-512 with a portable twin). Rows are split over
+//!   the current rayon pool.
+//! - `m > 8` (prefill): compute bound, so blocks of weight rows are
+//!   dequantized into an f32 scratch tile once and multiplied by the shared
+//!   f32 GEMM, amortising the dequantization over all tokens.
+//!
+//! Ternary weights always take the integer path (int8 activations, additions
+//! only); [`DynamicLinear`] is the W8A8 layer with per-call activation
+//! quantization on the int8 GEMM.
+
+use super::blocks::{BlockFormat, BlockTensor, QK};
+use super::igemm::{I8Weights, Int8Path, gemm_i8};
+use super::int8::{self, Granularity, Scheme};
+use super::ternary::{self, TernaryMatrix};
+use crate::kernels::{Layout, matmul};
+use anyhow::{Result, bail};
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// Largest token count served by the fused decode kernels.
+pub const DECODE_MAX_M: usize = 8;
+
+/// How a weight matrix is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// f32, the baseline (32 bits per weight).
+    F32,
+    /// IEEE half (16).
+    F16,
+    /// bfloat16 (16).
+    Bf16,
+    /// int8, symmetric, one f32 scale per output channel (8 + 32/k).
+    Int8,
+    /// llama.cpp Q8_0 (8.5).
+    Q8_0,
+    /// llama.cpp Q4_0 (4.5).
+    Q4_0,
+    /// llama.cpp Q4_1 (5).
+    Q4_1,
+    /// BitNet b1.58 ternary in bit planes (2, plus one f32 scale).
+    Ternary,
+}
+
+impl WeightFormat {
+    /// Every format, in the order reports list them.
+    pub const ALL: [WeightFormat; 8] =
+        [Self::F32, Self::F16, Self::Bf16, Self::Int8, Self::Q8_0, Self::Q4_0, Self::Q4_1, Self::Ternary];
+
+    /// Lowercase name used in case ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+            Self::Int8 => "int8",
+            Self::Q8_0 => "q8_0",
+            Self::Q4_0 => "q4_0",
+            Self::Q4_1 => "q4_1",
+            Self::Ternary => "ternary",
+        }
+    }
+
+    /// The format named `s`, or an error listing the valid names.
+    pub fn parse(s: &str) -> Result<Self> {
+        match Self::ALL.iter().find(|f| f.name() == s) {
+            Some(f) => Ok(*f),
+            None => {
+                let names: Vec<_> = Self::ALL.iter().map(|f| f.name()).collect();
+                bail!("unknown weight format `{s}`; valid: {}", names.join(", "))
+            }
+        }
+    }
+
+    fn block(self) -> Option<BlockFormat> {
+        match self {
+            Self::Q8_0 => Some(BlockFormat::Q8_0),
+            Self::Q4_0 => Some(BlockFormat::Q4_0),
+            Self::Q4_1 => Some(BlockFormat::Q4_1),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Store {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    Bf16(Vec<bf16>),
+    Int8 { q: Vec<i8>, scales: Vec<f32> },
+    Block(BlockTensor),
+    Ternary(TernaryMatrix),
+}
+
+/// A quantized `[rows, cols]` (`[out, in]`) weight matrix.
+#[derive(Debug, Clone)]
+pub struct QMatrix {
+    /// Output channels (n).
+    pub rows: usize,
+    /// Input channels (k).
+    pub cols: usize,
+    format: WeightFormat,
+    store: Store,
+}
+
+/// Raw output pointer shared by tasks that write disjoint columns of `y`.
+#[derive(Clone, Copy)]
+struct OutPtr(*mut f32);
+// SAFETY: every task writes only the columns of its own row block.
+unsafe impl Send for OutPtr {}
+// SAFETY: as above.
+unsafe impl Sync for OutPtr {}
+
+impl QMatrix {
+    /// Quantizes `w` (`rows * cols`, row-major `[out, in]`). Block formats
+    /// need `cols` to be a multiple of 32.
+    pub fn quantize(format: WeightFormat, w: &[f32], rows: usize, cols: usize) -> Result<Self> {
+        if w.len() != rows * cols {
+            bail!("weight has {} values, not {rows}x{cols}", w.len());
+        }
+        let store = match format {
+            WeightFormat::F32 => Store::F32(w.to_vec()),
+            WeightFormat::F16 => {
+                let mut h = vec![f16::ZERO; w.len()];
+                h.par_chunks_mut(1 << 16).zip(w.par_chunks(1 << 16)).for_each(|(h, w)| h.convert_from_f32_slice(w));
+                Store::F16(h)
+            }
+            WeightFormat::Bf16 => {
+                let mut h = vec![bf16::ZERO; w.len()];
+                h.par_chunks_mut(1 << 16).zip(w.par_chunks(1 << 16)).for_each(|(h, w)| h.convert_from_f32_slice(w));
+                Store::Bf16(h)
+            }
+            WeightFormat::Int8 => {
+                let t = int8::quantize(w, rows, cols, Scheme::Symmetric, Granularity::PerChannel);
+                Store::Int8 { q: t.data, scales: t.params.iter().map(|p| p.scale).collect() }
+            }
+            WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4_1 => {
+                let mut t = BlockTensor::zeros(format.block().expect("block format"), rows, cols)?;
+                t.quantize_from(w);
+                Store::Block(t)
+            }
+            WeightFormat::Ternary => Store::Ternary(TernaryMatrix::quantize(w, rows, cols)),
+        };
+        Ok(Self { rows, cols, format, store })
+    }
+
+    /// The storage format.
+    pub fn format(&self) -> WeightFormat {
+        self.format
+    }
+
+    /// Bytes of codes, scales and minimums.
+    pub fn storage_bytes(&self) -> usize {
+        match &self.store {
+            Store::F32(v) => v.len() * 4,
+            Store::F16(v) => v.len() * 2,
+            Store::Bf16(v) => v.len() * 2,
+            Store::Int8 { q, scales } => q.len() + scales.len() * 4,
+            Store::Block(t) => t.storage_bytes(),
+            Store::Ternary(t) => t.storage_bytes(),
+        }
+    }
+
+    /// Storage bits per weight.
+    pub fn bits_per_weight(&self) -> f64 {
+        self.storage_bytes() as f64 * 8.0 / (self.rows * self.cols).max(1) as f64
+    }
+
+    /// Rows `r0..r1` of the weight as the kernels see it, into `out`
+    /// (`(r1 - r0) * cols` values). Ternary rows are `code * gamma`.
+    pub fn dequantize_rows(&self, r0: usize, r1: usize, out: &mut [f32]) {
+        let k = self.cols;
+        assert_eq!(out.len(), (r1 - r0) * k, "dequantize_rows: length mismatch");
+        match &self.store {
+            Store::F32(v) => out.copy_from_slice(&v[r0 * k..r1 * k]),
+            Store::F16(v) => v[r0 * k..r1 * k].convert_to_f32_slice(out),
+            Store::Bf16(v) => v[r0 * k..r1 * k].convert_to_f32_slice(out),
+            Store::Int8 { q, scales } => {
+                for (r, o) in (r0..r1).zip(out.chunks_mut(k)) {
+                    let p = int8::QParams { scale: scales[r], zero_point: 0 };
+                    int8::dequantize_with(&q[r * k..(r + 1) * k], p, o);
+                }
+            }
+            Store::Block(t) => {
+                let (b0, b1, cb) = (r0 * k / QK, r1 * k / QK, t.format.code_bytes());
+                let mins = if t.format == BlockFormat::Q4_1 { &t.mins[b0..b1] } else { &[][..] };
+                super::blocks::dequantize_blocks(t.format, &t.scales[b0..b1], mins, &t.qs[b0 * cb..b1 * cb], out);
+            }
+            Store::Ternary(t) => {
+                for (r, o) in (r0..r1).zip(out.chunks_mut(k)) {
+                    for (i, o) in o.iter_mut().enumerate() {
+                        let (p, m) = (t.plus[r * t.words + i / 64], t.minus[r * t.words + i / 64]);
+                        let c = ((p >> (i % 64)) & 1) as f32 - ((m >> (i % 64)) & 1) as f32;
+                        *o = c * t.gamma;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The whole weight as the kernels see it.
+    pub fn dequantize(&self) -> Vec<f32> {
+        let mut out = vec![0.0; self.rows * self.cols];
+        out.par_chunks_mut(self.cols.max(1) * 64)
+            .enumerate()
+            .for_each(|(b, o)| self.dequantize_rows(b * 64, b * 64 + o.len() / self.cols.max(1), o));
+        out
+    }
+
+    /// The ternary matrix, when the format is ternary (its activations are
+    /// quantized per token, so callers checking results need its codes).
+    pub fn ternary(&self) -> Option<&TernaryMatrix> {
+        match &self.store {
+            Store::Ternary(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// `y[m x rows] = x[m x cols] W^T` on the current rayon pool, with the
+    /// fastest kernels this CPU has.
+    pub fn matmul(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        self.matmul_with(x, m, y, true);
+    }
+
+    /// As [`matmul`](Self::matmul); `simd = false` forces the portable decode
+    /// kernels (tests compare the two).
+    pub fn matmul_with(&self, x: &[f32], m: usize, y: &mut [f32], simd: bool) {
+        let (k, n) = (self.cols, self.rows);
+        assert_eq!(x.len(), m * k, "QMatrix::matmul: x is not {m}x{k}");
+        assert_eq!(y.len(), m * n, "QMatrix::matmul: y is not {m}x{n}");
+        if m == 0 || n == 0 {
+            return;
+        }
+        if let Store::Ternary(t) = &self.store {
+            return self.ternary_matmul(t, x, m, y, simd);
+        }
+        if m > DECODE_MAX_M {
+            if let Store::F32(w) = &self.store {
+                return matmul(rayon::current_num_threads(), (m, k, n), x, w, Layout::NxK, y);
+            }
+            return self.tiled_matmul(x, m, y);
+        }
+        // Per-token block sums of x for the 4-bit formats' offset terms.
+        let xsums: Vec<f32> = if matches!(self.format, WeightFormat::Q4_0 | WeightFormat::Q4_1) {
+            x.chunks(QK).map(|c| c.iter().sum()).collect()
+        } else {
+            Vec::new()
+        };
+        let out = OutPtr(y.as_mut_ptr());
+        const ROWS: usize = 16;
+        (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
+            let out = out;
+            for r in b * ROWS..((b + 1) * ROWS).min(n) {
+                for t in 0..m {
+                    let xs = &x[t * k..(t + 1) * k];
+                    let sums = if xsums.is_empty() { &[][..] } else { &xsums[t * k / QK..(t + 1) * k / QK] };
+                    let v = self.dot_row(r, xs, sums, simd);
+                    // SAFETY: (t, r) is inside y and row r belongs to this task.
+                    unsafe { *out.0.add(t * n + r) = v };
+                }
+            }
+        });
+    }
+
+    /// Prefill path: dequantize blocks of rows, multiply with the f32 GEMM.
+    fn tiled_matmul(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        let (k, n) = (self.cols, self.rows);
+        // 256 KiB of dequantized weights per task: stays in L2 while every
+        // token row streams past it.
+        let nb = ((1 << 16) / k.max(1)).clamp(8, 256);
+        let out = OutPtr(y.as_mut_ptr());
+        (0..n.div_ceil(nb)).into_par_iter().for_each_init(
+            || (vec![0.0f32; nb * k], vec![0.0f32; m * nb]),
+            |(wt, yt), b| {
+                let out = out;
+                let (r0, r1) = (b * nb, ((b + 1) * nb).min(n));
+                let rows = r1 - r0;
+                self.dequantize_rows(r0, r1, &mut wt[..rows * k]);
+                matmul(1, (m, k, rows), x, &wt[..rows * k], Layout::NxK, &mut yt[..m * rows]);
+                for t in 0..m {
+                    for (j, &v) in yt[t * rows..(t + 1) * rows].iter().enumerate() {
+                        // SAFETY: columns r0..r1 belong to this task alone.
+                        unsafe { *out.0.add(t * n + r0 + j) = v };
+                    }
+                }
+            },
+        );
+    }
+
+    fn ternary_matmul(&self, t: &TernaryMatrix, x: &[f32], m: usize, y: &mut [f32], simd: bool) {
+        let (k, n) = (self.cols, self.rows);
+        let mut xq = vec![0i16; m * t.words * 64];
+        let mut sx = vec![0.0f32; m];
+        ternary::quantize_activations(x, k, t.words, &mut xq, &mut sx);
+        let out = OutPtr(y.as_mut_ptr());
+        const ROWS: usize = 16;
+        (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
+            let out = out;
+            for r in b * ROWS..((b + 1) * ROWS).min(n) {
+                for tok in 0..m {
+                    let acc = t.dot_row(r, &xq[tok * t.words * 64..(tok + 1) * t.words * 64], simd);
+                    // SAFETY: (tok, r) is inside y and row r belongs to this task.
+                    unsafe { *out.0.add(tok * n + r) = acc as f32 * (t.gamma * sx[tok]) };
+                }
+            }
+        });
+    }
+
+    /// Dot product of weight row `r` with one token `x`.
+    fn dot_row(&self, r: usize, x: &[f32], xsums: &[f32], simd: bool) -> f32 {
+        let k = self.cols;
+        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        if simd && super::has_avx512() {
+            // SAFETY: the CPU has AVX-512 F/BW/VL, F16C and FMA; every slice
+            // below holds exactly one row (k values, k/32 blocks).
+            unsafe {
+                return match &self.store {
+                    Store::F32(w) => avx512::dot_f32(&w[r * k..(r + 1) * k], x),
+                    Store::F16(w) => avx512::dot_f16(&w[r * k..(r + 1) * k], x),
+                    Store::Bf16(w) => avx512::dot_bf16(&w[r * k..(r + 1) * k], x),
+                    Store::Int8 { q, scales } => avx512::dot_i8(&q[r * k..(r + 1) * k], x) * scales[r],
+                    Store::Block(t) => {
+                        let (b0, b1, cb) = (r * k / QK, (r + 1) * k / QK, t.format.code_bytes());
+                        let (d, qs) = (&t.scales[b0..b1], &t.qs[b0 * cb..b1 * cb]);
+                        match t.format {
+                            BlockFormat::Q8_0 => avx512::dot_q8_0(d, qs, x),
+                            BlockFormat::Q4_0 => avx512::dot_q4(d, None, qs, x, xsums),
+                            BlockFormat::Q4_1 => avx512::dot_q4(d, Some(&t.mins[b0..b1]), qs, x, xsums),
+                        }
+                    }
+                    Store::Ternary(_) => unreachable!("ternary rows take the integer path"),
+                };
+            }
+        }
+        let _ = simd;
+        match &self.store {
+            Store::F32(w) => portable::dot_f32(&w[r * k..(r + 1) * k], x),
+            Store::F16(w) => portable::dot_half(&w[r * k..(r + 1) * k], x),
+            Store::Bf16(w) => portable::dot_half(&w[r * k..(r + 1) * k], x),
+            Store::Int8 { q, scales } => portable::dot_i8(&q[r * k..(r + 1) * k], x) * scales[r],
+            Store::Block(t) => {
+                let (b0, b1, cb) = (r * k / QK, (r + 1) * k / QK, t.format.code_bytes());
+                let mins = if t.format == BlockFormat::Q4_1 { &t.mins[b0..b1] } else { &[][..] };
+                portable::dot_blocks(t.format, &t.scales[b0..b1], mins, &t.qs[b0 * cb..b1 * cb], x, xsums)
+            }
+            Store::Ternary(_) => unreachable!("ternary rows take the integer path"),
+        }
+    }
+}
+
+/// Portable decode kernels: plain loops with independent accumulators,
+/// compiled per ISA level so AVX2-only machines still get vector code.
+mod portable {
+    use super::super::simd::multiversion;
+    use super::*;
+
+    multiversion! {
+        pub fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
+            let mut acc = [0.0f32; 16];
+            for (w, x) in w.chunks_exact(16).zip(x.chunks_exact(16)) {
+                for i in 0..16 {
+                    acc[i] = w[i].mul_add(x[i], acc[i]);
+                }
+            }
+            let tail = w.len() - w.len() % 16;
+            let t: f32 = w[tail..].iter().zip(&x[tail..]).map(|(a, b)| a * b).sum();
+            acc.iter().sum::<f32>() + t
+        }
+    }
+
+    multiversion! {
+        pub fn dot_i8(w: &[i8], x: &[f32]) -> f32 {
+            let mut acc = [0.0f32; 16];
+            for (w, x) in w.chunks_exact(16).zip(x.chunks_exact(16)) {
+                for i in 0..16 {
+                    acc[i] = (w[i] as f32).mul_add(x[i], acc[i]);
+                }
+            }
+            let tail = w.len() - w.len() % 16;
+            let t: f32 = w[tail..].iter().zip(&x[tail..]).map(|(&a, b)| a as f32 * b).sum();
+            acc.iter().sum::<f32>() + t
+        }
+    }
+
+    /// f16 / bf16 rows, widened 256 values at a time on the stack.
+    pub fn dot_half<T>(w: &[T], x: &[f32]) -> f32
+    where
+        [T]: HalfFloatSliceExt,
+    {
+        let mut buf = [0.0f32; 256];
+        let mut s = 0.0;
+        for (w, x) in w.chunks(256).zip(x.chunks(256)) {
+            w.convert_to_f32_slice(&mut buf[..w.len()]);
+            s += dot_f32(&buf[..w.len()], x);
+        }
+        s
+    }
+
+    multiversion! {
+        pub fn dot_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
+            let cb = f.code_bytes();
+            let mut total = 0.0f32;
+            for (b, (q, x)) in q.chunks_exact(cb).zip(x.chunks_exact(QK)).enumerate() {
+                let s = d[b].to_f32();
+                let mut acc = [0.0f32; 16];
+                match f {
+                    BlockFormat::Q8_0 => {
+                        for i in 0..16 {
+                            acc[i] = (q[i] as i8 as f32).mul_add(x[i], (q[i + 16] as i8 as f32) * x[i + 16]);
+                        }
+                    }
+                    _ => {
+                        for i in 0..16 {
+                            acc[i] = ((q[i] & 15) as f32).mul_add(x[i], ((q[i] >> 4) as f32) * x[i + 16]);
+                        }
+                    }
+                }
+                let dot: f32 = acc.iter().sum();
+                // Codes are stored unsigned: Q4_0 subtracts 8 steps, Q4_1 adds its minimum.
+                total += match f {
+                    BlockFormat::Q8_0 => s * dot,
+                    BlockFormat::Q4_0 => s * (dot - 8.0 * xsums[b]),
+                    BlockFormat::Q4_1 => s * dot + m[b].to_f32() * xsums[b],
+                };
+            }
+            total
+        }
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+mod avx512 {
+    use super::{QK, bf16, f16};
+    use std::arch::x86_64::*;
+
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    fn hsum(v: __m512) -> f32 {
+        _mm512_reduce_add_ps(v)
+    }
+
+    /// Widens up to 16 f16 scales to f32 on the stack.
+    #[inline]
+    #[target_feature(enable = "avx512f,f16c")]
+    unsafe fn scales16(d: &[f16], out: &mut [f32; 16]) {
+        let mut tmp = [0u16; 16];
+        for (t, v) in tmp.iter_mut().zip(d) {
+            *t = v.to_bits();
+        }
+        // SAFETY: tmp and out hold 16 values each.
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_cvtph_ps(_mm256_loadu_si256(tmp.as_ptr().cast()))) };
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+    pub unsafe fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
+        let k = w.len();
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let main = k - k % 64;
+        let (pw, px) = (w.as_ptr(), x.as_ptr());
+        let mut i = 0;
+        while i < main {
+            for (u, a) in acc.iter_mut().enumerate() {
+                // SAFETY: i + 64 <= k.
+                unsafe { *a = _mm512_fmadd_ps(_mm512_loadu_ps(pw.add(i + 16 * u)), _mm512_loadu_ps(px.add(i + 16 * u)), *a) };
+            }
+            i += 64;
+        }
+        let tail: f32 = w[main..].iter().zip(&x[main..]).map(|(a, b)| a * b).sum();
+        hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + tail
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+    pub unsafe fn dot_f16(w: &[f16], x: &[f32]) -> f32 {
+        let k = w.len();
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let main = k - k % 64;
+        let (pw, px) = (w.as_ptr().cast::<u8>(), x.as_ptr());
+        let mut i = 0;
+        while i < main {
+            for (u, a) in acc.iter_mut().enumerate() {
+                // SAFETY: i + 64 <= k; 16 halves are 32 bytes.
+                unsafe {
+                    let wv = _mm512_cvtph_ps(_mm256_loadu_si256(pw.add(2 * (i + 16 * u)).cast()));
+                    *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(px.add(i + 16 * u)), *a);
+                }
+            }
+            i += 64;
+        }
+        let tail: f32 = w[main..].iter().zip(&x[main..]).map(|(a, b)| a.to_f32() * b).sum();
+        hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + tail
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+    pub unsafe fn dot_bf16(w: &[bf16], x: &[f32]) -> f32 {
+        let k = w.len();
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let main = k - k % 64;
+        let (pw, px) = (w.as_ptr().cast::<u8>(), x.as_ptr());
+        let mut i = 0;
+        while i < main {
+            for (u, a) in acc.iter_mut().enumerate() {
+                // SAFETY: i + 64 <= k; bf16 is the high half of an f32.
+                unsafe {
+                    let bits = _mm512_cvtepu16_epi32(_mm256_loadu_si256(pw.add(2 * (i + 16 * u)).cast()));
+                    let wv = _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
+                    *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(px.add(i + 16 * u)), *a);
+                }
+            }
+            i += 64;
+        }
+        let tail: f32 = w[main..].iter().zip(&x[main..]).map(|(a, b)| a.to_f32() * b).sum();
+        hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + tail
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+    pub unsafe fn dot_i8(w: &[i8], x: &[f32]) -> f32 {
+        let k = w.len();
+        let mut acc = [_mm512_setzero_ps(); 4];
+        let main = k - k % 64;
+        let (pw, px) = (w.as_ptr(), x.as_ptr());
+        let mut i = 0;
+        while i < main {
+            for (u, a) in acc.iter_mut().enumerate() {
+                // SAFETY: i + 64 <= k.
+                unsafe {
+                    let wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(pw.add(i + 16 * u).cast())));
+                    *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(px.add(i + 16 * u)), *a);
+                }
+            }
+            i += 64;
+        }
+        let tail: f32 = w[main..].iter().zip(&x[main..]).map(|(&a, b)| a as f32 * b).sum();
+        hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + tail
+    }
+
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+    pub unsafe fn dot_q8_0(d: &[f16], qs: &[u8], x: &[f32]) -> f32 {
+        let mut acc = [_mm512_setzero_ps(); 2];
+        let mut ds = [0.0f32; 16];
+        for (g, dg) in d.chunks(16).enumerate() {
+            // SAFETY: dg holds at most 16 scales.
+            unsafe { scales16(dg, &mut ds) };
+            for (j, &s) in ds.iter().enumerate().take(dg.len()) {
+                let b = g * 16 + j;
+                // SAFETY: block b has 32 codes and 32 values of x.
+                unsafe {
+                    let q = qs.as_ptr().add(b * QK);
+                    let xp = x.as_ptr().add(b * QK);
+                    let w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q.cast())));
+                    let w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q.add(16).cast())));
+                    let dot = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xp.add(16)), _mm512_mul_ps(w0, _mm512_loadu_ps(xp)));
+                    acc[j & 1] = _mm512_fmadd_ps(dot, _mm512_set1_ps(s), acc[j & 1]);
+                }
+            }
+        }
+        hsum(_mm512_add_ps(acc[0], acc[1]))
+    }
+
+    /// Q4_0 (`mins = None`) and Q4_1 rows: codes dotted unsigned, then the
+    /// offset term (`-8 d` or `min`) times each block's sum of x.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
+    pub unsafe fn dot_q4(d: &[f16], mins: Option<&[f16]>, qs: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
+        let low = _mm512_set1_epi32(15);
+        let mut acc = [_mm512_setzero_ps(); 2];
+        let mut ds = [0.0f32; 16];
+        let mut ms = [0.0f32; 16];
+        let mut corr = _mm512_setzero_ps();
+        for (g, dg) in d.chunks(16).enumerate() {
+            // SAFETY: at most 16 scales / minimums per group.
+            unsafe { scales16(dg, &mut ds) };
+            let n = dg.len();
+            let xs = &xsums[g * 16..g * 16 + n];
+            let mask: __mmask16 = if n == 16 { !0 } else { (1u16 << n) - 1 };
+            // SAFETY: masked lanes are not read.
+            let xsv = unsafe { _mm512_maskz_loadu_ps(mask, xs.as_ptr()) };
+            let off = match mins {
+                Some(m) => {
+                    // SAFETY: as above.
+                    unsafe { scales16(&m[g * 16..g * 16 + n], &mut ms) };
+                    // SAFETY: ms holds 16 values.
+                    unsafe { _mm512_maskz_loadu_ps(mask, ms.as_ptr()) }
+                }
+                // SAFETY: ds holds 16 values.
+                None => _mm512_mul_ps(unsafe { _mm512_maskz_loadu_ps(mask, ds.as_ptr()) }, _mm512_set1_ps(-8.0)),
+            };
+            corr = _mm512_fmadd_ps(off, xsv, corr);
+            for (j, &s) in ds.iter().enumerate().take(n) {
+                let b = g * 16 + j;
+                // SAFETY: block b has 16 code bytes and 32 values of x.
+                unsafe {
+                    let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(qs.as_ptr().add(b * QK / 2).cast()));
+                    let lo = _mm512_cvtepi32_ps(_mm512_and_si512(v, low));
+                    let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
+                    let xp = x.as_ptr().add(b * QK);
+                    let dot = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xp.add(16)), _mm512_mul_ps(lo, _mm512_loadu_ps(xp)));
+                    acc[j & 1] = _mm512_fmadd_ps(dot, _mm512_set1_ps(s), acc[j & 1]);
+                }
+            }
+        }
+        hsum(_mm512_add_ps(acc[0], acc[1])) + hsum(corr)
+    }
+}
+
+/// A W8A8 linear layer: int8 per-channel weights, activations quantized per
+/// token on every call, the int8 GEMM, and one f32 rescale per output.
+#[derive(Debug, Clone)]
+pub struct DynamicLinear {
+    /// Codes and row sums.
+    pub weights: I8Weights,
+    /// Per-output-channel weight scales.
+    pub scales: Vec<f32>,
+    /// Integer kernel used.
+    pub path: Int8Path,
+}
+
+impl DynamicLinear {
+    /// Quantizes `w` (`[rows, cols]`) per channel, symmetric.
+    ///
+    /// # Panics
+    /// When `path` is not available on this CPU or `w` has the wrong length.
+    pub fn new(w: &[f32], rows: usize, cols: usize, path: Int8Path) -> Self {
+        assert!(path.available(), "int8 path {} is not available on this CPU", path.name());
+        let t = int8::quantize(w, rows, cols, Scheme::Symmetric, Granularity::PerChannel);
+        let scales = t.params.iter().map(|p| p.scale).collect();
+        Self { weights: I8Weights::new(t.data, rows, cols), scales, path }
+    }
+
+    /// `y[m x rows] = x[m x cols] W^T`: quantize x per token, int8 GEMM,
+    /// rescale by `scale_x[t] * scale_w[j]`.
+    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) {
+        let (k, n) = (self.weights.cols, self.weights.rows);
+        assert_eq!(x.len(), m * k, "DynamicLinear: x is not {m}x{k}");
+        assert_eq!(y.len(), m * n, "DynamicLinear: y is not {m}x{n}");
+        let mut q = vec![0i8; m * k];
+        let mut sx = vec![0.0f32; m];
+        int8::quantize_per_token(x, k, &mut q, &mut sx);
+        let mut acc = vec![0i32; m * n];
+        gemm_i8(self.path, m, &q, &self.weights, &mut acc);
+        for ((y, acc), &s) in y.chunks_mut(n).zip(acc.chunks(n)).zip(&sx) {
+            for ((y, &a), &w) in y.iter_mut().zip(acc).zip(&self.scales) {
+                *y = a as f32 * (s * w);
+            }
+        }
+    }
+
+    /// Bytes of codes and scales.
+    pub fn storage_bytes(&self) -> usize {
+        self.weights.data.len() + self.scales.len() * 4
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(n: usize, seed: usize) -> Vec<f32> {
+        (0..n).map(|i| (((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0).powi(3)).collect()
+    }
+
+    /// f64 reference: x times the dequantized weight.
+    fn reference(q: &QMatrix, x: &[f32], m: usize) -> (Vec<f32>, Vec<f64>) {
+        let w = q.dequantize();
+        let (k, n) = (q.cols, q.rows);
+        let mut want = vec![0.0f32; m * n];
+        let mut tol = vec![0.0f64; m * n];
+        for t in 0..m {
+            for j in 0..n {
+                let (mut s, mut a) = (0.0f64, 0.0f64);
+                for p in 0..k {
+                    let v = x[t * k + p] as f64 * w[j * k + p] as f64;
+                    s += v;
+                    a += v.abs();
+                }
+                want[t * n + j] = s as f32;
+                tol[t * n + j] = 1e-5 * a + 1e-30;
+            }
+        }
+        (want, tol)
+    }
+
+    #[test]
+    fn every_format_matches_dequantize_then_matmul_on_both_paths() {
+        let (k, n) = (320, 40);
+        let w = data(n * k, 1);
+        for m in [1, 3, 8, 9, 20] {
+            let x = data(m * k, 2 + m);
+            for f in WeightFormat::ALL.into_iter().filter(|&f| f != WeightFormat::Ternary) {
+                let q = QMatrix::quantize(f, &w, n, k).unwrap();
+                let (want, tol) = reference(&q, &x, m);
+                for simd in [true, false] {
+                    let mut y = vec![f32::NAN; m * n];
+                    q.matmul_with(&x, m, &mut y, simd);
+                    for i in 0..m * n {
+                        let err = (y[i] as f64 - want[i] as f64).abs();
+                        assert!(err <= tol[i], "{} m={m} simd={simd} [{i}]: {} vs {}", f.name(), y[i], want[i]);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn ternary_matmul_is_exact_integer_arithmetic_on_both_paths() {
+        let (k, n, m) = (200, 24, 3);
+        let w = data(n * k, 5);
+        let x = data(m * k, 6);
+        let q = QMatrix::quantize(WeightFormat::Ternary, &w, n, k).unwrap();
+        let t = q.ternary().unwrap();
+        let codes = t.codes();
+        let mut xq = vec![0i8; m * k];
+        let mut sx = vec![0.0; m];
+        int8::quantize_per_token(&x, k, &mut xq, &mut sx);
+        for simd in [true, false] {
+            let mut y = vec![0.0; m * n];
+            q.matmul_with(&x, m, &mut y, simd);
+            for tok in 0..m {
+                for j in 0..n {
+                    let acc: i32 = (0..k).map(|p| xq[tok * k + p] as i32 * codes[j * k + p] as i32).sum();
+                    assert_eq!(y[tok * n + j], acc as f32 * (t.gamma * sx[tok]));
+                }
+            }
+        }
+        assert!((q.bits_per_weight() - 2.0 * 256.0 / 200.0).abs() < 0.1);
+    }
+
+    #[test]
+    fn dynamic_linear_matches_its_integer_reference() {
+        let (m, k, n) = (5, 256, 33);
+        let w = data(n * k, 3);
+        let x = data(m * k, 4);
+        for path in Int8Path::ALL.into_iter().filter(|p| p.available()) {
+            let l = DynamicLinear::new(&w, n, k, path);
+            let mut y = vec![0.0; m * n];
+            l.forward(&x, m, &mut y);
+            let mut xq = vec![0i8; m * k];
+            let mut sx = vec![0.0; m];
+            int8::quantize_per_token(&x, k, &mut xq, &mut sx);
+            for t in 0..m {
+                for j in 0..n {
+                    let acc: i32 = (0..k).map(|p| xq[t * k + p] as i32 * l.weights.data[j * k + p] as i32).sum();
+                    assert_eq!(y[t * n + j], acc as f32 * (sx[t] * l.scales[j]), "{}", path.name());
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn formats_parse_with_valid_names_and_report_their_bits() {
+        assert_eq!(WeightFormat::parse("q4_0").unwrap(), WeightFormat::Q4_0);
+        let e = WeightFormat::parse("q3_k").unwrap_err().to_string();
+        assert!(e.contains("valid: f32, f16, bf16, int8, q8_0, q4_0, q4_1, ternary"), "{e}");
+        let w = data(64 * 64, 9);
+        let bits = |f| QMatrix::quantize(f, &w, 64, 64).unwrap().bits_per_weight();
+        assert_eq!(bits(WeightFormat::F32), 32.0);
+        assert_eq!(bits(WeightFormat::Bf16), 16.0);
+        assert_eq!(bits(WeightFormat::Q4_0), 4.5);
+        assert_eq!(bits(WeightFormat::Int8), 8.0 + 32.0 / 64.0);
+        assert!(QMatrix::quantize(WeightFormat::Q4_0, &w[..63 * 64], 63, 64).is_ok());
+        assert!(QMatrix::quantize(WeightFormat::Q8_0, &w[..40], 2, 20).is_err());
+    }
+}

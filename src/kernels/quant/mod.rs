@@ -1,0 +1,70 @@
+//! Quantization kernels shared by the quantization and inference suites.
+//!
+//! The API is small on purpose:
+//!
+//! - [`int8`]: INT8 symmetric / asymmetric, per-tensor / per-channel
+//!   quantize and dequantize, and per-token activation quantization.
+//! - [`blocks`]: llama.cpp block formats Q8_0, Q4_0 and Q4_1 (32 values per
+//!   block with an f16 scale, Q4_1 with an f16 minimum), 4-bit packing.
+//! - [`ternary`]: BitNet b1.58 weights (absmean scale, values in {-1, 0, 1}),
+//!   2-bit bit-plane packing for compute and 5-trits-per-byte for storage.
+//! - [`igemm`]: int8 x int8 -> i32 GEMM on AVX-512 VNNI, AVX-VNNI, AVX2 or
+//!   portable code, chosen at run time ([`Int8Path::detect`]).
+//! - [`linear`]: [`QMatrix`], a `[out, in]` weight matrix in any
+//!   [`WeightFormat`], with `y = x W^T` for decode (fused dequantize-and-dot)
+//!   and prefill (dequantized tiles through the f32 GEMM) shapes; and
+//!   [`DynamicLinear`], which quantizes activations per token on every call.
+//!
+//! Every kernel with a SIMD path has a portable twin, and the unit tests
+//! check the two against each other and against naive references.
+
+pub mod blocks;
+pub mod igemm;
+pub mod int8;
+pub mod linear;
+pub mod ternary;
+
+mod simd;
+
+pub use igemm::{I8Weights, Int8Path, gemm_i8};
+pub use linear::{DynamicLinear, QMatrix, WeightFormat};
+
+/// Whether the AVX-512 paths (F, BW, VL) can run on this CPU: the weight-only
+/// kernels use them when present, else their portable versions.
+pub fn has_avx512() -> bool {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("f16c")
+            && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(all(target_arch = "x86_64", tfbench_rust_1_89)))]
+    {
+        false
+    }
+}
+
+/// Rounds to nearest, ties to even, for |x| < 2^22 (all quantizer inputs
+/// are clamped far below that first). A float trick rather than
+/// `round_ties_even` so the baseline x86-64 build vectorises it instead of
+/// calling libm.
+#[inline(always)]
+pub(crate) fn rne(x: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
+    (x + MAGIC) - MAGIC
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rne_matches_round_ties_even() {
+        for i in -4000..4000 {
+            let x = i as f32 * 0.25 + 0.001 * (i % 3) as f32;
+            assert_eq!(super::rne(x), x.round_ties_even(), "{x}");
+        }
+        assert_eq!(super::rne(2.5), 2.0);
+        assert_eq!(super::rne(-3.5), -4.0);
+    }
+}

@@ -1,0 +1,240 @@
+//! BitNet b1.58 ternary weights: `gamma = mean|W|`,
+//! `W~ = RoundClip(W / (gamma + eps), -1, 1)`, weight value `W~ * gamma`;
+//! activations are int8 per token (absmax), so a linear layer is integer
+//! additions and subtractions only, scaled once per output.
+//!
+//! Two packings:
+//! - compute: two bit planes per 64 weights (`plus`, `minus`), 2 bits per
+//!   weight; the AVX-512 kernel turns each plane word into lane masks for
+//!   masked 16-bit adds and subtracts (no multiplies).
+//! - storage: 5 trits per byte (`sum (t_i + 1) 3^i <= 242`), 1.6 bits per
+//!   weight, near the log2(3) = 1.585 bound.
+
+use rayon::prelude::*;
+
+/// BitNet's epsilon in `W / (gamma + eps)`.
+pub const EPS: f32 = 1e-5;
+
+/// A ternary `[rows, cols]` matrix in bit planes with its scale.
+#[derive(Debug, Clone)]
+pub struct TernaryMatrix {
+    /// Output channels.
+    pub rows: usize,
+    /// Input channels.
+    pub cols: usize,
+    /// `mean|W|` of the original weights.
+    pub gamma: f32,
+    /// 64-bit words per row (`cols` rounded up to 64).
+    pub words: usize,
+    /// Bit set where the code is +1.
+    pub plus: Vec<u64>,
+    /// Bit set where the code is -1.
+    pub minus: Vec<u64>,
+}
+
+/// `mean|w|` (f64 partial sums, so 10^9 weights do not lose precision).
+pub fn absmean(w: &[f32]) -> f32 {
+    if w.is_empty() {
+        return 0.0;
+    }
+    let s: f64 = w.par_chunks(1 << 16).map(|c| c.iter().map(|v| v.abs() as f64).sum::<f64>()).sum();
+    (s / w.len() as f64) as f32
+}
+
+/// RoundClip(w / (gamma + eps), -1, 1) for every weight.
+pub fn ternary_codes(w: &[f32], gamma: f32, out: &mut [i8]) {
+    assert_eq!(w.len(), out.len(), "ternary_codes: length mismatch");
+    let inv = 1.0 / (gamma + EPS);
+    for (o, &v) in out.iter_mut().zip(w) {
+        *o = super::rne((v * inv).clamp(-1.0, 1.0)) as i8;
+    }
+}
+
+impl TernaryMatrix {
+    /// Quantizes `w` (`rows * cols`).
+    pub fn quantize(w: &[f32], rows: usize, cols: usize) -> Self {
+        assert_eq!(w.len(), rows * cols, "TernaryMatrix::quantize: shape mismatch");
+        let gamma = absmean(w);
+        let mut codes = vec![0i8; w.len()];
+        codes.par_chunks_mut(1 << 16).zip(w.par_chunks(1 << 16)).for_each(|(o, w)| ternary_codes(w, gamma, o));
+        Self::from_codes(&codes, rows, cols, gamma)
+    }
+
+    /// Packs codes in {-1, 0, 1} into bit planes.
+    ///
+    /// # Panics
+    /// When a code is outside {-1, 0, 1} or the length is wrong.
+    pub fn from_codes(codes: &[i8], rows: usize, cols: usize, gamma: f32) -> Self {
+        assert_eq!(codes.len(), rows * cols, "TernaryMatrix::from_codes: shape mismatch");
+        let words = cols.div_ceil(64);
+        let mut plus = vec![0u64; rows * words];
+        let mut minus = vec![0u64; rows * words];
+        for (r, row) in codes.chunks(cols.max(1)).enumerate() {
+            for (i, &c) in row.iter().enumerate() {
+                let bit = 1u64 << (i % 64);
+                match c {
+                    1 => plus[r * words + i / 64] |= bit,
+                    -1 => minus[r * words + i / 64] |= bit,
+                    0 => {}
+                    other => panic!("ternary code {other} at row {r}, column {i}"),
+                }
+            }
+        }
+        Self { rows, cols, gamma, words, plus, minus }
+    }
+
+    /// The codes back, row-major.
+    pub fn codes(&self) -> Vec<i8> {
+        let mut out = vec![0i8; self.rows * self.cols];
+        for (r, row) in out.chunks_mut(self.cols.max(1)).enumerate() {
+            for (i, c) in row.iter_mut().enumerate() {
+                let (p, m) = (self.plus[r * self.words + i / 64], self.minus[r * self.words + i / 64]);
+                *c = ((p >> (i % 64)) & 1) as i8 - ((m >> (i % 64)) & 1) as i8;
+            }
+        }
+        out
+    }
+
+    /// Bytes of the bit planes plus the f32 scale.
+    pub fn storage_bytes(&self) -> usize {
+        (self.plus.len() + self.minus.len()) * 8 + 4
+    }
+
+    /// `sum_k x[k] * code[r, k]` for a row, `x` padded to `words * 64` i16
+    /// values with |x| <= 127.
+    pub fn dot_row(&self, r: usize, x: &[i16], simd: bool) -> i32 {
+        let (p, m) = (&self.plus[r * self.words..(r + 1) * self.words], &self.minus[r * self.words..(r + 1) * self.words]);
+        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        if simd && super::has_avx512() {
+            // SAFETY: the CPU has AVX-512 F and BW; slice lengths are checked inside.
+            return unsafe { dot_avx512(p, m, x) };
+        }
+        let _ = simd;
+        dot_portable(p, m, x)
+    }
+}
+
+/// Portable bit-plane dot product: adds where the plus bit is set, subtracts
+/// where the minus bit is (bit masks, no multiplies).
+pub fn dot_portable(plus: &[u64], minus: &[u64], x: &[i16]) -> i32 {
+    assert_eq!(x.len(), plus.len() * 64, "ternary dot: x must be padded to whole words");
+    let mut acc = 0i32;
+    for ((&p, &m), xs) in plus.iter().zip(minus).zip(x.chunks_exact(64)) {
+        for (i, &v) in xs.iter().enumerate() {
+            let v = v as i32;
+            let pm = -(((p >> i) & 1) as i32);
+            let mm = -(((m >> i) & 1) as i32);
+            acc += (v & pm) - (v & mm);
+        }
+    }
+    acc
+}
+
+#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn dot_avx512(plus: &[u64], minus: &[u64], x: &[i16]) -> i32 {
+    use std::arch::x86_64::*;
+    assert_eq!(x.len(), plus.len() * 64, "ternary dot: x must be padded to whole words");
+    let ones = _mm512_set1_epi16(1);
+    let mut total = _mm512_setzero_si512();
+    // Each 16-bit lane takes one |x| <= 127 per word: 256 words stay below
+    // 2^15, then the lanes are widened into i32.
+    for ((p, m), xs) in plus.chunks(256).zip(minus.chunks(256)).zip(x.chunks(256 * 64)) {
+        let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        for ((&p, &m), xs) in p.iter().zip(m).zip(xs.chunks_exact(64)) {
+            // SAFETY: xs holds 64 i16 = two 512-bit vectors.
+            let (x0, x1) = unsafe { (_mm512_loadu_si512(xs.as_ptr().cast()), _mm512_loadu_si512(xs.as_ptr().add(32).cast())) };
+            lo = _mm512_mask_add_epi16(lo, p as u32, lo, x0);
+            lo = _mm512_mask_sub_epi16(lo, m as u32, lo, x0);
+            hi = _mm512_mask_add_epi16(hi, (p >> 32) as u32, hi, x1);
+            hi = _mm512_mask_sub_epi16(hi, (m >> 32) as u32, hi, x1);
+        }
+        total = _mm512_add_epi32(total, _mm512_add_epi32(_mm512_madd_epi16(lo, ones), _mm512_madd_epi16(hi, ones)));
+    }
+    _mm512_reduce_add_epi32(total)
+}
+
+/// Packs codes in {-1, 0, 1} five per byte (base 3, first code least
+/// significant); the last byte may hold fewer.
+pub fn pack_base3(codes: &[i8]) -> Vec<u8> {
+    codes.chunks(5).map(|c| c.iter().rev().fold(0u8, |acc, &t| acc * 3 + (t + 1) as u8)).collect()
+}
+
+/// Inverse of [`pack_base3`] for `n` codes.
+pub fn unpack_base3(packed: &[u8], n: usize) -> Vec<i8> {
+    let mut out = Vec::with_capacity(n);
+    for &b in packed {
+        let mut v = b;
+        for _ in 0..5 {
+            if out.len() == n {
+                break;
+            }
+            out.push((v % 3) as i8 - 1);
+            v /= 3;
+        }
+    }
+    out
+}
+
+/// Per-token int8 activations for the ternary kernel, widened to i16 and
+/// padded to `words * 64` per token; returns the per-token scales
+/// (`max|x| / 127`).
+pub fn quantize_activations(x: &[f32], k: usize, words: usize, out: &mut [i16], scales: &mut [f32]) {
+    let m = scales.len();
+    assert_eq!(x.len(), m * k, "ternary activations: x is not {m}x{k}");
+    assert_eq!(out.len(), m * words * 64, "ternary activations: out must be padded");
+    let mut q = vec![0i8; k];
+    for (t, (xs, o)) in x.chunks(k).zip(out.chunks_mut(words * 64)).enumerate() {
+        super::int8::quantize_per_token(xs, k, &mut q, &mut scales[t..t + 1]);
+        for (o, &v) in o.iter_mut().zip(&q) {
+            *o = v as i16;
+        }
+        o[k..].fill(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn absmean_round_clip_follows_the_paper() {
+        let w = [0.9f32, -0.1, 0.3, -2.0, 0.0, 0.2];
+        let g = absmean(&w);
+        assert!((g - 3.5 / 6.0).abs() < 1e-6);
+        let mut c = [0i8; 6];
+        ternary_codes(&w, g, &mut c);
+        // 0.9/0.583 = 1.54 -> 1 (clip); 0.3/0.583 = 0.51 -> 1; 0.2 -> 0.34 -> 0.
+        assert_eq!(c, [1, 0, 1, -1, 0, 0]);
+    }
+
+    #[test]
+    fn bit_planes_and_base3_pack_losslessly() {
+        let codes: Vec<i8> = (0..3 * 131).map(|i: i32| ((i * 7 + i / 5) % 3) as i8 - 1).collect();
+        let t = TernaryMatrix::from_codes(&codes, 3, 131, 0.5);
+        assert_eq!(t.codes(), codes);
+        assert_eq!(t.words, 3);
+        let packed = pack_base3(&codes);
+        assert_eq!(packed.len(), codes.len().div_ceil(5));
+        assert!(packed.iter().all(|&b| b <= 242));
+        assert_eq!(unpack_base3(&packed, codes.len()), codes);
+    }
+
+    #[test]
+    fn simd_dot_equals_portable_and_naive() {
+        let (rows, cols) = (5, 16_500); // more than 256 words: the i16 flush runs
+        let codes: Vec<i8> = (0..rows * cols).map(|i| ((i * 31 + i / 7) % 3) as i8 - 1).collect();
+        let t = TernaryMatrix::from_codes(&codes, rows, cols, 1.0);
+        let x: Vec<i16> =
+            (0..t.words * 64).map(|i| if i < cols { 127 - (i as i16 * 13) % 255 } else { 0 }).collect();
+        for r in 0..rows {
+            let naive: i32 = (0..cols).map(|i| codes[r * cols + i] as i32 * x[i] as i32).sum();
+            assert_eq!(t.dot_row(r, &x, false), naive);
+            assert_eq!(t.dot_row(r, &x, true), naive);
+        }
+        // All +1 against all 127: the worst case for 16-bit lanes.
+        let t = TernaryMatrix::from_codes(&vec![1; cols], 1, cols, 1.0);
+        let x: Vec<i16> = (0..t.words * 64).map(|i| if i < cols { 127 } else { 0 }).collect();
+        assert_eq!(t.dot_row(0, &x, true), 127 * cols as i32);
+    }
+}
