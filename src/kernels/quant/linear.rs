@@ -213,6 +213,14 @@ impl QMatrix {
         out
     }
 
+    /// The f32 weights, when the format is f32 (the baseline GEMM reads them).
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match &self.store {
+            Store::F32(w) => Some(w),
+            _ => None,
+        }
+    }
+
     /// The ternary matrix, when the format is ternary (its activations are
     /// quantized per token, so callers checking results need its codes).
     pub fn ternary(&self) -> Option<&TernaryMatrix> {

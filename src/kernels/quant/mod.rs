@@ -46,12 +46,12 @@ pub fn has_avx512() -> bool {
     }
 }
 
-/// Rounds to nearest, ties to even, for |x| < 2^22 (all quantizer inputs
+/// Rounds to nearest, ties to even (the quantizers' rounding), for |x| < 2^22 (all quantizer inputs
 /// are clamped far below that first). A float trick rather than
 /// `round_ties_even` so the baseline x86-64 build vectorises it instead of
 /// calling libm.
 #[inline(always)]
-pub(crate) fn rne(x: f32) -> f32 {
+pub fn rne(x: f32) -> f32 {
     const MAGIC: f32 = 12_582_912.0; // 1.5 * 2^23
     (x + MAGIC) - MAGIC
 }

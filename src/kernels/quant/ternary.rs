@@ -60,6 +60,51 @@ impl TernaryMatrix {
         Self::from_codes(&codes, rows, cols, gamma)
     }
 
+    /// Re-quantizes `w` (same shape) into this matrix without allocating:
+    /// the absmean pass, then codes written straight into the bit planes,
+    /// rows in parallel.
+    ///
+    /// # Panics
+    /// When `w` has the wrong length.
+    pub fn quantize_into(&mut self, w: &[f32]) {
+        assert_eq!(w.len(), self.rows * self.cols, "TernaryMatrix::quantize_into: shape mismatch");
+        let gamma = absmean(w);
+        self.gamma = gamma;
+        let inv = 1.0 / (gamma + EPS);
+        let (words, cols) = (self.words, self.cols.max(1));
+        self.plus.par_chunks_mut(words).zip(self.minus.par_chunks_mut(words)).zip(w.par_chunks(cols)).for_each(
+            |((p, m), row)| {
+                for ((p, m), chunk) in p.iter_mut().zip(m.iter_mut()).zip(row.chunks(64)) {
+                    let (mut pb, mut mb) = (0u64, 0u64);
+                    for (i, &v) in chunk.iter().enumerate() {
+                        let c = super::rne((v * inv).clamp(-1.0, 1.0));
+                        pb |= ((c > 0.0) as u64) << i;
+                        mb |= ((c < 0.0) as u64) << i;
+                    }
+                    (*p, *m) = (pb, mb);
+                }
+            },
+        );
+    }
+
+    /// `code * gamma` for every weight, rows in parallel.
+    ///
+    /// # Panics
+    /// When `out` has the wrong length.
+    pub fn dequantize_into(&self, out: &mut [f32]) {
+        assert_eq!(out.len(), self.rows * self.cols, "TernaryMatrix::dequantize_into: shape mismatch");
+        let (words, g) = (self.words, self.gamma);
+        out.par_chunks_mut(self.cols.max(1)).zip(self.plus.par_chunks(words)).zip(self.minus.par_chunks(words)).for_each(
+            |((o, p), m)| {
+                for ((o, &p), &m) in o.chunks_mut(64).zip(p).zip(m) {
+                    for (i, o) in o.iter_mut().enumerate() {
+                        *o = (((p >> i) & 1) as f32 - ((m >> i) & 1) as f32) * g;
+                    }
+                }
+            },
+        );
+    }
+
     /// Packs codes in {-1, 0, 1} into bit planes.
     ///
     /// # Panics
@@ -218,6 +263,19 @@ mod tests {
         assert_eq!(packed.len(), codes.len().div_ceil(5));
         assert!(packed.iter().all(|&b| b <= 242));
         assert_eq!(unpack_base3(&packed, codes.len()), codes);
+    }
+
+    #[test]
+    fn quantize_into_equals_quantize_and_dequantize_is_code_times_gamma() {
+        let w: Vec<f32> = (0..7 * 150).map(|i| ((i * 37 % 101) as f32 - 50.0) / 40.0).collect();
+        let a = TernaryMatrix::quantize(&w, 7, 150);
+        let mut b = TernaryMatrix::from_codes(&vec![0; 7 * 150], 7, 150, 0.0);
+        b.quantize_into(&w);
+        assert_eq!((a.gamma, &a.plus, &a.minus), (b.gamma, &b.plus, &b.minus));
+        let mut out = vec![0.0; w.len()];
+        b.dequantize_into(&mut out);
+        let codes = b.codes();
+        assert!(out.iter().zip(&codes).all(|(&o, &c)| o == c as f32 * b.gamma));
     }
 
     #[test]

@@ -1,0 +1,206 @@
+//! The quantization suite: speed and accuracy of INT8, Q8_0/Q4_0/Q4_1,
+//! ternary (BitNet b1.58), f16 and bf16 in the same result row.
+//!
+//! | benchmark    | file           | what                                                    |
+//! |--------------|----------------|---------------------------------------------------------|
+//! | `quantize`   | `codec.rs`     | f32 -> format, per format, 1 thread and all             |
+//! | `dequantize` | `codec.rs`     | format -> f32                                           |
+//! | `calibrate`  | `calibrate.rs` | min-max, 99.9th percentile, MSE-optimal clipping        |
+//! | `linear`     | `linear.rs`    | weight-only quantized layers beside the f32 GEMM / GEMV |
+//! | `dynamic`    | `linear.rs`    | W8A8 layer quantizing activations per call              |
+//! | `int8_gemm`  | `linear.rs`    | int8 x int8 -> i32 per instruction path (VNNI, AVX2, scalar) |
+//! | `model`      | `model.rs`     | quantize every matrix of a catalogue model, streaming   |
+//! | `mixed`      | `mixed.rs`     | f16/bf16 storage with f32 arithmetic                    |
+//!
+//! The kernels live in [`crate::kernels::quant`] (the inference suite uses
+//! them too); this folder holds the workloads, their reference checks and the
+//! accuracy figures (`data.rs`).
+
+use crate::plan::Case;
+use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
+use anyhow::{Result, bail};
+
+mod calibrate;
+mod codec;
+mod data;
+mod linear;
+mod mixed;
+mod model;
+
+pub(crate) use crate::suites::tensor::{choice, seed, shape2};
+pub(crate) use model::mem_available;
+
+/// Quantization speed and accuracy.
+pub struct QuantSuite;
+
+/// Benchmarks of `suites/quant.toml`, in file order; `prepare` handles each.
+pub const BENCHMARKS: &[&str] =
+    &["quantize", "dequantize", "calibrate", "linear", "dynamic", "int8_gemm", "model", "mixed"];
+
+impl Suite for QuantSuite {
+    fn name(&self) -> &'static str {
+        "quant"
+    }
+    fn describe(&self) -> &'static str {
+        "Quantization: INT8, Q8_0/Q4_0/Q4_1, ternary, f16/bf16 speed with RMSE/SQNR/cosine in the same row"
+    }
+    fn spec_toml(&self) -> &'static str {
+        include_str!("../../../suites/quant.toml")
+    }
+    fn targets(&self) -> Vec<TargetSpec> {
+        vec![
+            TargetSpec {
+                name: "fastest quantize, 16M elements, all threads, >= 50% of STREAM triad (f32 read + codes written)",
+                case_pattern: r"^quant/quantize/dist=[a-z]+,format=[a-z0-9_]+,shape=4096x4096,threads=all$",
+                kind: ThroughputKind::Bytes,
+                limit: Limit::TriadAllThreads,
+                required: 0.5,
+            },
+            TargetSpec {
+                name: "int8 per-channel quantize, 16M elements, all threads, >= 50% of STREAM triad",
+                case_pattern: r"^quant/quantize/dist=[a-z]+,format=int8_sym_channel,shape=4096x4096,threads=all$",
+                kind: ThroughputKind::Bytes,
+                limit: Limit::TriadAllThreads,
+                required: 0.5,
+            },
+            TargetSpec {
+                name: "fastest dequantize, 16M elements, all threads, >= 50% of STREAM triad",
+                case_pattern: r"^quant/dequantize/dist=[a-z]+,format=[a-z0-9_]+,shape=4096x4096,threads=all$",
+                kind: ThroughputKind::Bytes,
+                limit: Limit::TriadAllThreads,
+                required: 0.5,
+            },
+            TargetSpec {
+                name: "q4_0 dequantize, 16M elements, all threads, >= 50% of STREAM triad",
+                case_pattern: r"^quant/dequantize/dist=[a-z]+,format=q4_0,shape=4096x4096,threads=all$",
+                kind: ThroughputKind::Bytes,
+                limit: Limit::TriadAllThreads,
+                required: 0.5,
+            },
+        ]
+    }
+    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+        match case.benchmark.as_str() {
+            "quantize" => codec::prepare(case, false),
+            "dequantize" => codec::prepare(case, true),
+            "calibrate" => calibrate::prepare(case),
+            "linear" => linear::prepare_linear(case),
+            "dynamic" => linear::prepare_dynamic(case),
+            "int8_gemm" => linear::prepare_int8_gemm(case),
+            "model" => model::prepare(case),
+            "mixed" => mixed::prepare(case),
+            other => bail!("quant suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{ParamValue, SuiteSpec, expand};
+    use crate::suites::SkipCase;
+    use std::collections::BTreeMap;
+
+    fn spec() -> SuiteSpec {
+        SuiteSpec::parse("quant", QuantSuite.spec_toml()).unwrap()
+    }
+
+    fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
+        let p: BTreeMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        Case::new("quant", bench, p)
+    }
+
+    fn s(v: &str) -> ParamValue {
+        ParamValue::Str(v.into())
+    }
+
+    #[test]
+    fn toml_benchmarks_match_the_dispatch_table_and_targets_match_cases() {
+        let spec = spec();
+        let names: Vec<_> = spec.benchmarks.iter().map(|b| b.name.clone()).collect();
+        assert_eq!(names, BENCHMARKS);
+        let ids: Vec<String> = spec.benchmarks.iter().flat_map(|b| expand("quant", b)).map(|c| c.id).collect();
+        for t in QuantSuite.targets() {
+            let re = regex::Regex::new(t.case_pattern).unwrap();
+            assert!(ids.iter().any(|id| re.is_match(id)), "{}: no default case matches", t.name);
+        }
+    }
+
+    /// Every benchmark with every value of its non-size parameters, on small
+    /// sizes: prepares, verifies, runs and reports metrics.
+    #[test]
+    fn every_benchmark_and_choice_verifies_on_small_sizes() {
+        let mut spec = spec();
+        for b in &mut spec.benchmarks {
+            for g in &mut b.grids {
+                for (k, v) in g.iter_mut() {
+                    match (b.name.as_str(), k.as_str()) {
+                        ("linear" | "dynamic" | "int8_gemm", "shape") => *v = vec![s("3x96x40"), s("17x64x24")],
+                        ("mixed", "shape") => *v = vec![s("12x64x48")],
+                        ("mixed", "elements") => *v = vec![ParamValue::Int(70_001)],
+                        (_, "shape") => *v = vec![s("48x160")],
+                        ("model", "model") => *v = vec![s("llama-tiny"), s("gpt2-tiny")],
+                        ("int8_gemm" | "dynamic", "path") => {
+                            *v = ["auto", "avx512_vnni", "avx_vnni", "avx2", "scalar"].iter().map(|p| s(p)).collect()
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            for c in expand("quant", b) {
+                let mut w = match QuantSuite.prepare(&c) {
+                    Ok(w) => w,
+                    Err(e) if e.downcast_ref::<SkipCase>().is_some() => continue,
+                    Err(e) => panic!("{}: {e:#}", c.id),
+                };
+                let v = w.verify().unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
+                assert!(v.passed, "{}: {}", c.id, v.detail);
+                w.run(2).unwrap();
+                let m = w.metrics();
+                assert!(m.iter().all(|m| m.value.is_finite()), "{}: {m:?}", c.id);
+                if !matches!(b.name.as_str(), "int8_gemm" | "mixed" | "model") {
+                    assert!(m.iter().any(|m| m.name == "bits_per_weight"), "{}", c.id);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn quantized_linear_is_accurate_and_reports_its_error() {
+        let c = case(
+            "linear",
+            &[("format", s("q4_0")), ("shape", s("2x256x64")), ("threads", ParamValue::Int(1))],
+        );
+        let mut w = QuantSuite.prepare(&c).unwrap();
+        assert!(w.verify().unwrap().passed);
+        let m = w.metrics();
+        let get = |n: &str| m.iter().find(|m| m.name == n).unwrap_or_else(|| panic!("{n} missing")).value;
+        assert!(get("cosine") > 0.99 && get("cosine") <= 1.0 + 1e-9, "{}", get("cosine"));
+        assert!(get("sqnr") > 15.0, "{}", get("sqnr"));
+        assert_eq!(get("bits_per_weight"), 4.5);
+        assert!(get("speedup_vs_f32") > 0.0);
+    }
+
+    #[test]
+    fn bad_params_name_the_valid_choices() {
+        let err = |c: Case| QuantSuite.prepare(&c).err().unwrap().to_string();
+        let e = err(case("nope", &[]));
+        assert!(e.contains("valid: quantize, dequantize, calibrate"), "{e}");
+        let e = err(case("quantize", &[("format", s("int3")), ("shape", s("8x32")), ("dist", s("normal"))]));
+        assert!(e.contains("valid: int8_sym_tensor"), "{e}");
+        let e = err(case("quantize", &[("format", s("q4_0")), ("shape", s("8x32")), ("dist", s("cauchy"))]));
+        assert!(e.contains("valid: normal, heavy, outlier"), "{e}");
+        let e = err(case("linear", &[("format", s("q4_0")), ("shape", s("1x33x8"))]));
+        assert!(e.contains("multiple of 32"), "{e}");
+        let e = err(case("linear", &[("format", s("fp8")), ("shape", s("1x32x8"))]));
+        assert!(e.contains("valid: f32, f32_gemv, f16"), "{e}");
+        let e = err(case("int8_gemm", &[("path", s("amx")), ("shape", s("1x32x8"))]));
+        assert!(e.contains("valid: auto, avx512_vnni, avx_vnni, avx2, scalar"), "{e}");
+        let e = err(case("model", &[("format", s("q4_0")), ("model", s("gpt5"))]));
+        assert!(e.contains("valid models: bert-tiny"), "{e}");
+        let e = err(case("calibrate", &[("method", s("kl")), ("shape", s("8x32")), ("dist", s("normal"))]));
+        assert!(e.contains("valid: minmax, percentile, mse"), "{e}");
+        let e = err(case("mixed", &[("op", s("fma")), ("dtype", s("fp8")), ("elements", ParamValue::Int(8))]));
+        assert!(e.contains("valid: f16, bf16"), "{e}");
+    }
+}
