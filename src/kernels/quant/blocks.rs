@@ -17,6 +17,7 @@
 //! vectors) so kernels load codes with aligned strides; the byte count is the
 //! same as ggml's array of blocks.
 
+use super::clamp_to_i32;
 use super::simd::multiversion;
 use anyhow::{Result, bail};
 use half::f16;
@@ -140,7 +141,7 @@ fn q8_0_block(x: &[f32], qs: &mut [u8]) -> f16 {
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     for (q, &v) in qs.iter_mut().zip(x) {
-        *q = ((v * id).round() as i32 as i8) as u8;
+        *q = clamp_to_i32((v * id).round(), -128.0, 127.0) as i8 as u8;
     }
     f16::from_f32(d)
 }
@@ -158,8 +159,8 @@ fn q4_0_block(x: &[f32], qs: &mut [u8]) -> f16 {
     let d = max / -8.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     for j in 0..QK / 2 {
-        let lo = ((x[j] * id + 8.5) as i32).min(15) as u8;
-        let hi = ((x[j + QK / 2] * id + 8.5) as i32).min(15) as u8;
+        let lo = clamp_to_i32(x[j] * id + 8.5, 0.0, 15.0) as u8;
+        let hi = clamp_to_i32(x[j + QK / 2] * id + 8.5, 0.0, 15.0) as u8;
         qs[j] = lo | (hi << 4);
     }
     f16::from_f32(d)
@@ -176,8 +177,8 @@ fn q4_1_block(x: &[f32], qs: &mut [u8]) -> (f16, f16) {
     let d = (max - min) / 15.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     for j in 0..QK / 2 {
-        let lo = (((x[j] - min) * id + 0.5) as i32).min(15) as u8;
-        let hi = (((x[j + QK / 2] - min) * id + 0.5) as i32).min(15) as u8;
+        let lo = clamp_to_i32((x[j] - min) * id + 0.5, 0.0, 15.0) as u8;
+        let hi = clamp_to_i32((x[j + QK / 2] - min) * id + 0.5, 0.0, 15.0) as u8;
         qs[j] = lo | (hi << 4);
     }
     (f16::from_f32(d), f16::from_f32(min))

@@ -10,7 +10,7 @@
 //!
 //! Large tensors are split over the current rayon pool.
 
-use super::rne;
+use super::{clamp_to_i32, rne};
 use super::simd::multiversion;
 use rayon::prelude::*;
 
@@ -167,10 +167,10 @@ multiversion! {
         let inv = 1.0 / p.scale;
         let (lo, hi, zp) = (lo as f32, hi as f32, p.zero_point as f32);
         for (o, &v) in out.iter_mut().zip(x) {
-            // Clamp before rounding: rne needs |x| < 2^22. A NaN input becomes
-            // code 0 (the saturating float-to-int cast), never garbage.
-            let q = (v * inv).clamp(-1e6, 1e6);
-            *o = (rne(q) + zp).clamp(lo, hi) as i32 as i8;
+            // Bound before rounding: rne needs |x| < 2^22. A NaN input
+            // becomes the lowest code, never garbage.
+            let q = (v * inv).max(-1e6).min(1e6);
+            *o = clamp_to_i32(rne(q) + zp, lo, hi) as i8;
         }
     }
 }
@@ -259,7 +259,7 @@ multiversion! {
             *s = p.scale;
             let inv = 1.0 / p.scale;
             for (o, &v) in q.iter_mut().zip(x) {
-                *o = rne((v * inv).clamp(-127.0, 127.0)) as i32 as i8;
+                *o = clamp_to_i32(rne((v * inv).max(-127.0).min(127.0)), -127.0, 127.0) as i8;
             }
         }
     }
@@ -316,7 +316,7 @@ mod tests {
         assert!(t.data.iter().all(|&q| q as i32 == t.params[0].zero_point));
         let mut q = [0i8; 2];
         quantize_with(&[f32::NAN, 1e30], QParams::symmetric(1.0), -127, 127, &mut q);
-        assert_eq!(q[1], 127);
+        assert_eq!(q, [-127, 127]);
     }
 
     #[test]

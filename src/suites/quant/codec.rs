@@ -155,34 +155,37 @@ impl Codec {
                 // ggml's reference, block by block, written out longhand.
                 let cb = t.format.code_bytes();
                 for (b, xs) in x.chunks(QK).enumerate() {
-                    let (mut d, mut codes) = (0.0f32, [0u8; QK]);
+                    let mut codes = [0u8; QK];
                     let mut mn = f32::MAX;
-                    match t.format {
+                    let d = match t.format {
                         BlockFormat::Q8_0 => {
                             let amax = xs.iter().map(|v| v.abs()).fold(0.0, f32::max);
-                            d = amax / 127.0;
+                            let d = amax / 127.0;
                             for j in 0..QK {
                                 codes[j] = (xs[j] * if d != 0.0 { 1.0 / d } else { 0.0 }).round() as i8 as u8;
                             }
+                            d
                         }
                         BlockFormat::Q4_0 => {
                             let m = xs.iter().copied().fold(0.0f32, |a, v| if v.abs() > a.abs() { v } else { a });
-                            d = m / -8.0;
+                            let d = m / -8.0;
                             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
                             for j in 0..QK {
                                 codes[j] = ((xs[j] * id + 8.5) as i32).min(15) as u8;
                             }
+                            d
                         }
                         BlockFormat::Q4_1 => {
                             mn = xs.iter().copied().fold(f32::MAX, f32::min);
                             let mx = xs.iter().copied().fold(-f32::MAX, f32::max);
-                            d = (mx - mn) / 15.0;
+                            let d = (mx - mn) / 15.0;
                             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
                             for j in 0..QK {
                                 codes[j] = (((xs[j] - mn) * id + 0.5) as i32).min(15) as u8;
                             }
+                            d
                         }
-                    }
+                    };
                     if t.scales[b] != f16::from_f32(d) {
                         return Some(format!("block {b}: scale {} but reference {d}", t.scales[b]));
                     }

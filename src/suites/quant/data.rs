@@ -4,7 +4,8 @@
 use crate::results::Metric;
 use crate::util;
 use anyhow::{Result, bail};
-use rand_distr::{Distribution, StandardNormal, StudentT};
+use rand::RngExt;
+use rand_distr::{Distribution, StandardNormal};
 use rayon::prelude::*;
 
 /// Values per independently seeded chunk: data depends on the seed only.
@@ -47,13 +48,20 @@ fn outlier_column(c: usize, seed: u64) -> bool {
 pub(crate) fn draw(dist: Dist, rows: usize, cols: usize, scale: f32, seed: u64) -> Vec<f32> {
     let n = rows * cols;
     let mut out = vec![0.0f32; n];
-    // Unit-variance t(4): its variance is 4 / (4 - 2) = 2.
-    let t4 = StudentT::new(4.0f32).expect("4 degrees of freedom is valid");
+    // Unit-variance t(4) (its variance is 4 / (4 - 2) = 2), drawn as
+    // z / sqrt(chi2_4 / 4) with chi2_4 = -2 ln(u1 u2): exact, and several
+    // times cheaper than rand_distr's StudentT (a gamma rejection sampler).
     let t_scale = scale / 2f32.sqrt();
     out.par_chunks_mut(CHUNK).enumerate().for_each(|(k, c)| {
         let mut r = util::rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D).wrapping_add(k as u64));
         match dist {
-            Dist::Heavy => c.iter_mut().for_each(|x| *x = t4.sample(&mut r) * t_scale),
+            Dist::Heavy => c.iter_mut().for_each(|x| {
+                let z: f32 = StandardNormal.sample(&mut r);
+                // 1 - u keeps each uniform in (0, 1], so the logarithm is finite.
+                let (u1, u2) = (1.0 - r.random::<f32>(), 1.0 - r.random::<f32>());
+                let chi = (-0.5 * (u1 * u2).ln()).sqrt().max(1e-6);
+                *x = z / chi * t_scale;
+            }),
             Dist::Normal | Dist::Outlier => {
                 c.iter_mut().for_each(|x| *x = StandardNormal.sample(&mut r));
                 let base = k * CHUNK;

@@ -73,7 +73,11 @@ fn check_memory(case: &Case, (m, k, n): (usize, usize, usize)) -> Result<()> {
     Ok(())
 }
 
-fn build(case: &Case, label: String, make: impl FnOnce(&[f32], (usize, usize, usize)) -> Result<Kernel>) -> Result<Box<dyn Workload>> {
+fn build(
+    case: &Case,
+    label: String,
+    make: impl FnOnce(&[f32], (usize, usize, usize)) -> Result<Kernel> + Send,
+) -> Result<Box<dyn Workload>> {
     let dims @ (m, k, n) = dims(case)?;
     check_memory(case, dims)?;
     let (pool, threads) = thread_pool(case)?;
@@ -266,9 +270,9 @@ impl Workload for Linear {
         if let Kernel::Dynamic(d) = &self.kernel {
             out.push(Metric::new(format!("int8_path_{}", d.path.name()), 1.0, ""));
         }
-        // Enough repetitions for a stable minimum, within about a second.
-        let per = 2.0 * (m * k * n) as f64 / 50e9 + 4.0 * (n * k) as f64 / 10e9;
-        let reps = ((0.3 / per) as usize).clamp(3, 20);
+        // Enough repetitions for a stable minimum, within a fraction of a second.
+        let per = 2.0 * (m * k * n) as f64 / 100e9 + 4.0 * (n * k) as f64 / 20e9;
+        let reps = ((0.1 / per) as usize).clamp(2, 10);
         let (own, base) = self.interleaved(reps);
         out.push(Metric::new("f32_baseline_ns", base * 1e9, "ns"));
         out.push(Metric::new("speedup_vs_f32", base / own, "ratio"));

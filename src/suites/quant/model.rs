@@ -12,7 +12,7 @@ use super::choice;
 use super::data::{self, Dist, accuracy};
 use crate::kernels::quant::blocks::{BlockFormat, QK, dequantize_blocks, quantize_blocks};
 use crate::kernels::quant::int8::{self, QParams};
-use crate::kernels::quant::ternary;
+use crate::kernels::quant::{clamp_to_i32, rne, ternary};
 use crate::models::ModelConfig;
 use crate::plan::Case;
 use crate::results::Metric;
@@ -98,7 +98,7 @@ fn encode(format: &str, x: &[f32], rows: usize, cols: usize, gamma: f32, out: &m
             let inv = 1.0 / (gamma + ternary::EPS);
             for (o, x) in out.iter_mut().zip(x.chunks(5)) {
                 for (c, &v) in codes.iter_mut().zip(x) {
-                    *c = crate::kernels::quant::rne((v * inv).clamp(-1.0, 1.0)) as i8;
+                    *c = clamp_to_i32(rne(v * inv), -1.0, 1.0) as i8;
                 }
                 *o = codes[..x.len()].iter().rev().fold(0u8, |a, &t| a * 3 + (t + 1) as u8);
             }
