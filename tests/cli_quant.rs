@@ -32,11 +32,13 @@ shape = "16x128x64"
 fn run_small(extra: &[&str]) -> (Run, Value) {
     let dir = scratch(&format!("quant-{}", extra.len()));
     let cfg = write(&dir, "small.toml", SMALL);
-    let mut args = vec!["run", "--suite", "quant", "--quick", "--no-probe", "--sample-size", "3", "--config", &cfg];
+    let mut args =
+        vec!["run", "--suite", "quant", "--quick", "--no-probe", "--sample-size", "3", "--config", &cfg];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--format", "json"]);
     let r = tfbench(&args);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
+    let v: Value =
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
     (r, v)
 }
 
@@ -92,7 +94,8 @@ fn whole_suite_on_small_shapes_verifies_and_reports_accuracy_in_every_row() {
     let q8 = metric(find("quant/quantize/dist=heavy,format=q8_0,shape=64x256,threads=all"), "sqnr").unwrap();
     let f16 = metric(find("quant/quantize/dist=heavy,format=f16,shape=64x256,threads=all"), "sqnr").unwrap();
     assert!(q4 < q8 && q8 < f16, "sqnr q4_0 {q4}, q8_0 {q8}, f16 {f16}");
-    let bits = metric(find("quant/quantize/dist=heavy,format=q4_1,shape=64x256,threads=1"), "bits_per_weight");
+    let bits =
+        metric(find("quant/quantize/dist=heavy,format=q4_1,shape=64x256,threads=1"), "bits_per_weight");
     assert_eq!(bits, Some(5.0));
     let lin = find("quant/linear/format=int8,shape=1x256x128,threads=all");
     assert!(metric(lin, "speedup_vs_f32").unwrap() > 0.0);
@@ -111,7 +114,9 @@ fn whole_suite_on_small_shapes_verifies_and_reports_accuracy_in_every_row() {
     assert!(ratio > 1.5 && ratio < 32.0 / 4.5, "{ratio}");
     assert!(metric(model, "bytes_after").unwrap() < metric(model, "bytes_before").unwrap());
     let sum = find("quant/mixed/dtype=f16,elements=100000,op=sum");
-    assert!(metric(sum, "rel_error_f32_accumulate").unwrap() < metric(sum, "rel_error_half_accumulate").unwrap());
+    assert!(
+        metric(sum, "rel_error_f32_accumulate").unwrap() < metric(sum, "rel_error_half_accumulate").unwrap()
+    );
 }
 
 #[test]
@@ -132,15 +137,26 @@ fn int8_paths_the_cpu_lacks_are_skipped_and_the_rest_agree() {
 fn bad_parameter_values_name_the_valid_choices() {
     let dir = scratch("quant-bad");
     for (text, valid) in [
-        ("[suites.quant.benchmarks.linear]\nformat = \"fp8\"\nshape = \"1x64x8\"\n", "valid: f32, f32_gemv, f16"),
-        ("[suites.quant.benchmarks.quantize]\nformat = \"int3\"\nshape = \"8x64\"\n", "valid: int8_sym_tensor"),
+        (
+            "[suites.quant.benchmarks.linear]\nformat = \"fp8\"\nshape = \"1x64x8\"\n",
+            "valid: f32, f32_gemv, f16",
+        ),
+        (
+            "[suites.quant.benchmarks.quantize]\nformat = \"int3\"\nshape = \"8x64\"\n",
+            "valid: int8_sym_tensor",
+        ),
         ("[suites.quant.benchmarks.model]\nmodel = \"gpt5\"\nformat = \"int8\"\n", "valid models: bert-tiny"),
     ] {
         let cfg = write(&dir, "bad.toml", text);
         let bench = text.split('.').nth(3).unwrap().split(']').next().unwrap();
         let r = tfbench(&["run", "--suite", "quant", "--quick", "--no-probe", "--config", &cfg, bench]);
         assert_ne!(r.code, 0, "{text}");
-        assert!(r.stdout.contains(valid) || r.stderr.contains(valid), "{valid} not in:\n{}\n{}", r.stdout, r.stderr);
+        assert!(
+            r.stdout.contains(valid) || r.stderr.contains(valid),
+            "{valid} not in:\n{}\n{}",
+            r.stdout,
+            r.stderr
+        );
     }
 }
 
@@ -150,8 +166,20 @@ fn bad_parameter_values_name_the_valid_choices() {
 #[ignore]
 fn llama_7b_streams_without_holding_the_model() {
     let dir = scratch("quant-7b");
-    let cfg = write(&dir, "7b.toml", "[suites.quant.benchmarks.model]\nmodel = \"llama-7b\"\nformat = \"q4_0\"\n");
-    let r = tfbench(&["run", "--suite", "quant", "--quick", "--no-probe", "--config", &cfg, "--format", "json", "model"]);
+    let cfg =
+        write(&dir, "7b.toml", "[suites.quant.benchmarks.model]\nmodel = \"llama-7b\"\nformat = \"q4_0\"\n");
+    let r = tfbench(&[
+        "run",
+        "--suite",
+        "quant",
+        "--quick",
+        "--no-probe",
+        "--config",
+        &cfg,
+        "--format",
+        "json",
+        "model",
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     let c = &v["cases"][0];
@@ -166,7 +194,13 @@ fn llama_7b_streams_without_holding_the_model() {
 #[ignore]
 fn decode_shape_full_size() {
     let r = tfbench(&[
-        "run", "--suite", "quant", "--quick", "--no-probe", "--format", "json",
+        "run",
+        "--suite",
+        "quant",
+        "--quick",
+        "--no-probe",
+        "--format",
+        "json",
         "quant/linear/format=.*,shape=1x4096x4096,threads=all",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);

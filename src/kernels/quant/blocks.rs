@@ -304,7 +304,8 @@ mod tests {
     #[test]
     fn round_trip_errors_are_within_each_formats_bound() {
         let (rows, cols) = (9, 256);
-        let x: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 / 250.0 - 2.0).powi(3)).collect();
+        let x: Vec<f32> =
+            (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 / 250.0 - 2.0).powi(3)).collect();
         for f in [BlockFormat::Q8_0, BlockFormat::Q4_0, BlockFormat::Q4_1] {
             let mut t = BlockTensor::zeros(f, rows, cols).unwrap();
             t.quantize_from(&x);

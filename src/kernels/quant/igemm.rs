@@ -133,7 +133,17 @@ pub fn gemm_i8(path: Int8Path, m: usize, a: &[i8], b: &I8Weights, c: &mut [i32])
 
 /// One block of weight rows `j0..j1` against every row of A.
 #[allow(clippy::too_many_arguments)]
-fn block(path: Int8Path, m: usize, k: usize, n: usize, a: &[i8], b: &I8Weights, j0: usize, j1: usize, c: *mut i32) {
+fn block(
+    path: Int8Path,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[i8],
+    b: &I8Weights,
+    j0: usize,
+    j1: usize,
+    c: *mut i32,
+) {
     let (mr, nr) = match path {
         Int8Path::Avx512Vnni => (4, 4),
         Int8Path::AvxVnni | Int8Path::Avx2 => (2, 4),
@@ -210,7 +220,12 @@ use std::arch::x86_64::*;
 
 #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
-unsafe fn tile_vnni512<const MR: usize, const NR: usize>(a: &[i8], b: &[i8], k: usize, t: &mut [[i32; 4]; 4]) {
+unsafe fn tile_vnni512<const MR: usize, const NR: usize>(
+    a: &[i8],
+    b: &[i8],
+    k: usize,
+    t: &mut [[i32; 4]; 4],
+) {
     let flip = _mm512_set1_epi8(-128);
     let mut acc = [[_mm512_setzero_si512(); NR]; MR];
     let mut p = 0;
@@ -225,7 +240,8 @@ unsafe fn tile_vnni512<const MR: usize, const NR: usize>(a: &[i8], b: &[i8], k: 
         }
         for (i, acc) in acc.iter_mut().enumerate() {
             // SAFETY: as above for row i of A.
-            let av = _mm512_xor_si512(unsafe { _mm512_maskz_loadu_epi8(mask, a.as_ptr().add(i * k + p)) }, flip);
+            let av =
+                _mm512_xor_si512(unsafe { _mm512_maskz_loadu_epi8(mask, a.as_ptr().add(i * k + p)) }, flip);
             for (acc, &bv) in acc.iter_mut().zip(&bv) {
                 *acc = _mm512_dpbusd_epi32(*acc, av, bv);
             }
@@ -250,7 +266,12 @@ fn hsum256(v: __m256i) -> i32 {
 
 #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
 #[target_feature(enable = "avx2,avxvnni")]
-unsafe fn tile_avxvnni<const MR: usize, const NR: usize>(a: &[i8], b: &[i8], k: usize, t: &mut [[i32; 4]; 4]) {
+unsafe fn tile_avxvnni<const MR: usize, const NR: usize>(
+    a: &[i8],
+    b: &[i8],
+    k: usize,
+    t: &mut [[i32; 4]; 4],
+) {
     let flip = _mm256_set1_epi8(-128);
     let mut acc = [[_mm256_setzero_si256(); NR]; MR];
     let main = k - k % 32;

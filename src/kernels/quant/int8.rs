@@ -10,8 +10,8 @@
 //!
 //! Large tensors are split over the current rayon pool.
 
-use super::{clamp_to_i32, rne};
 use super::simd::multiversion;
+use super::{clamp_to_i32, rne};
 use rayon::prelude::*;
 
 /// Elements per parallel task (256 KiB of f32): below this, fork/join costs
@@ -200,7 +200,10 @@ pub fn quantize_into(x: &[f32], out: &mut Int8Tensor) {
             let (mn, mx) = min_max(x);
             let p = QParams::for_range(scheme, mn, mx);
             out.params[0] = p;
-            out.data.par_chunks_mut(CHUNK).zip(x.par_chunks(CHUNK)).for_each(|(o, x)| quantize_with(x, p, lo, hi, o));
+            out.data
+                .par_chunks_mut(CHUNK)
+                .zip(x.par_chunks(CHUNK))
+                .for_each(|(o, x)| quantize_with(x, p, lo, hi, o));
         }
         Granularity::PerChannel => {
             let cols = out.cols.max(1);
@@ -237,13 +240,14 @@ pub fn dequantize_into(t: &Int8Tensor, out: &mut [f32]) {
     assert_eq!(out.len(), t.data.len(), "dequantize_into: length mismatch");
     let cols = t.cols.max(1);
     let rows_per_task = (CHUNK / cols).max(1);
-    out.par_chunks_mut(rows_per_task * cols).zip(t.data.par_chunks(rows_per_task * cols)).enumerate().for_each(
-        |(task, (o, q))| {
+    out.par_chunks_mut(rows_per_task * cols)
+        .zip(t.data.par_chunks(rows_per_task * cols))
+        .enumerate()
+        .for_each(|(task, (o, q))| {
             for (r, (o, q)) in o.chunks_mut(cols).zip(q.chunks(cols)).enumerate() {
                 dequantize_with(q, t.row_params(task * rows_per_task + r), o);
             }
-        },
-    );
+        });
 }
 
 multiversion! {

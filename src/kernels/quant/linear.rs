@@ -128,12 +128,16 @@ impl QMatrix {
             WeightFormat::F32 => Store::F32(w.to_vec()),
             WeightFormat::F16 => {
                 let mut h = vec![f16::ZERO; w.len()];
-                h.par_chunks_mut(1 << 16).zip(w.par_chunks(1 << 16)).for_each(|(h, w)| h.convert_from_f32_slice(w));
+                h.par_chunks_mut(1 << 16)
+                    .zip(w.par_chunks(1 << 16))
+                    .for_each(|(h, w)| h.convert_from_f32_slice(w));
                 Store::F16(h)
             }
             WeightFormat::Bf16 => {
                 let mut h = vec![bf16::ZERO; w.len()];
-                h.par_chunks_mut(1 << 16).zip(w.par_chunks(1 << 16)).for_each(|(h, w)| h.convert_from_f32_slice(w));
+                h.par_chunks_mut(1 << 16)
+                    .zip(w.par_chunks(1 << 16))
+                    .for_each(|(h, w)| h.convert_from_f32_slice(w));
                 Store::Bf16(h)
             }
             WeightFormat::Int8 => {
@@ -190,7 +194,13 @@ impl QMatrix {
             Store::Block(t) => {
                 let (b0, b1, cb) = (r0 * k / QK, r1 * k / QK, t.format.code_bytes());
                 let mins = if t.format == BlockFormat::Q4_1 { &t.mins[b0..b1] } else { &[][..] };
-                super::blocks::dequantize_blocks(t.format, &t.scales[b0..b1], mins, &t.qs[b0 * cb..b1 * cb], out);
+                super::blocks::dequantize_blocks(
+                    t.format,
+                    &t.scales[b0..b1],
+                    mins,
+                    &t.qs[b0 * cb..b1 * cb],
+                    out,
+                );
             }
             Store::Ternary(t) => {
                 for (r, o) in (r0..r1).zip(out.chunks_mut(k)) {
@@ -462,7 +472,9 @@ mod avx512 {
             *t = v.to_bits();
         }
         // SAFETY: tmp and out hold 16 values each.
-        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_cvtph_ps(_mm256_loadu_si256(tmp.as_ptr().cast()))) };
+        unsafe {
+            _mm512_storeu_ps(out.as_mut_ptr(), _mm512_cvtph_ps(_mm256_loadu_si256(tmp.as_ptr().cast())))
+        };
     }
 
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
@@ -475,7 +487,13 @@ mod avx512 {
         while i < main {
             for (u, a) in acc.iter_mut().enumerate() {
                 // SAFETY: i + 64 <= k.
-                unsafe { *a = _mm512_fmadd_ps(_mm512_loadu_ps(pw.add(i + 16 * u)), _mm512_loadu_ps(px.add(i + 16 * u)), *a) };
+                unsafe {
+                    *a = _mm512_fmadd_ps(
+                        _mm512_loadu_ps(pw.add(i + 16 * u)),
+                        _mm512_loadu_ps(px.add(i + 16 * u)),
+                        *a,
+                    )
+                };
             }
             i += 64;
         }
@@ -537,7 +555,8 @@ mod avx512 {
             for (u, a) in acc.iter_mut().enumerate() {
                 // SAFETY: i + 64 <= k.
                 unsafe {
-                    let wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(pw.add(i + 16 * u).cast())));
+                    let wv =
+                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(pw.add(i + 16 * u).cast())));
                     *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(px.add(i + 16 * u)), *a);
                 }
             }
@@ -562,7 +581,11 @@ mod avx512 {
                     let xp = x.as_ptr().add(b * QK);
                     let w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q.cast())));
                     let w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q.add(16).cast())));
-                    let dot = _mm512_fmadd_ps(w1, _mm512_loadu_ps(xp.add(16)), _mm512_mul_ps(w0, _mm512_loadu_ps(xp)));
+                    let dot = _mm512_fmadd_ps(
+                        w1,
+                        _mm512_loadu_ps(xp.add(16)),
+                        _mm512_mul_ps(w0, _mm512_loadu_ps(xp)),
+                    );
                     acc[j & 1] = _mm512_fmadd_ps(dot, _mm512_set1_ps(s), acc[j & 1]);
                 }
             }
@@ -595,7 +618,9 @@ mod avx512 {
                     unsafe { _mm512_maskz_loadu_ps(mask, ms.as_ptr()) }
                 }
                 // SAFETY: ds holds 16 values.
-                None => _mm512_mul_ps(unsafe { _mm512_maskz_loadu_ps(mask, ds.as_ptr()) }, _mm512_set1_ps(-8.0)),
+                None => {
+                    _mm512_mul_ps(unsafe { _mm512_maskz_loadu_ps(mask, ds.as_ptr()) }, _mm512_set1_ps(-8.0))
+                }
             };
             corr = _mm512_fmadd_ps(off, xsv, corr);
             for (j, &s) in ds.iter().enumerate().take(n) {
@@ -606,7 +631,11 @@ mod avx512 {
                     let lo = _mm512_cvtepi32_ps(_mm512_and_si512(v, low));
                     let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
                     let xp = x.as_ptr().add(b * QK);
-                    let dot = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xp.add(16)), _mm512_mul_ps(lo, _mm512_loadu_ps(xp)));
+                    let dot = _mm512_fmadd_ps(
+                        hi,
+                        _mm512_loadu_ps(xp.add(16)),
+                        _mm512_mul_ps(lo, _mm512_loadu_ps(xp)),
+                    );
                     acc[j & 1] = _mm512_fmadd_ps(dot, _mm512_set1_ps(s), acc[j & 1]);
                 }
             }
@@ -706,7 +735,13 @@ mod tests {
                     q.matmul_with(&x, m, &mut y, simd);
                     for i in 0..m * n {
                         let err = (y[i] as f64 - want[i] as f64).abs();
-                        assert!(err <= tol[i], "{} m={m} simd={simd} [{i}]: {} vs {}", f.name(), y[i], want[i]);
+                        assert!(
+                            err <= tol[i],
+                            "{} m={m} simd={simd} [{i}]: {} vs {}",
+                            f.name(),
+                            y[i],
+                            want[i]
+                        );
                     }
                 }
             }
@@ -751,7 +786,8 @@ mod tests {
             int8::quantize_per_token(&x, k, &mut xq, &mut sx);
             for t in 0..m {
                 for j in 0..n {
-                    let acc: i32 = (0..k).map(|p| xq[t * k + p] as i32 * l.weights.data[j * k + p] as i32).sum();
+                    let acc: i32 =
+                        (0..k).map(|p| xq[t * k + p] as i32 * l.weights.data[j * k + p] as i32).sum();
                     assert_eq!(y[t * n + j], acc as f32 * (sx[t] * l.scales[j]), "{}", path.name());
                 }
             }

@@ -56,7 +56,10 @@ impl TernaryMatrix {
         assert_eq!(w.len(), rows * cols, "TernaryMatrix::quantize: shape mismatch");
         let gamma = absmean(w);
         let mut codes = vec![0i8; w.len()];
-        codes.par_chunks_mut(1 << 16).zip(w.par_chunks(1 << 16)).for_each(|(o, w)| ternary_codes(w, gamma, o));
+        codes
+            .par_chunks_mut(1 << 16)
+            .zip(w.par_chunks(1 << 16))
+            .for_each(|(o, w)| ternary_codes(w, gamma, o));
         Self::from_codes(&codes, rows, cols, gamma)
     }
 
@@ -72,8 +75,11 @@ impl TernaryMatrix {
         self.gamma = gamma;
         let inv = 1.0 / (gamma + EPS);
         let (words, cols) = (self.words, self.cols.max(1));
-        self.plus.par_chunks_mut(words).zip(self.minus.par_chunks_mut(words)).zip(w.par_chunks(cols)).for_each(
-            |((p, m), row)| {
+        self.plus
+            .par_chunks_mut(words)
+            .zip(self.minus.par_chunks_mut(words))
+            .zip(w.par_chunks(cols))
+            .for_each(|((p, m), row)| {
                 for ((p, m), chunk) in p.iter_mut().zip(m.iter_mut()).zip(row.chunks(64)) {
                     let (mut pb, mut mb) = (0u64, 0u64);
                     for (i, &v) in chunk.iter().enumerate() {
@@ -83,8 +89,7 @@ impl TernaryMatrix {
                     }
                     (*p, *m) = (pb, mb);
                 }
-            },
-        );
+            });
     }
 
     /// `code * gamma` for every weight, rows in parallel.
@@ -94,15 +99,16 @@ impl TernaryMatrix {
     pub fn dequantize_into(&self, out: &mut [f32]) {
         assert_eq!(out.len(), self.rows * self.cols, "TernaryMatrix::dequantize_into: shape mismatch");
         let (words, g) = (self.words, self.gamma);
-        out.par_chunks_mut(self.cols.max(1)).zip(self.plus.par_chunks(words)).zip(self.minus.par_chunks(words)).for_each(
-            |((o, p), m)| {
+        out.par_chunks_mut(self.cols.max(1))
+            .zip(self.plus.par_chunks(words))
+            .zip(self.minus.par_chunks(words))
+            .for_each(|((o, p), m)| {
                 for ((o, &p), &m) in o.chunks_mut(64).zip(p).zip(m) {
                     for (i, o) in o.iter_mut().enumerate() {
                         *o = (((p >> i) & 1) as f32 - ((m >> i) & 1) as f32) * g;
                     }
                 }
-            },
-        );
+            });
     }
 
     /// Packs codes in {-1, 0, 1} into bit planes.
@@ -148,7 +154,10 @@ impl TernaryMatrix {
     /// `sum_k x[k] * code[r, k]` for a row, `x` padded to `words * 64` i16
     /// values with |x| <= 127.
     pub fn dot_row(&self, r: usize, x: &[i16], simd: bool) -> i32 {
-        let (p, m) = (&self.plus[r * self.words..(r + 1) * self.words], &self.minus[r * self.words..(r + 1) * self.words]);
+        let (p, m) = (
+            &self.plus[r * self.words..(r + 1) * self.words],
+            &self.minus[r * self.words..(r + 1) * self.words],
+        );
         #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
         if simd && super::has_avx512() {
             // SAFETY: the CPU has AVX-512 F and BW; slice lengths are checked inside.
@@ -188,13 +197,18 @@ unsafe fn dot_avx512(plus: &[u64], minus: &[u64], x: &[i16]) -> i32 {
         let (mut lo, mut hi) = (_mm512_setzero_si512(), _mm512_setzero_si512());
         for ((&p, &m), xs) in p.iter().zip(m).zip(xs.chunks_exact(64)) {
             // SAFETY: xs holds 64 i16 = two 512-bit vectors.
-            let (x0, x1) = unsafe { (_mm512_loadu_si512(xs.as_ptr().cast()), _mm512_loadu_si512(xs.as_ptr().add(32).cast())) };
+            let (x0, x1) = unsafe {
+                (_mm512_loadu_si512(xs.as_ptr().cast()), _mm512_loadu_si512(xs.as_ptr().add(32).cast()))
+            };
             lo = _mm512_mask_add_epi16(lo, p as u32, lo, x0);
             lo = _mm512_mask_sub_epi16(lo, m as u32, lo, x0);
             hi = _mm512_mask_add_epi16(hi, (p >> 32) as u32, hi, x1);
             hi = _mm512_mask_sub_epi16(hi, (m >> 32) as u32, hi, x1);
         }
-        total = _mm512_add_epi32(total, _mm512_add_epi32(_mm512_madd_epi16(lo, ones), _mm512_madd_epi16(hi, ones)));
+        total = _mm512_add_epi32(
+            total,
+            _mm512_add_epi32(_mm512_madd_epi16(lo, ones), _mm512_madd_epi16(hi, ones)),
+        );
     }
     _mm512_reduce_add_epi32(total)
 }

@@ -132,7 +132,9 @@ impl Workload for Calibrate {
                 let best = all.iter().map(|e| e.0).fold(f64::INFINITY, f64::min);
                 let got = err(scale);
                 if got > best * (1.0 + 1e-3) {
-                    bail!("mse search chose scale {scale} with squared error {got}, but the grid's best is {best}");
+                    bail!(
+                        "mse search chose scale {scale} with squared error {got}, but the grid's best is {best}"
+                    );
                 }
                 if got > err(absmax / 127.0) {
                     bail!("mse search is worse than min-max");

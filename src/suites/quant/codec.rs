@@ -62,8 +62,14 @@ impl Codec {
             Self::Int8(t) => int8::quantize_into(x, t),
             Self::Block(t) => t.quantize_from(x),
             Self::Ternary(t) => t.quantize_into(x),
-            Self::F16(h) => h.par_chunks_mut(1 << 16).zip(x.par_chunks(1 << 16)).for_each(|(h, x)| h.convert_from_f32_slice(x)),
-            Self::Bf16(h) => h.par_chunks_mut(1 << 16).zip(x.par_chunks(1 << 16)).for_each(|(h, x)| h.convert_from_f32_slice(x)),
+            Self::F16(h) => h
+                .par_chunks_mut(1 << 16)
+                .zip(x.par_chunks(1 << 16))
+                .for_each(|(h, x)| h.convert_from_f32_slice(x)),
+            Self::Bf16(h) => h
+                .par_chunks_mut(1 << 16)
+                .zip(x.par_chunks(1 << 16))
+                .for_each(|(h, x)| h.convert_from_f32_slice(x)),
         }
     }
 
@@ -72,8 +78,14 @@ impl Codec {
             Self::Int8(t) => int8::dequantize_into(t, out),
             Self::Block(t) => t.dequantize_into(out),
             Self::Ternary(t) => t.dequantize_into(out),
-            Self::F16(h) => out.par_chunks_mut(1 << 16).zip(h.par_chunks(1 << 16)).for_each(|(o, h)| h.convert_to_f32_slice(o)),
-            Self::Bf16(h) => out.par_chunks_mut(1 << 16).zip(h.par_chunks(1 << 16)).for_each(|(o, h)| h.convert_to_f32_slice(o)),
+            Self::F16(h) => out
+                .par_chunks_mut(1 << 16)
+                .zip(h.par_chunks(1 << 16))
+                .for_each(|(o, h)| h.convert_to_f32_slice(o)),
+            Self::Bf16(h) => out
+                .par_chunks_mut(1 << 16)
+                .zip(h.par_chunks(1 << 16))
+                .for_each(|(o, h)| h.convert_to_f32_slice(o)),
         }
     }
 
@@ -130,7 +142,8 @@ impl Codec {
                         Granularity::PerTensor => x,
                         Granularity::PerChannel => &x[r * t.cols..(r + 1) * t.cols],
                     };
-                    let (mn, mx) = xs.iter().fold((0.0f64, 0.0f64), |(a, b), &v| (a.min(v as f64), b.max(v as f64)));
+                    let (mn, mx) =
+                        xs.iter().fold((0.0f64, 0.0f64), |(a, b), &v| (a.min(v as f64), b.max(v as f64)));
                     let p = t.params[r];
                     let want = match t.scheme {
                         Scheme::Symmetric => mn.abs().max(mx) / 127.0,
@@ -167,7 +180,8 @@ impl Codec {
                             d
                         }
                         BlockFormat::Q4_0 => {
-                            let m = xs.iter().copied().fold(0.0f32, |a, v| if v.abs() > a.abs() { v } else { a });
+                            let m =
+                                xs.iter().copied().fold(0.0f32, |a, v| if v.abs() > a.abs() { v } else { a });
                             let d = m / -8.0;
                             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
                             for j in 0..QK {
@@ -196,7 +210,9 @@ impl Codec {
                     let got: Vec<u8> = if t.format == BlockFormat::Q8_0 {
                         stored.to_vec()
                     } else {
-                        (0..QK).map(|j| if j < QK / 2 { stored[j] & 15 } else { stored[j - QK / 2] >> 4 }).collect()
+                        (0..QK)
+                            .map(|j| if j < QK / 2 { stored[j] & 15 } else { stored[j - QK / 2] >> 4 })
+                            .collect()
                     };
                     if got[..] != codes[..] {
                         return Some(format!("block {b}: codes {got:?}, reference {codes:?}"));
@@ -219,8 +235,16 @@ impl Codec {
                 }
                 None
             }
-            Self::F16(h) => x.iter().zip(h).position(|(&v, &q)| f16::from_f32(v) != q).map(|i| format!("value {i}: {} vs {}", h[i], f16::from_f32(x[i]))),
-            Self::Bf16(h) => x.iter().zip(h).position(|(&v, &q)| bf16::from_f32(v) != q).map(|i| format!("value {i}: {} vs {}", h[i], bf16::from_f32(x[i]))),
+            Self::F16(h) => x
+                .iter()
+                .zip(h)
+                .position(|(&v, &q)| f16::from_f32(v) != q)
+                .map(|i| format!("value {i}: {} vs {}", h[i], f16::from_f32(x[i]))),
+            Self::Bf16(h) => x
+                .iter()
+                .zip(h)
+                .position(|(&v, &q)| bf16::from_f32(v) != q)
+                .map(|i| format!("value {i}: {} vs {}", h[i], bf16::from_f32(x[i]))),
         }
     }
 }
@@ -253,11 +277,15 @@ impl Workload for Convert {
         let Self { dequant, codec, x, back, pool, .. } = self;
         if *dequant {
             install(pool.as_ref(), || codec.dequantize(back));
-            let bad = back.par_iter().enumerate().find_any(|(i, v)| codec.decode(*i).to_bits() != v.to_bits());
+            let bad =
+                back.par_iter().enumerate().find_any(|(i, v)| codec.decode(*i).to_bits() != v.to_bits());
             if let Some((i, v)) = bad {
                 bail!("dequantize: value {i} is {v}, naive decoding gives {}", codec.decode(i));
             }
-            return Ok(Verification::pass(format!("{}: every value bit-exact against naive per-element decoding", self.format)));
+            return Ok(Verification::pass(format!(
+                "{}: every value bit-exact against naive per-element decoding",
+                self.format
+            )));
         }
         install(pool.as_ref(), || codec.quantize(x));
         if let Some(e) = codec.check_codes(x) {

@@ -166,7 +166,8 @@ mod tests {
         let (v, k) = moments(&draw(Dist::Heavy, 512, 512, 1.0, 1));
         assert!((v - 1.0).abs() < 0.15 && k > 5.0, "heavy tail: variance {v}, kurtosis {k}");
         let o = draw(Dist::Outlier, 512, 512, 1.0, 1);
-        let big = (0..512).filter(|&c| (0..512).map(|r| o[r * 512 + c].abs()).fold(0.0, f32::max) > 30.0).count();
+        let big =
+            (0..512).filter(|&c| (0..512).map(|r| o[r * 512 + c].abs()).fold(0.0, f32::max) > 30.0).count();
         assert!((1..=20).contains(&big), "{big} outlier columns");
         assert_eq!(draw(Dist::Heavy, 64, 8, 1.0, 7), draw(Dist::Heavy, 64, 8, 1.0, 7));
         assert_eq!(n, 512 * 512);

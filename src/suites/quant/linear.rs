@@ -2,8 +2,8 @@
 //! `dynamic` (W8A8 with per-call activation quantization) and `int8_gemm`
 //! (the integer kernel alone, per instruction path).
 
-use super::data::{self, Dist, accuracy};
 use super::choice;
+use super::data::{self, Dist, accuracy};
 use crate::kernels::quant::igemm::dot_scalar;
 use crate::kernels::quant::{DynamicLinear, I8Weights, Int8Path, QMatrix, WeightFormat, gemm_i8, int8};
 use crate::kernels::{Layout, matmul};
@@ -17,13 +17,18 @@ use std::time::Instant;
 /// Valid `format` values of `linear`: every weight format, plus `f32_gemv`
 /// (the plain f32 dot-product kernel the quantized decode kernels are built
 /// like; `f32` is the shared gemm-crate GEMM).
-pub(crate) const FORMATS: &[&str] = &["f32", "f32_gemv", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1", "ternary"];
+pub(crate) const FORMATS: &[&str] =
+    &["f32", "f32_gemv", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1", "ternary"];
 
 /// `MxKxN` from the `shape` parameter.
 fn dims(case: &Case) -> Result<(usize, usize, usize)> {
     match case.shape("shape")?.as_slice() {
         &[m, k, n] => Ok((m, k, n)),
-        other => bail!("case {}: `shape` must be MxKxN (tokens x in x out), got {} dimensions", case.id, other.len()),
+        other => bail!(
+            "case {}: `shape` must be MxKxN (tokens x in x out), got {} dimensions",
+            case.id,
+            other.len()
+        ),
     }
 }
 
@@ -151,7 +156,9 @@ impl Linear {
             own = own.min(t.elapsed().as_secs_f64());
             let Self { w32, x, dims, threads, pool, .. } = self;
             let t = Instant::now();
-            install(pool.as_ref(), || matmul(*threads, *dims, x, w32.as_f32().expect("f32"), Layout::NxK, &mut y));
+            install(pool.as_ref(), || {
+                matmul(*threads, *dims, x, w32.as_f32().expect("f32"), Layout::NxK, &mut y)
+            });
             base = base.min(t.elapsed().as_secs_f64());
             if m <= crate::kernels::quant::linear::DECODE_MAX_M {
                 let t = Instant::now();
@@ -225,14 +232,20 @@ impl Workload for Linear {
                 "{} int8 kernel vs i32 naive dot of the per-token int8 activations, rescaled in f64",
                 d.path.name()
             ),
-            Kernel::Q(q) if q.ternary().is_some() => "exact integer sum of ternary codes x int8 activations".into(),
+            Kernel::Q(q) if q.ternary().is_some() => {
+                "exact integer sum of ternary codes x int8 activations".into()
+            }
             _ => "f64 dot products of x with the dequantized weight rows (dequantize-then-matmul)".into(),
         };
         Ok(Verification {
             passed: true,
             reference,
             max_error: Some(worst),
-            detail: format!("{} entries ({} columns x {m} tokens); max_error is the worst error / tolerance", cols.len() * m, cols.len()),
+            detail: format!(
+                "{} entries ({} columns x {m} tokens); max_error is the worst error / tolerance",
+                cols.len() * m,
+                cols.len()
+            ),
         })
     }
 
@@ -315,7 +328,8 @@ impl Workload for Gemm8 {
     fn verify(&mut self) -> Result<Verification> {
         self.run(1)?;
         let (m, k, n) = (self.m, self.b.cols, self.b.rows);
-        let cols: Vec<usize> = if m * n * k <= 1 << 24 { (0..n).collect() } else { (0..64).map(|i| i * (n - 1) / 63).collect() };
+        let cols: Vec<usize> =
+            if m * n * k <= 1 << 24 { (0..n).collect() } else { (0..64).map(|i| i * (n - 1) / 63).collect() };
         for &j in &cols {
             for i in 0..m {
                 let mut want = 0i64;
@@ -338,7 +352,10 @@ impl Workload for Gemm8 {
 
     fn throughput(&self) -> Vec<Throughput> {
         let (m, k, n) = (self.m, self.b.cols, self.b.rows);
-        vec![Throughput::flops(2.0 * (m * k * n) as f64), Throughput::bytes((m * k + n * k + 4 * m * n) as f64)]
+        vec![
+            Throughput::flops(2.0 * (m * k * n) as f64),
+            Throughput::bytes((m * k + n * k + 4 * m * n) as f64),
+        ]
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {

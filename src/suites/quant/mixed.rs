@@ -182,7 +182,9 @@ impl<T: Half> Workload for Mixed<T> {
                 Ok(Verification::pass("bit-exact against per-element scalar widen, a*b+c in f32, round once"))
             }
             Op::Sum { x, got } => {
-                let (exact, abs) = x.iter().fold((0.0f64, 0.0f64), |(s, a), v| (s + v.to_f32() as f64, a + v.to_f32().abs() as f64));
+                let (exact, abs) = x
+                    .iter()
+                    .fold((0.0f64, 0.0f64), |(s, a), v| (s + v.to_f32() as f64, a + v.to_f32().abs() as f64));
                 // Each lane adds CHUNK/16 terms in f32: Higham's bound for recursive summation.
                 let bound = (CHUNK / 16 + 16) as f64 * f32::EPSILON as f64 * abs;
                 let err = (got - exact).abs();
@@ -211,7 +213,9 @@ impl<T: Half> Workload for Mixed<T> {
                         }
                     }
                 }
-                Ok(Verification::pass("f64 dot products with the half weights widened exactly (32 sampled columns)"))
+                Ok(Verification::pass(
+                    "f64 dot products with the half weights widened exactly (32 sampled columns)",
+                ))
             }
         }
     }
@@ -252,7 +256,11 @@ impl<T: Half> Workload for Mixed<T> {
                 let naive = x.iter().fold(T::from_f32(0.0), |s, v| T::from_f32(s.to_f32() + v.to_f32()));
                 vec![
                     Metric::new("rel_error_f32_accumulate", ((got - exact) / exact).abs(), "ratio"),
-                    Metric::new("rel_error_half_accumulate", ((naive.to_f32() as f64 - exact) / exact).abs(), "ratio"),
+                    Metric::new(
+                        "rel_error_half_accumulate",
+                        ((naive.to_f32() as f64 - exact) / exact).abs(),
+                        "ratio",
+                    ),
                 ]
             }
             Op::Matmul { w, y, y32, .. } => accuracy(y32, y).metrics(w.bits_per_weight()),

@@ -106,7 +106,8 @@ mod tests {
     }
 
     fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
-        let p: BTreeMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let p: BTreeMap<String, ParamValue> =
+            params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
         Case::new("quant", bench, p)
     }
 
@@ -119,7 +120,8 @@ mod tests {
         let spec = spec();
         let names: Vec<_> = spec.benchmarks.iter().map(|b| b.name.clone()).collect();
         assert_eq!(names, BENCHMARKS);
-        let ids: Vec<String> = spec.benchmarks.iter().flat_map(|b| expand("quant", b)).map(|c| c.id).collect();
+        let ids: Vec<String> =
+            spec.benchmarks.iter().flat_map(|b| expand("quant", b)).map(|c| c.id).collect();
         for t in QuantSuite.targets() {
             let re = regex::Regex::new(t.case_pattern).unwrap();
             assert!(ids.iter().any(|id| re.is_match(id)), "{}: no default case matches", t.name);
@@ -135,13 +137,18 @@ mod tests {
             for g in &mut b.grids {
                 for (k, v) in g.iter_mut() {
                     match (b.name.as_str(), k.as_str()) {
-                        ("linear" | "dynamic" | "int8_gemm", "shape") => *v = vec![s("3x96x40"), s("17x64x24")],
+                        ("linear" | "dynamic" | "int8_gemm", "shape") => {
+                            *v = vec![s("3x96x40"), s("17x64x24")]
+                        }
                         ("mixed", "shape") => *v = vec![s("12x64x48")],
                         ("mixed", "elements") => *v = vec![ParamValue::Int(70_001)],
                         (_, "shape") => *v = vec![s("48x160")],
                         ("model", "model") => *v = vec![s("llama-tiny"), s("gpt2-tiny")],
                         ("int8_gemm" | "dynamic", "path") => {
-                            *v = ["auto", "avx512_vnni", "avx_vnni", "avx2", "scalar"].iter().map(|p| s(p)).collect()
+                            *v = ["auto", "avx512_vnni", "avx_vnni", "avx2", "scalar"]
+                                .iter()
+                                .map(|p| s(p))
+                                .collect()
                         }
                         _ => {}
                     }
@@ -200,7 +207,8 @@ mod tests {
         assert!(e.contains("valid models: bert-tiny"), "{e}");
         let e = err(case("calibrate", &[("method", s("kl")), ("shape", s("8x32")), ("dist", s("normal"))]));
         assert!(e.contains("valid: minmax, percentile, mse"), "{e}");
-        let e = err(case("mixed", &[("op", s("fma")), ("dtype", s("fp8")), ("elements", ParamValue::Int(8))]));
+        let e =
+            err(case("mixed", &[("op", s("fma")), ("dtype", s("fp8")), ("elements", ParamValue::Int(8))]));
         assert!(e.contains("valid: f16, bf16"), "{e}");
     }
 }

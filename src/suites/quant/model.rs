@@ -158,7 +158,12 @@ fn decode(format: &str, bytes: &mut [u8], rows: usize, cols: usize, gamma: f32) 
         "int8" => {
             let (codes, scales) = bytes.split_at(n);
             for (r, (o, q)) in out.chunks_mut(cols).zip(codes.chunks(cols)).enumerate() {
-                let s = f32::from_le_bytes([scales[4 * r], scales[4 * r + 1], scales[4 * r + 2], scales[4 * r + 3]]);
+                let s = f32::from_le_bytes([
+                    scales[4 * r],
+                    scales[4 * r + 1],
+                    scales[4 * r + 2],
+                    scales[4 * r + 3],
+                ]);
                 o.iter_mut().zip(q).for_each(|(o, &c)| *o = c as i8 as f32 * s);
             }
         }
@@ -212,7 +217,10 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     if let Some(avail) = mem_available()
         && (pool_len as u64 * 4) > avail / 4
     {
-        return Err(skip(format!("the {} MiB source pool needs more than a quarter of available memory", pool_len >> 18)));
+        return Err(skip(format!(
+            "the {} MiB source pool needs more than a quarter of available memory",
+            pool_len >> 18
+        )));
     }
     // Spread tensors over the pool so neighbouring tensors differ.
     for (i, t) in tensors.iter_mut().enumerate() {
@@ -228,7 +236,8 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
         })
         .sum();
     let (pool, _) = thread_pool(case)?;
-    let pool_values = install(pool.as_ref(), || data::draw(Dist::Heavy, pool_len, 1, 0.02, super::seed(case)));
+    let pool_values =
+        install(pool.as_ref(), || data::draw(Dist::Heavy, pool_len, 1, 0.02, super::seed(case)));
     Ok(Box::new(ModelQuant {
         model: name,
         format,
@@ -283,7 +292,11 @@ impl Workload for ModelQuant {
     fn verify(&mut self) -> Result<Verification> {
         let written = install(self.pool.as_ref(), || self.once());
         if written != self.expected_bytes {
-            bail!("{}: wrote {written} bytes, the format's size formula gives {}", self.model, self.expected_bytes);
+            bail!(
+                "{}: wrote {written} bytes, the format's size formula gives {}",
+                self.model,
+                self.expected_bytes
+            );
         }
         // Round trip of the first chunk of the largest tensor.
         let t = self.tensors.iter().max_by_key(|t| t.rows * t.cols).expect("models have matrices");
@@ -316,18 +329,23 @@ impl Workload for ModelQuant {
             };
             let err = (a as f64 - b as f64).abs();
             if err > bound {
-                bail!("{}: round trip of value {i}: {a} -> {b}, error {err:e} > bound {bound:e}", self.format);
+                bail!(
+                    "{}: round trip of value {i}: {a} -> {b}, error {err:e} > bound {bound:e}",
+                    self.format
+                );
             }
             worst = worst.max(err / bound.max(1e-300));
         }
         let acc = accuracy(&x, &back);
-        let bits = self.expected_bytes as f64 * 8.0 / self.tensors.iter().map(|t| (t.rows * t.cols) as f64).sum::<f64>();
+        let bits = self.expected_bytes as f64 * 8.0
+            / self.tensors.iter().map(|t| (t.rows * t.cols) as f64).sum::<f64>();
         self.sample = Some((worst, bits, acc.metrics(bits)));
         self.written = written;
         Ok(Verification {
             passed: true,
-            reference: "bytes written vs the size formula; round trip of one chunk within the format's error bound"
-                .into(),
+            reference:
+                "bytes written vs the size formula; round trip of one chunk within the format's error bound"
+                    .into(),
             max_error: Some(worst),
             detail: format!("{} values of the largest tensor; max_error is the worst error / bound", x.len()),
         })
