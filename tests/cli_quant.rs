@@ -6,8 +6,15 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-/// Small grids for every benchmark, so a whole-suite run takes seconds.
+/// Small grids for every benchmark and a harness budget of a few
+/// milliseconds per case, so a whole-suite run takes seconds.
 const SMALL: &str = r#"
+[harness]
+sample_size = 3
+warm_up_time = 0.001
+measurement_time = 0.005
+max_time = 0.05
+bootstrap_resamples = 200
 [suites.quant.benchmarks.quantize]
 shape = "64x256"
 threads = [1, "all"]

@@ -11,7 +11,7 @@
 //! Large tensors are split over the current rayon pool.
 
 use super::simd::multiversion;
-use super::{clamp_to_i32, rne};
+use super::{bound, clamp_to_i32, rne};
 use rayon::prelude::*;
 
 /// Elements per parallel task (256 KiB of f32): below this, fork/join costs
@@ -169,7 +169,7 @@ multiversion! {
         for (o, &v) in out.iter_mut().zip(x) {
             // Bound before rounding: rne needs |x| < 2^22. A NaN input
             // becomes the lowest code, never garbage.
-            let q = (v * inv).max(-1e6).min(1e6);
+            let q = bound(v * inv, -1e6, 1e6);
             *o = clamp_to_i32(rne(q) + zp, lo, hi) as i8;
         }
     }
@@ -263,7 +263,7 @@ multiversion! {
             *s = p.scale;
             let inv = 1.0 / p.scale;
             for (o, &v) in q.iter_mut().zip(x) {
-                *o = clamp_to_i32(rne((v * inv).max(-127.0).min(127.0)), -127.0, 127.0) as i8;
+                *o = clamp_to_i32(rne(bound(v * inv, -127.0, 127.0)), -127.0, 127.0) as i8;
             }
         }
     }

@@ -112,6 +112,13 @@ pub struct QMatrix {
 /// Raw output pointer shared by tasks that write disjoint columns of `y`.
 #[derive(Clone, Copy)]
 struct OutPtr(*mut f32);
+
+impl OutPtr {
+    /// The pointer; a method so closures capture the whole (Send) wrapper.
+    fn ptr(self) -> *mut f32 {
+        self.0
+    }
+}
 // SAFETY: every task writes only the columns of its own row block.
 unsafe impl Send for OutPtr {}
 // SAFETY: as above.
@@ -273,14 +280,13 @@ impl QMatrix {
         let out = OutPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
-            let out = out;
             for r in b * ROWS..((b + 1) * ROWS).min(n) {
                 for t in 0..m {
                     let xs = &x[t * k..(t + 1) * k];
                     let sums = if xsums.is_empty() { &[][..] } else { &xsums[t * k / QK..(t + 1) * k / QK] };
                     let v = self.dot_row(r, xs, sums, simd);
                     // SAFETY: (t, r) is inside y and row r belongs to this task.
-                    unsafe { *out.0.add(t * n + r) = v };
+                    unsafe { *out.ptr().add(t * n + r) = v };
                 }
             }
         });
@@ -296,7 +302,6 @@ impl QMatrix {
         (0..n.div_ceil(nb)).into_par_iter().for_each_init(
             || (vec![0.0f32; nb * k], vec![0.0f32; m * nb]),
             |(wt, yt), b| {
-                let out = out;
                 let (r0, r1) = (b * nb, ((b + 1) * nb).min(n));
                 let rows = r1 - r0;
                 self.dequantize_rows(r0, r1, &mut wt[..rows * k]);
@@ -304,7 +309,7 @@ impl QMatrix {
                 for t in 0..m {
                     for (j, &v) in yt[t * rows..(t + 1) * rows].iter().enumerate() {
                         // SAFETY: columns r0..r1 belong to this task alone.
-                        unsafe { *out.0.add(t * n + r0 + j) = v };
+                        unsafe { *out.ptr().add(t * n + r0 + j) = v };
                     }
                 }
             },
@@ -319,12 +324,11 @@ impl QMatrix {
         let out = OutPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
-            let out = out;
             for r in b * ROWS..((b + 1) * ROWS).min(n) {
                 for tok in 0..m {
                     let acc = t.dot_row(r, &xq[tok * t.words * 64..(tok + 1) * t.words * 64], simd);
                     // SAFETY: (tok, r) is inside y and row r belongs to this task.
-                    unsafe { *out.0.add(tok * n + r) = acc as f32 * (t.gamma * sx[tok]) };
+                    unsafe { *out.ptr().add(tok * n + r) = acc as f32 * (t.gamma * sx[tok]) };
                 }
             }
         });

@@ -56,6 +56,14 @@ pub fn rne(x: f32) -> f32 {
     (x + MAGIC) - MAGIC
 }
 
+/// `x` limited to `[lo, hi]`, with NaN mapped to `lo` (maxnum semantics),
+/// unlike `f32::clamp`, which propagates NaN into the codes.
+#[inline(always)]
+#[allow(clippy::manual_clamp)]
+pub fn bound(x: f32, lo: f32, hi: f32) -> f32 {
+    x.max(lo).min(hi)
+}
+
 /// `x` clamped to `[lo, hi]` and truncated to an integer. `max`/`min`
 /// (maxnum semantics) also turn NaN into `lo`, so the value is always in
 /// range and the unchecked conversion is sound; Rust's saturating `as i32`
@@ -63,7 +71,7 @@ pub fn rne(x: f32) -> f32 {
 #[inline(always)]
 pub fn clamp_to_i32(x: f32, lo: f32, hi: f32) -> i32 {
     debug_assert!(lo >= i32::MIN as f32 && hi <= i32::MAX as f32 && lo <= hi);
-    let v = x.max(lo).min(hi);
+    let v = bound(x, lo, hi);
     // SAFETY: v is finite and within [lo, hi], inside the i32 range.
     unsafe { v.to_int_unchecked::<i32>() }
 }

@@ -46,7 +46,7 @@ pub fn ternary_codes(w: &[f32], gamma: f32, out: &mut [i8]) {
     assert_eq!(w.len(), out.len(), "ternary_codes: length mismatch");
     let inv = 1.0 / (gamma + EPS);
     for (o, &v) in out.iter_mut().zip(w) {
-        *o = super::clamp_to_i32(super::rne((v * inv).max(-1.0).min(1.0)), -1.0, 1.0) as i8;
+        *o = super::clamp_to_i32(super::rne(super::bound(v * inv, -1.0, 1.0)), -1.0, 1.0) as i8;
     }
 }
 
@@ -83,7 +83,7 @@ impl TernaryMatrix {
                 for ((p, m), chunk) in p.iter_mut().zip(m.iter_mut()).zip(row.chunks(64)) {
                     let (mut pb, mut mb) = (0u64, 0u64);
                     for (i, &v) in chunk.iter().enumerate() {
-                        let c = super::rne((v * inv).max(-1.0).min(1.0));
+                        let c = super::rne(super::bound(v * inv, -1.0, 1.0));
                         pb |= ((c > 0.0) as u64) << i;
                         mb |= ((c < 0.0) as u64) << i;
                     }

@@ -41,7 +41,7 @@ impl Dist {
 /// Whether column `c` is an outlier channel for `seed` (about 1 in 100).
 fn outlier_column(c: usize, seed: u64) -> bool {
     let h = (c as u64 ^ seed).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (h >> 40) % 100 == 0
+    (h >> 40).is_multiple_of(100)
 }
 
 /// `rows * cols` values of `dist` times `scale`, row-major, from `seed`.

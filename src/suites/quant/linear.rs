@@ -221,7 +221,7 @@ impl Workload for Linear {
                     }
                 };
                 let err = (got - want).abs();
-                if !(err <= tol) {
+                if err.is_nan() || err > tol {
                     bail!("{}: y[{t}, {j}] = {got}, reference {want} (tolerance {tol:e})", self.label);
                 }
                 worst = worst.max(err / tol);

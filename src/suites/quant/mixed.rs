@@ -188,7 +188,7 @@ impl<T: Half> Workload for Mixed<T> {
                 // Each lane adds CHUNK/16 terms in f32: Higham's bound for recursive summation.
                 let bound = (CHUNK / 16 + 16) as f64 * f32::EPSILON as f64 * abs;
                 let err = (got - exact).abs();
-                if !(err <= bound) {
+                if err.is_nan() || err > bound {
                     bail!("sum: {got}, exact f64 sum {exact}, error {err:e} > bound {bound:e}");
                 }
                 Ok(Verification {
@@ -208,7 +208,7 @@ impl<T: Half> Workload for Mixed<T> {
                         let abs: f64 = xs.iter().zip(&row).map(|(&a, &b)| (a as f64 * b as f64).abs()).sum();
                         let tol = 8.0 * (*k as f64).sqrt() * f32::EPSILON as f64 * abs + 1e-30;
                         let got = y[t * n + j] as f64;
-                        if !((got - want).abs() <= tol) {
+                        if (got - want).is_nan() || (got - want).abs() > tol {
                             bail!("matmul: y[{t}, {j}] = {got}, f64 reference {want} (tolerance {tol:e})");
                         }
                     }
