@@ -1,5 +1,5 @@
 //! `mixed`: f16 / bf16 storage with f32 arithmetic, in an elementwise op
-//! (fma), a reduction (sum) and a matmul, each with its error against f32
+//! (fma), a reduction (sum) and a linear layer (matmul), each with its error against f32
 //! storage in the same row.
 
 use super::choice;
@@ -16,7 +16,8 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 /// Valid `op` values.
-pub(crate) const OPS: &[&str] = &["fma", "sum", "matmul"];
+// `linear`, not `matmul`: a `matmul` filter selects the tensor suite's GEMMs.
+pub(crate) const OPS: &[&str] = &["fma", "sum", "linear"];
 /// Valid `dtype` values.
 pub(crate) const DTYPES: &[&str] = &["f16", "bf16"];
 
@@ -121,7 +122,7 @@ fn build<T: Half>(case: &Case, op: &str, format: WeightFormat) -> Result<Box<dyn
     let seed = super::seed(case);
     let op = install(pool.as_ref(), || -> Result<Op<T>> {
         Ok(match op {
-            "matmul" => {
+            "linear" => {
                 let dims @ (m, k, n) = match case.shape("shape")?.as_slice() {
                     &[m, k, n] => (m, k, n),
                     _ => bail!("case {}: mixed matmul `shape` must be MxKxN", case.id),
