@@ -33,7 +33,7 @@ pub fn list(args: &ListArgs) -> Result<String> {
     let mut suites = Vec::new();
     for s in &plan.suites {
         let spec = &plan.specs[s.name()];
-        let benchmarks = spec
+        let benchmarks: Vec<ListedBenchmark> = spec
             .benchmarks
             .iter()
             .map(|b| ListedBenchmark {
@@ -48,7 +48,10 @@ pub fn list(args: &ListArgs) -> Result<String> {
             })
             .filter(|b| !b.cases.is_empty())
             .collect();
-        suites.push(ListedSuite { name: s.name().into(), description: s.describe().into(), benchmarks });
+        // Like benchmarks above: a suite the filter leaves empty is not listed.
+        if !benchmarks.is_empty() {
+            suites.push(ListedSuite { name: s.name().into(), description: s.describe().into(), benchmarks });
+        }
     }
     match args.format {
         ListFormat::Json => Ok(serde_json::to_string_pretty(
