@@ -9,6 +9,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 pub mod tensor;
+pub mod tokenizer;
 
 /// A family of benchmarks (for example `tensor`), backed by a suite file that
 /// names its benchmarks and their default parameter grids.
@@ -247,7 +248,7 @@ impl Throughput {
 
 /// Every suite tfbench knows, in the order `list` shows them.
 pub fn registry() -> &'static [&'static dyn Suite] {
-    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite];
+    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite, &tokenizer::TokenizerSuite];
     SUITES
 }
 
