@@ -11,7 +11,7 @@ use tokenizers::models::bpe::{BPE, BpeTrainerBuilder};
 use tokenizers::models::unigram::{Unigram, UnigramTrainer};
 use tokenizers::models::wordpiece::{WordPiece, WordPieceTrainerBuilder};
 use tokenizers::models::{ModelWrapper, TrainerWrapper};
-use tokenizers::normalizers::{BertNormalizer, NFKC};
+use tokenizers::normalizers::{BertNormalizer, NFKC, Nmt, Sequence};
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::metaspace::{Metaspace, PrependScheme};
@@ -400,7 +400,9 @@ pub(crate) fn train_model(kind: &str, vocab_size: usize, lines: &[&str]) -> Resu
         }
         "unigram" => {
             let mut t = Raw::new(ModelWrapper::Unigram(Unigram::default()));
-            tk(t.with_normalizer(Some(NFKC)))?;
+            // SentencePiece's nmt_nfkc: control characters dropped, newlines
+            // and other whitespace to a space, then NFKC.
+            tk(t.with_normalizer(Some(Sequence::new(vec![Nmt.into(), NFKC.into()]))))?;
             t.with_pre_tokenizer(Some(metaspace()));
             t.with_decoder(Some(metaspace()));
             let trainer = UnigramTrainer::builder()
