@@ -106,7 +106,8 @@ def main():
             cfg = os.path.join(ROOT, "target", "compare-python.toml")
             with open(cfg, "w") as f:
                 f.write(f"[suites.tokenizer.benchmarks.encode_batch]\ninput_bytes = [{args.input_bytes}]\n"
-                        f"threads = [{threads if threads != 'all' else chr(34) + 'all' + chr(34)}]\n")
+                        f"threads = [{threads if threads != 'all' else chr(34) + 'all' + chr(34)}]\n"
+                        f"length = [\"{length}\"]\nvocab = [\"{args.vocab}\"]\n")
             rs = subprocess.run([args.tfbench, "run", "--suite", "tokenizer", "--config", cfg, "--exact", case,
                                  "--no-probe", "--quiet", "--measurement-time", str(args.seconds),
                                  "--warm-up-time", "0.5", "-f", "json"], check=True, capture_output=True, text=True)

@@ -88,7 +88,11 @@ fn build(case: &Case, mode: Mode) -> Result<Box<dyn Workload>> {
     };
     let mut extra = vec![
         Metric::new("texts", texts.len() as f64, "texts"),
-        Metric::new("bytes_per_token", bytes / ids.iter().map(Vec::len).sum::<usize>().max(1) as f64, "B/token"),
+        Metric::new(
+            "bytes_per_token",
+            bytes / ids.iter().map(Vec::len).sum::<usize>().max(1) as f64,
+            "B/token",
+        ),
         Metric::new("vocab_size", loaded.tok.get_vocab_size(true) as f64, "tokens"),
     ];
     if let Some(unk) = loaded.tok.token_to_id("[UNK]").or_else(|| loaded.tok.token_to_id("<unk>")) {
@@ -150,7 +154,9 @@ pub(crate) fn prepare_special(case: &Case) -> Result<Box<dyn Workload>> {
 }
 
 fn fail(reference: &str, detail: String) -> Result<()> {
-    Verification { passed: false, reference: reference.into(), max_error: None, detail }.into_result().map(drop)
+    Verification { passed: false, reference: reference.into(), max_error: None, detail }
+        .into_result()
+        .map(drop)
 }
 
 impl EncodeWork {
@@ -216,7 +222,10 @@ impl EncodeWork {
                     if let Some((t, back)) = first {
                         return fail(
                             "encode(decode(ids)) == ids",
-                            format!("{bad} of {} texts differ; first {t:?} decoded to {back:?}", self.texts.len()),
+                            format!(
+                                "{bad} of {} texts differ; first {t:?} decoded to {back:?}",
+                                self.texts.len()
+                            ),
                         );
                     }
                     checks.push(format!("encode(decode(ids)) == ids on {} texts", self.texts.len()));
@@ -249,7 +258,10 @@ impl EncodeWork {
                     if o == Offsets::Chars {
                         let want = reference::bytes_to_char_offsets(t, bytes.get_offsets());
                         if got.get_offsets() != want.as_slice() {
-                            return fail("char offsets == byte offsets converted by char_indices", format!("{t:?}"));
+                            return fail(
+                                "char offsets == byte offsets converted by char_indices",
+                                format!("{t:?}"),
+                            );
                         }
                     }
                 }
@@ -273,7 +285,8 @@ impl EncodeWork {
                     want.extend_from_slice(&suffix);
                     let real = want.len();
                     want.resize(max, pad);
-                    let mask_ok = e.get_attention_mask().iter().enumerate().all(|(i, &m)| (m == 1) == (i < real));
+                    let mask_ok =
+                        e.get_attention_mask().iter().enumerate().all(|(i, &m)| (m == 1) == (i < real));
                     if e.get_ids() != want.as_slice() || !mask_ok {
                         return fail(
                             "specials + truncation + padding built by hand from the plain ids",
@@ -281,9 +294,15 @@ impl EncodeWork {
                         );
                     }
                 }
-                self.extra
-                    .push(Metric::new("truncated_fraction", truncated as f64 / got.len().max(1) as f64, "fraction"));
-                checks.push(format!("{} encodings == specials + plain ids truncated/padded to {max}", got.len()));
+                self.extra.push(Metric::new(
+                    "truncated_fraction",
+                    truncated as f64 / got.len().max(1) as f64,
+                    "fraction",
+                ));
+                checks.push(format!(
+                    "{} encodings == specials + plain ids truncated/padded to {max}",
+                    got.len()
+                ));
             }
         }
         Ok(())
@@ -321,7 +340,11 @@ impl Workload for EncodeWork {
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        vec![Throughput::bytes(self.bytes), Throughput::tokens(self.tokens), Throughput::items(self.texts.len() as f64)]
+        vec![
+            Throughput::bytes(self.bytes),
+            Throughput::tokens(self.tokens),
+            Throughput::items(self.texts.len() as f64),
+        ]
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {

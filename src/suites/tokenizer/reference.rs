@@ -46,7 +46,8 @@ pub(crate) fn byte_to_unicode() -> [char; 256] {
     let mut table = ['\0'; 256];
     let mut next = 256u32;
     for b in 0..=255u8 {
-        let printable = (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
+        let printable =
+            (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || (0xAE..=0xFF).contains(&b);
         table[b as usize] = if printable {
             b as char
         } else {
@@ -113,7 +114,10 @@ pub(crate) fn check_byte_level_offsets(
         }
         let (s, e) = span;
         let Some(slice) = text.get(s..e) else {
-            return Err(format!("token {i} {:?}: offsets {s}..{e} out of bounds or not on a char boundary", tokens[i]));
+            return Err(format!(
+                "token {i} {:?}: offsets {s}..{e} out of bounds or not on a char boundary",
+                tokens[i]
+            ));
         };
         // ASCII spans must be spelled exactly. A token holding part of a
         // multi-byte character gets the whole character's span, so there the

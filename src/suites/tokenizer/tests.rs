@@ -11,7 +11,10 @@ fn have_data() -> bool {
     let ok = sources::REAL.iter().all(|(_, files)| files.iter().all(|f| d.join(f).is_file()))
         && d.join("kjv.txt").is_file();
     if !ok {
-        eprintln!("SKIPPED: real tokenizer files absent from {} (run scripts/fetch-test-data.sh)", d.display());
+        eprintln!(
+            "SKIPPED: real tokenizer files absent from {} (run scripts/fetch-test-data.sh)",
+            d.display()
+        );
     }
     ok
 }
@@ -60,10 +63,14 @@ fn absent_real_files_become_trained_fallbacks_in_case_ids() {
     let empty = std::env::temp_dir().join("tfbench-no-data-here");
     let spec = sources::with_fallbacks(SPEC, &empty);
     let parsed = SuiteSpec::parse("tokenizer", &spec).unwrap();
-    let ids: Vec<String> = parsed.benchmarks.iter().flat_map(|b| expand("tokenizer", b)).map(|c| c.id).collect();
+    let ids: Vec<String> =
+        parsed.benchmarks.iter().flat_map(|b| expand("tokenizer", b)).map(|c| c.id).collect();
     assert!(ids.iter().any(|i| i.contains("vocab=gpt2-trained")));
     assert!(ids.iter().any(|i| i.contains("vocab=bert-trained")));
-    assert!(ids.iter().all(|i| !i.ends_with("vocab=gpt2") && !i.contains("vocab=gpt2,")), "no silent real vocab");
+    assert!(
+        ids.iter().all(|i| !i.ends_with("vocab=gpt2") && !i.contains("vocab=gpt2,")),
+        "no silent real vocab"
+    );
     // With every file present the spec is untouched.
     if have_data() {
         assert_eq!(sources::with_fallbacks(SPEC, &crate::util::data_dir()), SPEC);
@@ -74,16 +81,30 @@ fn absent_real_files_become_trained_fallbacks_in_case_ids() {
 fn bad_params_name_the_valid_choices() {
     let err = TokenizerSuite.prepare(&case("nope", &[])).err().unwrap().to_string();
     assert!(err.contains("valid: encode, encode_batch"), "{err}");
-    let c = case("encode", &[("vocab", s("gpt3")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))]);
+    let c = case(
+        "encode",
+        &[("vocab", s("gpt3")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))],
+    );
     let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
     assert!(err.contains("valid: gpt2, bert, llama2"), "{err}");
-    let c = case("encode", &[("vocab", s("gpt2-trained")), ("corpus", s("bible")), ("length", s("line")), ("input_bytes", i(0))]);
+    let c = case(
+        "encode",
+        &[("vocab", s("gpt2-trained")), ("corpus", s("bible")), ("length", s("line")), ("input_bytes", i(0))],
+    );
     let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
     assert!(err.contains("valid: kjv, multilingual"), "{err}");
     let c = case("normalize", &[("form", s("nfkd")), ("corpus", s("multilingual")), ("input_bytes", i(0))]);
     let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
     assert!(err.contains("valid: nfc, nfkc, lowercase, strip_accents, bert"), "{err}");
-    let c = case("encode", &[("vocab", s("gpt2-trained")), ("corpus", s("multilingual")), ("length", s("huge")), ("input_bytes", i(0))]);
+    let c = case(
+        "encode",
+        &[
+            ("vocab", s("gpt2-trained")),
+            ("corpus", s("multilingual")),
+            ("length", s("huge")),
+            ("input_bytes", i(0)),
+        ],
+    );
     let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
     assert!(err.contains("valid: line, paragraph, 4k"), "{err}");
 }
@@ -100,7 +121,8 @@ fn normalize_and_pretokenize_verify_on_the_multilingual_sample() {
         w.run(1).unwrap();
     }
     for kind in ["bytelevel", "whitespace", "metaspace"] {
-        let c = case("pretokenize", &[("kind", s(kind)), ("corpus", s("multilingual")), ("input_bytes", i(0))]);
+        let c =
+            case("pretokenize", &[("kind", s(kind)), ("corpus", s("multilingual")), ("input_bytes", i(0))]);
         let mut w = TokenizerSuite.prepare(&c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{kind}: {e:#}"));
         assert!(v.passed);
@@ -112,7 +134,12 @@ fn normalize_and_pretokenize_verify_on_the_multilingual_sample() {
 fn trained_fallbacks_round_trip_and_batch_equals_singles_without_data() {
     // A byte-level BPE trained on the built-in sample: the fallback path.
     for bench in ["encode_batch", "decode", "offsets"] {
-        let mut p = vec![("vocab", s("gpt2-trained")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))];
+        let mut p = vec![
+            ("vocab", s("gpt2-trained")),
+            ("corpus", s("multilingual")),
+            ("length", s("line")),
+            ("input_bytes", i(0)),
+        ];
         match bench {
             "encode_batch" => p.push(("threads", i(2))),
             "offsets" => p.push(("offsets", s("chars"))),
@@ -131,17 +158,36 @@ fn known_ids_pass_on_real_files_and_a_wrong_vocabulary_fails() {
     if !have_data() {
         return;
     }
-    let c = case("encode", &[("vocab", s("gpt2")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))]);
+    let c = case(
+        "encode",
+        &[("vocab", s("gpt2")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))],
+    );
     let loaded = sources::tokenizer(&c).unwrap();
     assert_eq!(loaded.tok.encode("Hello world", false).unwrap().get_ids(), [15496, 995]);
     for vocab in ["gpt2", "bert", "llama2"] {
-        let c = case("encode", &[("vocab", s(vocab)), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))]);
+        let c = case(
+            "encode",
+            &[
+                ("vocab", s(vocab)),
+                ("corpus", s("multilingual")),
+                ("length", s("line")),
+                ("input_bytes", i(0)),
+            ],
+        );
         let l = sources::tokenizer(&c).unwrap();
         let v = reference::known_ids(&l).unwrap().unwrap();
         assert!(v.passed, "{vocab}: {}", v.detail);
     }
     // The LLaMA file checked against GPT-2's ids must fail loudly.
-    let c = case("encode", &[("vocab", s("llama2")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))]);
+    let c = case(
+        "encode",
+        &[
+            ("vocab", s("llama2")),
+            ("corpus", s("multilingual")),
+            ("length", s("line")),
+            ("input_bytes", i(0)),
+        ],
+    );
     let mut wrong = sources::tokenizer(&c).unwrap();
     wrong.known_ids = Some("gpt2");
     assert!(!reference::known_ids(&wrong).unwrap().unwrap().passed);
@@ -155,7 +201,13 @@ fn special_tokens_frame_truncate_and_pad() {
     for vocab in ["bert", "llama2"] {
         let c = case(
             "special_tokens",
-            &[("vocab", s(vocab)), ("corpus", s("multilingual")), ("length", s("paragraph")), ("max_length", i(16)), ("input_bytes", i(0))],
+            &[
+                ("vocab", s(vocab)),
+                ("corpus", s("multilingual")),
+                ("length", s("paragraph")),
+                ("max_length", i(16)),
+                ("input_bytes", i(0)),
+            ],
         );
         let mut w = TokenizerSuite.prepare(&c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{vocab}: {e:#}"));
@@ -169,7 +221,13 @@ fn train_reaches_the_vocab_size_on_the_sample() {
     for model in ["bpe", "wordpiece", "unigram"] {
         let c = case(
             "train",
-            &[("model", s(model)), ("vocab_size", i(700)), ("corpus", s("multilingual")), ("input_bytes", i(0)), ("threads", s("all"))],
+            &[
+                ("model", s(model)),
+                ("vocab_size", i(700)),
+                ("corpus", s("multilingual")),
+                ("input_bytes", i(0)),
+                ("threads", s("all")),
+            ],
         );
         let mut w = TokenizerSuite.prepare(&c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{model}: {e:#}"));
@@ -183,8 +241,10 @@ fn train_reaches_the_vocab_size_on_the_sample() {
 #[test]
 #[ignore]
 fn probe() {
-    let re = regex::Regex::new(&std::env::var("TFBENCH_PROBE").unwrap_or("encode_batch.*threads=1,vocab=gpt2".into()))
-        .unwrap();
+    let re = regex::Regex::new(
+        &std::env::var("TFBENCH_PROBE").unwrap_or("encode_batch.*threads=1,vocab=gpt2".into()),
+    )
+    .unwrap();
     for b in spec().benchmarks {
         for c in expand("tokenizer", &b).into_iter().filter(|c| re.is_match(&c.id)) {
             let mut w = TokenizerSuite.prepare(&c).unwrap();

@@ -89,7 +89,8 @@ fn ascii_reference(form: &str, s: &str) -> String {
 impl Workload for Normalize {
     fn verify(&mut self) -> Result<Verification> {
         // Known values: the multilingual sample against Python's unicodedata.
-        let v: serde_json::Value = serde_json::from_str(reference::NORMALIZED).context("normalized fixture")?;
+        let v: serde_json::Value =
+            serde_json::from_str(reference::NORMALIZED).context("normalized fixture")?;
         let want = v[self.form].as_str().context("normalized fixture form")?;
         let got = apply(&self.norm, sources::MULTILINGUAL)?;
         if got != want {
@@ -207,7 +208,9 @@ impl PreTokenize {
                 if !t.starts_with(' ') {
                     chars.push(('▁', 0, 0));
                 }
-                chars.extend(t.char_indices().map(|(i, c)| (if c == ' ' { '▁' } else { c }, i, i + c.len_utf8())));
+                chars.extend(
+                    t.char_indices().map(|(i, c)| (if c == ' ' { '▁' } else { c }, i, i + c.len_utf8())),
+                );
                 let mut out: Vec<(String, (usize, usize))> = Vec::new();
                 for (c, s, e) in chars {
                     match out.last_mut() {
@@ -254,7 +257,8 @@ impl Workload for PreTokenize {
             "whitespace" => "str::split_whitespace",
             _ => "metaspace rule by hand (prepend ▁, spaces to ▁, cut before ▁)",
         };
-        let mut v = Verification::pass(format!("{what}, pieces and byte offsets, corpus + multilingual sample"));
+        let mut v =
+            Verification::pass(format!("{what}, pieces and byte offsets, corpus + multilingual sample"));
         v.detail = format!("{} texts, {} bytes, {} pieces", self.texts.len(), self.bytes, self.pieces);
         Ok(v)
     }

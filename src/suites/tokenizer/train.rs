@@ -99,12 +99,14 @@ impl Workload for Train {
                 "unigram" => {
                     let mut n = tokenizers::NormalizedString::from(t.as_str());
                     if let Some(norm) = tok.get_normalizer() {
-                        tokenizers::Normalizer::normalize(norm, &mut n).map_err(|e| anyhow::anyhow!("{e}"))?;
+                        tokenizers::Normalizer::normalize(norm, &mut n)
+                            .map_err(|e| anyhow::anyhow!("{e}"))?;
                     }
                     back == n.get().strip_prefix(' ').unwrap_or(n.get())
                 }
                 _ => {
-                    tok.encode(back.as_str(), false).map_err(|e| anyhow::anyhow!("{e}"))?.get_ids() == e.get_ids()
+                    tok.encode(back.as_str(), false).map_err(|e| anyhow::anyhow!("{e}"))?.get_ids()
+                        == e.get_ids()
                 }
             };
             if !ok {
