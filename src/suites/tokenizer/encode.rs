@@ -214,7 +214,12 @@ impl EncodeWork {
                     for (t, ids) in self.texts.iter().zip(&self.ids) {
                         let back = tk(self.tok.decode(ids, false))?;
                         let again = self.encode_one(&back, Offsets::Bytes)?;
-                        if again.get_ids() != ids.as_slice() {
+                        // SentencePiece decoders strip one leading space, so
+                        // " x" comes back as "x": then the decoded text must
+                        // be the normalized text (see sentencepiece_expected).
+                        let sp_ok = self.loaded.family == Family::SentencePiece
+                            && back == reference::sentencepiece_expected(&self.loaded.tok, t)?;
+                        if again.get_ids() != ids.as_slice() && !sp_ok {
                             bad += 1;
                             first.get_or_insert((t.clone(), back));
                         }
@@ -228,7 +233,10 @@ impl EncodeWork {
                             ),
                         );
                     }
-                    checks.push(format!("encode(decode(ids)) == ids on {} texts", self.texts.len()));
+                    checks.push(format!(
+                        "encode(decode(ids)) == ids (SentencePiece: or decode == normalized text) on {} texts",
+                        self.texts.len()
+                    ));
                 }
             },
             Mode::Offsets(o) => {

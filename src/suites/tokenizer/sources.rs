@@ -334,6 +334,9 @@ impl TokenToId for WordPiece {
     }
 }
 
+/// Corpus bytes the `-trained` vocabularies learn from.
+pub(crate) const FALLBACK_TRAIN_BYTES: usize = 1 << 20;
+
 /// Vocabulary sizes of the real files the fallbacks stand in for.
 pub(crate) fn fallback_vocab_size(kind: &str) -> usize {
     match kind {
@@ -344,10 +347,20 @@ pub(crate) fn fallback_vocab_size(kind: &str) -> usize {
     }
 }
 
-/// A tokenizer of the same kind as the real `kind`, trained on `text` at
-/// the real vocabulary's size (`unigram`: SentencePiece's default 8000).
+/// A tokenizer of the same kind as the real `kind`, trained on the first
+/// [`FALLBACK_TRAIN_BYTES`] of `text` at the real vocabulary's size (`unigram`: SentencePiece's default 8000).
 pub(crate) fn train_like(kind: &str, text: &str) -> Result<Tokenizer> {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    // The first MiB of lines: enough for the KJV's vocabulary, and it keeps
+    // this setup to seconds (the Unigram trainer is the slow one).
+    let mut total = 0usize;
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .take_while(|l| {
+            total += l.len();
+            total <= FALLBACK_TRAIN_BYTES + l.len()
+        })
+        .collect();
     train_model(kind, fallback_vocab_size(kind), &lines)
 }
 

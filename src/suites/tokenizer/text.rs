@@ -100,7 +100,7 @@ impl Workload for Normalize {
                 passed: false,
                 reference: "Python unicodedata on the multilingual sample".into(),
                 max_error: None,
-                detail: format!("first difference at char {at}: got {:?}, want {:?}", ctx(&got), ctx(&want)),
+                detail: format!("first difference at char {at}: got {:?}, want {:?}", ctx(&got), ctx(want)),
             }
             .into_result();
         }
