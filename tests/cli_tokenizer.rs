@@ -75,7 +75,7 @@ fn list_shows_every_benchmark_and_real_or_fallback_ids() {
     );
     let want = if have_data() { "vocab=gpt2" } else { "vocab=gpt2-trained" };
     assert!(r.stdout.contains(&format!(
-        "tokenizer/encode_batch/corpus=kjv,input_bytes=262144,length=line,threads=1,{want}\""
+        "tokenizer/encode_batch/corpus=kjv,input_bytes=65536,length=line,threads=1,{want}\""
     )));
 }
 

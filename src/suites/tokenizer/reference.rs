@@ -162,6 +162,18 @@ pub(crate) fn round_trip(tok: &Tokenizer, texts: &[String]) -> Result<Verificati
     Ok(Verification::pass(format!("round trip decode(encode(text)) == text on {} texts", texts.len())))
 }
 
+/// What a SentencePiece-style decoder gives back for `text`: the normalized
+/// text with metaspace "▁" read as spaces, less the one leading space the
+/// decoder strips (the prepended "▁", or the first of the text's own).
+pub(crate) fn sentencepiece_expected(tok: &Tokenizer, text: &str) -> Result<String> {
+    let mut n = tokenizers::NormalizedString::from(text);
+    if let Some(norm) = tok.get_normalizer() {
+        tokenizers::Normalizer::normalize(norm, &mut n).map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    let spaced = n.get().replace('▁', " ");
+    Ok(spaced.strip_prefix(' ').unwrap_or(&spaced).to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,16 +205,4 @@ mod tests {
         // "né" is bytes 0..3, " ok" bytes 3..6.
         assert_eq!(bytes_to_char_offsets(text, &[(0, 3), (3, 6)]), vec![(0, 2), (2, 5)]);
     }
-}
-
-/// What a SentencePiece-style decoder gives back for `text`: the normalized
-/// text with metaspace "▁" read as spaces, less the one leading space the
-/// decoder strips (the prepended "▁", or the first of the text's own).
-pub(crate) fn sentencepiece_expected(tok: &Tokenizer, text: &str) -> Result<String> {
-    let mut n = tokenizers::NormalizedString::from(text);
-    if let Some(norm) = tok.get_normalizer() {
-        tokenizers::Normalizer::normalize(norm, &mut n).map_err(|e| anyhow::anyhow!("{e}"))?;
-    }
-    let spaced = n.get().replace('▁', " ");
-    Ok(spaced.strip_prefix(' ').unwrap_or(&spaced).to_string())
 }
