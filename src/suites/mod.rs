@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod quant;
 pub mod tensor;
+pub mod tokenizer;
 
 /// A family of benchmarks (for example `tensor`), backed by a suite file that
 /// names its benchmarks and their default parameter grids.
@@ -248,7 +249,7 @@ impl Throughput {
 
 /// Every suite tfbench knows, in the order `list` shows them.
 pub fn registry() -> &'static [&'static dyn Suite] {
-    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite, &quant::QuantSuite];
+    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite, &tokenizer::TokenizerSuite, &quant::QuantSuite];
     SUITES
 }
 
