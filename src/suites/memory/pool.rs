@@ -4,9 +4,9 @@
 //! an error, after cached blocks have been given back).
 //!
 //! Classes: 64 bytes, then four classes per doubling (80, 96, 112, 128, 160,
-//! ...), so rounding wastes at most 20% of a request (12.5% on average for
-//! uniform sizes) and the power-of-two and 1.5x sizes transformer tensors
-//! have are exact. Requests above [`MAX_CLASS`] bytes are taken from the
+//! ...), so rounding wastes under a quarter of a request (about a tenth on
+//! average) and the power-of-two, 1.25x, 1.5x and 1.75x sizes transformer
+//! tensors have are exact. Requests above [`MAX_CLASS`] bytes are taken from the
 //! system at their page-rounded size and given back on free (not cached).
 //!
 //! The pool has one owner (`&mut self`), like a per-stream caching
@@ -403,19 +403,21 @@ mod tests {
         assert_eq!(size_class(129), Some((5, 160)));
         assert_eq!(size_class(1 << 20), Some(size_class(1 << 20).unwrap()));
         assert_eq!(size_class(MAX_CLASS + 1), None);
-        let mut last = (0u16, 0usize);
+        let mut last = (0u16, 64usize);
         for size in (1..5000).chain([393_216, 1 << 20, (1 << 20) + 1, 3 << 20, MAX_CLASS]) {
             let (c, bytes) = size_class(size).unwrap();
             assert!(bytes >= size && bytes % 16 == 0, "{size} -> {bytes}");
-            assert!(size <= 64 || (bytes - size) as f64 <= 0.2 * size as f64, "{size} -> {bytes}");
+            assert!(size <= 64 || ((bytes - size) as f64) < 0.25 * size as f64, "{size} -> {bytes}");
             assert_eq!(class_bytes(c), bytes, "class {c}");
             if size < 5000 {
                 assert!(c >= last.0 && (c > last.0 || bytes == last.1));
                 last = (c, bytes);
             }
         }
-        // Transformer shapes are exact: 128x768 f32, 3x that, 4x that.
-        for s in [393_216, 3 * 393_216, 4 * 393_216] {
+        // BERT-base shapes at 128 tokens in f32 are exact: hidden, FFN,
+        // attention scores (12 heads); QKV (3x hidden = 1.125 * 2^20) is not.
+        assert_eq!(size_class(3 * 393_216).unwrap().1, 1_310_720);
+        for s in [128 * 768 * 4, 128 * 3072 * 4, 12 * 128 * 128 * 4] {
             assert_eq!(size_class(s).unwrap().1, s);
         }
     }
