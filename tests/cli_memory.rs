@@ -10,10 +10,22 @@ use serde_json::Value;
 const QUICK: &str = "memory/(alloc/allocator=(system|pool|mimalloc),size=(64|4096)$|pattern/|pool_pressure/|tracking_overhead/size=64,|tensor_alloc/.*elements=262144|footprint/.*model=(bert-tiny|llama-7b)|bandwidth/kernel=triad,level=l1|latency/size=16384)";
 
 fn run_json(filter: &str, extra: &[&str]) -> (Run, Value) {
-    let mut args = vec!["run", "--suite", "memory", "--quick", "--no-probe", "--sample-size", "5", "--format", "json", filter];
+    let mut args = vec![
+        "run",
+        "--suite",
+        "memory",
+        "--quick",
+        "--no-probe",
+        "--sample-size",
+        "5",
+        "--format",
+        "json",
+        filter,
+    ];
     args.extend_from_slice(extra);
     let r = tfbench(&args);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", r.stderr));
+    let v: Value =
+        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", r.stderr));
     (r, v)
 }
 
@@ -26,7 +38,18 @@ fn list_shows_the_memory_suite_and_its_cases() {
     let r = tfbench(&["list", "--suite", "memory"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.starts_with("memory ("), "{}", &r.stdout[..200.min(r.stdout.len())]);
-    for b in ["alloc", "pattern", "pool_pressure", "tracking_overhead", "tensor_alloc", "alloc_overhead", "footprint", "bandwidth", "latency", "cache_levels"] {
+    for b in [
+        "alloc",
+        "pattern",
+        "pool_pressure",
+        "tracking_overhead",
+        "tensor_alloc",
+        "alloc_overhead",
+        "footprint",
+        "bandwidth",
+        "latency",
+        "cache_levels",
+    ] {
         assert!(r.stdout.contains(&format!("\n  {b} (")), "benchmark {b} missing");
     }
     assert!(r.stdout.contains("memory/alloc/allocator=mimalloc,size=1048576"));
@@ -52,7 +75,9 @@ fn quick_run_verifies_every_case_and_reports_memory_figures() {
     }
     let find = |id: &str| cases.iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("{id} missing"));
     let pool = find("memory/pattern/allocator=pool,model=gpt2-tiny,pattern=mixed,shape=4x128");
-    for m in ["hit_rate", "fragmentation", "utilization_mean", "external_fragmentation", "leaked_allocs_per_iter"] {
+    for m in
+        ["hit_rate", "fragmentation", "utilization_mean", "external_fragmentation", "leaked_allocs_per_iter"]
+    {
         let x = metric(pool, m).unwrap_or_else(|| panic!("{m} missing"));
         assert!((0.0..=1.0).contains(&x), "{m} = {x}");
     }
@@ -76,11 +101,20 @@ fn quick_run_verifies_every_case_and_reports_memory_figures() {
 #[test]
 fn config_overrides_grids_and_bad_values_name_the_choices() {
     let dir = scratch("memory-config");
-    let cfg = write(&dir, "mem.toml", "[suites.memory.benchmarks.alloc]\nallocator = \"jemalloc\"\nsize = 64\n");
-    let r = tfbench(&["run", "--suite", "memory", "--quick", "--no-probe", "--config", &cfg, "memory/alloc/"]);
+    let cfg =
+        write(&dir, "mem.toml", "[suites.memory.benchmarks.alloc]\nallocator = \"jemalloc\"\nsize = 64\n");
+    let r =
+        tfbench(&["run", "--suite", "memory", "--quick", "--no-probe", "--config", &cfg, "memory/alloc/"]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.stdout.contains("valid: system, pool, mimalloc") || r.stderr.contains("valid: system, pool, mimalloc"), "{}\n{}", r.stdout, r.stderr);
-    let cfg = write(&dir, "ok.toml", "[suites.memory.benchmarks.alloc]\nallocator = \"pool\"\nsize = [128, 256]\n");
+    assert!(
+        r.stdout.contains("valid: system, pool, mimalloc")
+            || r.stderr.contains("valid: system, pool, mimalloc"),
+        "{}\n{}",
+        r.stdout,
+        r.stderr
+    );
+    let cfg =
+        write(&dir, "ok.toml", "[suites.memory.benchmarks.alloc]\nallocator = \"pool\"\nsize = [128, 256]\n");
     let (r, v) = run_json("memory/alloc/", &["--config", &cfg]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let ids: Vec<&str> = v["cases"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();

@@ -38,7 +38,8 @@ fn check_blocks<A: BlockAlloc>(a: &mut A, size: usize, align: usize, count: usiz
     for _ in 0..count {
         blocks.push(a.alloc(size, align, false)?);
     }
-    let mut ranges: Vec<(usize, usize)> = blocks.iter().map(|b| (A::ptr(b) as usize, A::ptr(b) as usize + size)).collect();
+    let mut ranges: Vec<(usize, usize)> =
+        blocks.iter().map(|b| (A::ptr(b) as usize, A::ptr(b) as usize + size)).collect();
     for &(start, _) in &ranges {
         ensure!(start % align == 0, "block at {start:#x} is not {align}-byte aligned");
     }
@@ -66,7 +67,12 @@ fn check_blocks<A: BlockAlloc>(a: &mut A, size: usize, align: usize, count: usiz
 /// must be freed (counters are per instance, so the check is exact).
 fn check_balanced(which: &str, body: &mut impl Body, reps: u64) -> Result<Leak> {
     let leak = allocators::leak_check(which, body, reps)?;
-    ensure!(leak.allocs == 0 && leak.bytes == 0, "{which}: {} allocations ({} B) not freed", leak.allocs, leak.bytes);
+    ensure!(
+        leak.allocs == 0 && leak.bytes == 0,
+        "{which}: {} allocations ({} B) not freed",
+        leak.allocs,
+        leak.bytes
+    );
     Ok(leak)
 }
 
@@ -124,9 +130,14 @@ impl<A: BlockAlloc> Workload for AllocLoop<A> {
         check_balanced(self.which, &mut AllocFree { size: self.size, align: 64 }, reps)?;
         Ok(Verification {
             passed: true,
-            reference: format!("{count} live blocks written and read back; a counted replay of {reps} iterations"),
+            reference: format!(
+                "{count} live blocks written and read back; a counted replay of {reps} iterations"
+            ),
             max_error: None,
-            detail: format!("{}: 64-byte aligned, no overlap, contents kept, every allocation freed", self.which),
+            detail: format!(
+                "{}: 64-byte aligned, no overlap, contents kept, every allocation freed",
+                self.which
+            ),
         })
     }
 
@@ -184,7 +195,8 @@ impl<A: BlockAlloc> Workload for AllocLoop<A> {
             let (mut with, mut without) = (Vec::new(), Vec::new());
             let mut sys = allocators::system();
             for _ in 0..15 {
-                let (Ok(w), Ok(s)) = (pair_ns(&mut allocators::counting(), self.size, 500), pair_ns(&mut sys, self.size, 500))
+                let (Ok(w), Ok(s)) =
+                    (pair_ns(&mut allocators::counting(), self.size, 500), pair_ns(&mut sys, self.size, 500))
                 else {
                     return m;
                 };
@@ -235,7 +247,8 @@ impl TensorAlloc {
     fn once(&self, check_zero: bool) -> Result<f32> {
         let layout = self.layout()?;
         // SAFETY: non-zero size (elements > 0).
-        let p = unsafe { if self.zeroed { std::alloc::alloc_zeroed(layout) } else { std::alloc::alloc(layout) } };
+        let p =
+            unsafe { if self.zeroed { std::alloc::alloc_zeroed(layout) } else { std::alloc::alloc(layout) } };
         ensure!(!p.is_null(), "allocation of {} B failed", layout.size());
         let p = p.cast::<f32>();
         let mut result = Ok(0.0f32);
@@ -268,7 +281,7 @@ impl Workload for TensorAlloc {
         let layout = self.layout()?;
         // SAFETY: non-zero size; freed right away.
         let p = unsafe { std::alloc::alloc(layout) };
-        ensure!(!p.is_null() && p as usize % self.align == 0, "buffer not {}-byte aligned", self.align);
+        ensure!(!p.is_null() && (p as usize).is_multiple_of(self.align), "buffer not {}-byte aligned", self.align);
         // SAFETY: allocated just above with this layout.
         unsafe { std::alloc::dealloc(p, layout) };
         Ok(Verification::pass(format!(
@@ -344,7 +357,9 @@ impl<A: BlockAlloc> Workload for Overhead<A> {
     fn verify(&mut self) -> Result<Verification> {
         check_blocks(&mut self.a, self.size, 64, 2)?;
         check_balanced(self.which, &mut AllocTouch { size: self.size }, 3)?;
-        Ok(Verification::pass("2 live blocks written in full and read back; a counted replay frees everything"))
+        Ok(Verification::pass(
+            "2 live blocks written in full and read back; a counted replay frees everything",
+        ))
     }
     fn throughput(&self) -> Vec<Throughput> {
         vec![Throughput::bytes(self.size as f64)]

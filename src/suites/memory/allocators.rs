@@ -241,7 +241,11 @@ impl<A> Tracked<A> {
     }
     /// The counters now.
     pub fn counts(&self) -> Counts {
-        Counts { allocs: self.allocs.load(Relaxed), frees: self.frees.load(Relaxed), live: self.live.load(Relaxed) }
+        Counts {
+            allocs: self.allocs.load(Relaxed),
+            frees: self.frees.load(Relaxed),
+            live: self.live.load(Relaxed),
+        }
     }
 }
 

@@ -87,7 +87,8 @@ pub(crate) fn caches() -> (Option<u64>, Option<u64>, Option<u64>) {
 pub(crate) fn working_set(level: &str, threads: usize) -> Result<usize> {
     let (l1, l2, l3) = caches();
     let need = |c: Option<u64>, name: &str| {
-        c.map(|c| c as usize).ok_or_else(|| skip(format!("the {name} size is not readable from sysfs on this machine")))
+        c.map(|c| c as usize)
+            .ok_or_else(|| skip(format!("the {name} size is not readable from sysfs on this machine")))
     };
     Ok(match level {
         "l1" => need(l1, "L1d")? / 2 * threads,
@@ -119,7 +120,10 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let ws = working_set(level, threads)?;
     let avail = crate::env::Environment::gather().available_memory_bytes.unwrap_or(u64::MAX) as usize;
     if ws > avail / 4 {
-        return Err(skip(format!("{} MiB working set needs more than a quarter of the available memory", ws >> 20)));
+        return Err(skip(format!(
+            "{} MiB working set needs more than a quarter of the available memory",
+            ws >> 20
+        )));
     }
     // Elements per array, a multiple of 8 per thread (whole cache lines each).
     let n = (ws / 8 / kernel.arrays()).next_multiple_of(8 * threads).max(8 * threads);
@@ -127,9 +131,11 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let init = |f: fn(usize) -> f64| -> Vec<f64> {
         let mut v = vec![0.0; n];
         // First touch by the threads that will use each slice.
-        install(pool.as_ref(), || v.par_chunks_mut(chunk).enumerate().for_each(|(k, c)| {
-            c.iter_mut().enumerate().for_each(|(i, x)| *x = f(k * chunk + i))
-        }));
+        install(pool.as_ref(), || {
+            v.par_chunks_mut(chunk)
+                .enumerate()
+                .for_each(|(k, c)| c.iter_mut().enumerate().for_each(|(i, x)| *x = f(k * chunk + i)))
+        });
         v
     };
     let x = init(|_| -1.0);
@@ -143,11 +149,13 @@ impl Stream {
         let (k, chunk) = (self.kernel, self.chunk);
         let (x, y, z) = (&mut self.x, &self.y, &self.z);
         install(self.pool.as_ref(), || {
-            x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).zip(z.par_chunks(chunk)).for_each(|((x, y), z)| {
-                for _ in 0..iters {
-                    kernel(k, black_box(&mut *x), black_box(y), black_box(z));
-                }
-            })
+            x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).zip(z.par_chunks(chunk)).for_each(
+                |((x, y), z)| {
+                    for _ in 0..iters {
+                        kernel(k, black_box(&mut *x), black_box(y), black_box(z));
+                    }
+                },
+            )
         });
     }
 }

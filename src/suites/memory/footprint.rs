@@ -17,18 +17,28 @@ use std::alloc::Layout;
 
 /// Dtypes and their storage bytes per parameter (q4_0: 32 weights in 16
 /// bytes of nibbles plus an f16 scale, 18 bytes per block).
-pub(crate) const DTYPES: &[(&str, f64)] = &[("f32", 4.0), ("f16", 2.0), ("bf16", 2.0), ("int8", 1.0), ("q4_0", 18.0 / 32.0)];
+pub(crate) const DTYPES: &[(&str, f64)] =
+    &[("f32", 4.0), ("f16", 2.0), ("bf16", 2.0), ("int8", 1.0), ("q4_0", 18.0 / 32.0)];
 
 /// Largest footprint allocated for real (bigger ones are computed only).
 pub(crate) const REAL_LIMIT: u64 = 512 << 20;
 
 /// Parameters from the architecture's formula, independent of the tensor list.
 pub(crate) fn closed_form_params(m: &ModelConfig) -> u64 {
-    let (l, h, f, v, p) = (m.layers as u64, m.hidden as u64, m.ffn as u64, m.vocab as u64, m.max_positions as u64);
+    let (l, h, f, v, p) =
+        (m.layers as u64, m.hidden as u64, m.ffn as u64, m.vocab as u64, m.max_positions as u64);
     let kv = (m.kv_heads * m.head_dim()) as u64;
     match m.arch {
         // Embeddings + LN; per layer: QKVO with biases, FFN with biases, two LNs; pooler.
-        Arch::Bert => v * h + p * h + m.type_vocab as u64 * h + 2 * h + l * (4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h) + h * h + h,
+        Arch::Bert => {
+            v * h
+                + p * h
+                + m.type_vocab as u64 * h
+                + 2 * h
+                + l * (4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h)
+                + h * h
+                + h
+        }
         // Tied LM head; final LN.
         Arch::Gpt2 => v * h + p * h + l * (4 * h * h + 4 * h + 2 * h * f + f + h + 4 * h) + 2 * h,
         // No biases; Q,O are h x h, K,V are kv x h; SwiGLU has three matrices; untied head.
@@ -67,7 +77,8 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
         model.weights().iter().map(|w| (w.numel() as f64 * dtype.1).ceil() as usize).collect();
     let per_kv = batch * model.kv_heads * context * model.head_dim() * kv_elem;
     sizes.extend(std::iter::repeat_n(per_kv, 2 * model.layers));
-    let computed = (model.weight_bytes(dtype.1).ceil() as u64).max(1) + model.kv_cache_bytes(batch, context, kv_elem);
+    let computed =
+        (model.weight_bytes(dtype.1).ceil() as u64).max(1) + model.kv_cache_bytes(batch, context, kv_elem);
     let real = computed <= REAL_LIMIT;
     let n = sizes.len();
     Ok(Box::new(Footprint {
@@ -128,7 +139,11 @@ impl Workload for Footprint {
     fn verify(&mut self) -> Result<Verification> {
         let m = &self.model;
         let (formula, listed) = (closed_form_params(m), m.param_count());
-        ensure!(formula == listed, "{}: the tensor list has {listed} parameters, the closed form {formula}", m.name);
+        ensure!(
+            formula == listed,
+            "{}: the tensor list has {listed} parameters, the closed form {formula}",
+            m.name
+        );
         let kv_formula = 2 * (m.layers * self.batch * self.context * m.kv_heads * m.head_dim()) as u64;
         ensure!(
             m.kv_cache_bytes(self.batch, self.context, 1) == kv_formula,
@@ -189,7 +204,9 @@ impl Workload for Footprint {
                 self.free_all();
             } else {
                 let m = std::hint::black_box(&self.model);
-                std::hint::black_box(m.weight_bytes(self.dtype.1) + m.kv_cache_bytes(self.batch, self.context, 2) as f64);
+                std::hint::black_box(
+                    m.weight_bytes(self.dtype.1) + m.kv_cache_bytes(self.batch, self.context, 2) as f64,
+                );
             }
         }
         Ok(())
@@ -210,7 +227,11 @@ impl Workload for Footprint {
             ctxs.sort_unstable();
             ctxs.dedup();
             for ctx in ctxs {
-                out.push(Metric::new(format!("kv_f16_bytes_b{batch}_ctx{ctx}"), m.kv_cache_bytes(batch, ctx, 2) as f64, "B"));
+                out.push(Metric::new(
+                    format!("kv_f16_bytes_b{batch}_ctx{ctx}"),
+                    m.kv_cache_bytes(batch, ctx, 2) as f64,
+                    "B",
+                ));
             }
         }
         if let Some(p) = self.measured_peak {

@@ -63,7 +63,10 @@ fn check_cycle(next: &[usize]) -> Result<()> {
 fn too_big(bytes: usize) -> Result<()> {
     let avail = crate::env::Environment::gather().available_memory_bytes.unwrap_or(u64::MAX) as usize;
     if bytes > avail / 4 {
-        return Err(skip(format!("{} MiB working set needs more than a quarter of the available memory", bytes >> 20)));
+        return Err(skip(format!(
+            "{} MiB working set needs more than a quarter of the available memory",
+            bytes >> 20
+        )));
     }
     Ok(())
 }
@@ -208,9 +211,9 @@ impl Workload for Levels {
 }
 
 fn human(b: usize) -> String {
-    if b >= 1 << 20 && b % (1 << 20) == 0 {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
         format!("{}MiB", b >> 20)
-    } else if b >= 1 << 10 && b % (1 << 10) == 0 {
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
         format!("{}KiB", b >> 10)
     } else {
         format!("{b}B")

@@ -20,8 +20,8 @@ use crate::plan::Case;
 use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
-pub mod allocators;
 mod alloc_bench;
+pub mod allocators;
 mod bandwidth;
 mod footprint;
 mod latency;
@@ -148,14 +148,20 @@ mod tests {
     fn every_target_matches_a_default_case() {
         for t in MemorySuite.targets() {
             let re = regex::Regex::new(t.case_pattern).unwrap();
-            let n = spec().benchmarks.iter().flat_map(|b| expand("memory", b)).filter(|c| re.is_match(&c.id)).count();
+            let n = spec()
+                .benchmarks
+                .iter()
+                .flat_map(|b| expand("memory", b))
+                .filter(|c| re.is_match(&c.id))
+                .count();
             assert_eq!(n, 1, "{}", t.name);
         }
     }
 
     #[test]
     fn bad_params_name_the_valid_choices() {
-        let err = MemorySuite.prepare(&Case::new("memory", "nope", BTreeMap::new())).err().unwrap().to_string();
+        let err =
+            MemorySuite.prepare(&Case::new("memory", "nope", BTreeMap::new())).err().unwrap().to_string();
         assert!(err.contains("valid: alloc, pattern"), "{err}");
         let mut p = BTreeMap::new();
         p.insert("allocator".to_string(), ParamValue::Str("jemalloc".into()));

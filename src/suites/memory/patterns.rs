@@ -58,7 +58,8 @@ impl OpList {
 pub(crate) fn sequential() -> OpList {
     let sizes = [64, 256, 1024, 4096, 16384, 65536, 262_144, 1 << 20];
     let n = 512u32;
-    let mut ops: Vec<Op> = (0..n).map(|i| Op::Alloc { slot: i, size: sizes[i as usize % sizes.len()] }).collect();
+    let mut ops: Vec<Op> =
+        (0..n).map(|i| Op::Alloc { slot: i, size: sizes[i as usize % sizes.len()] }).collect();
     ops.extend((0..n).map(|slot| Op::Free { slot }));
     OpList::build(ops)
 }
@@ -108,11 +109,11 @@ pub(crate) fn mixed(m: &ModelConfig, batch: usize, seq: usize) -> OpList {
     let mut kept = vec![alloc(&mut ops, t * h)]; // embeddings
     for _ in 0..m.layers {
         let temps = [
-            alloc(&mut ops, t * h),                            // norm 1
-            alloc(&mut ops, t * (h + 2 * kv)),                 // qkv
-            alloc(&mut ops, batch * m.heads * seq * seq * 4),  // scores
-            alloc(&mut ops, batch * m.heads * seq * seq * 4),  // probabilities
-            alloc(&mut ops, t * h),                            // attention output
+            alloc(&mut ops, t * h),                           // norm 1
+            alloc(&mut ops, t * (h + 2 * kv)),                // qkv
+            alloc(&mut ops, batch * m.heads * seq * seq * 4), // scores
+            alloc(&mut ops, batch * m.heads * seq * seq * 4), // probabilities
+            alloc(&mut ops, t * h),                           // attention output
         ];
         kept.push(alloc(&mut ops, t * h)); // residual after attention
         let n2 = alloc(&mut ops, t * h);
@@ -142,7 +143,9 @@ fn tag(p: *mut u8, size: usize, tag: u64) {
 
 fn tag_ok(p: *mut u8, size: usize, tag: u64) -> bool {
     // SAFETY: as in `tag`.
-    unsafe { p.cast::<u64>().read_unaligned() == tag && p.add(size - 8).cast::<u64>().read_unaligned() == !tag }
+    unsafe {
+        p.cast::<u64>().read_unaligned() == tag && p.add(size - 8).cast::<u64>().read_unaligned() == !tag
+    }
 }
 
 /// What a replay saw.
@@ -352,7 +355,10 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
                     Op::Alloc { slot, size } => match pool.alloc(size) {
                         Ok(b) => live[slot as usize] = Some((b, 0)),
                         Err(PoolError::OverBudget { class, in_use, budget: b, .. }) => {
-                            ensure!(in_use + class > b, "refused {size} B with {in_use} B in use under {b} B");
+                            ensure!(
+                                in_use + class > b,
+                                "refused {size} B with {in_use} B in use under {b} B"
+                            );
                             refused += 1;
                         }
                         Err(e) => return Err(e.into()),
@@ -363,10 +369,18 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
                         }
                     }
                 }
-                ensure!(pool.stats().held <= budget, "pool holds {} B over its {budget} B budget", pool.stats().held);
+                ensure!(
+                    pool.stats().held <= budget,
+                    "pool holds {} B over its {budget} B budget",
+                    pool.stats().held
+                );
             }
             let needed_over = list.peak > budget;
-            ensure!(!needed_over || refused > 0, "peak need {} B > budget {budget} B but nothing refused", list.peak);
+            ensure!(
+                !needed_over || refused > 0,
+                "peak need {} B > budget {budget} B but nothing refused",
+                list.peak
+            );
             reference = format!(
                 "fresh pool with the same budget: held never above {budget} B, {refused} refusals each forced (in use + class > budget)"
             );
@@ -381,13 +395,20 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
             ensure!(self.live.iter().all(Option::is_none), "blocks left live after a pass");
         }
         // A counted replay (tags checked) must free every allocation.
-        let leak = allocators::leak_check(self.which, &mut ReplayBody { lists: &lists, weights: &self.weight_sizes }, 2)?;
+        let leak = allocators::leak_check(
+            self.which,
+            &mut ReplayBody { lists: &lists, weights: &self.weight_sizes },
+            2,
+        )?;
         ensure!(leak.allocs == 0, "{} allocations ({} B) not freed by the pattern", leak.allocs, leak.bytes);
         Ok(Verification {
             passed: true,
             reference: format!("{}; a counted replay of the {} pattern", reference, self.name),
             max_error: None,
-            detail: format!("{} ops, every allocation freed", lists.iter().map(|l| l.ops.len()).sum::<usize>()),
+            detail: format!(
+                "{} ops, every allocation freed",
+                lists.iter().map(|l| l.ops.len()).sum::<usize>()
+            ),
         })
     }
 
@@ -415,7 +436,8 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
     }
 
     fn metrics(&mut self) -> Vec<Metric> {
-        let peak = self.lists.iter().map(|l| l.peak).max().unwrap_or(0) + self.weight_sizes.iter().sum::<usize>();
+        let peak =
+            self.lists.iter().map(|l| l.peak).max().unwrap_or(0) + self.weight_sizes.iter().sum::<usize>();
         let mut m = vec![Metric::new("pattern_peak_requested_bytes", peak as f64, "B")];
         if let Some(s) = self.a.pool_stats() {
             m.push(Metric::new("hit_rate", s.hit_rate(), "ratio"));
@@ -429,7 +451,11 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
                 m.push(Metric::new("utilization_mean", st.util_sum / st.util_n as f64, "ratio"));
             }
             if let Some(pool) = self.a.pool() {
-                m.push(Metric::new("external_fragmentation", external_fragmentation(&pool.free_block_sizes()), "ratio"));
+                m.push(Metric::new(
+                    "external_fragmentation",
+                    external_fragmentation(&pool.free_block_sizes()),
+                    "ratio",
+                ));
             }
         }
         if let Some(budget) = self.budget {

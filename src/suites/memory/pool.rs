@@ -28,7 +28,9 @@ const HUGE: u16 = u16::MAX;
 pub enum PoolError {
     /// Serving the request would take the pool's held bytes past its budget,
     /// even after every cached block was released.
-    #[error("pool budget exceeded: {requested} B requested (class {class} B) with {in_use} B in use, budget {budget} B")]
+    #[error(
+        "pool budget exceeded: {requested} B requested (class {class} B) with {in_use} B in use, budget {budget} B"
+    )]
     OverBudget {
         /// Bytes asked for.
         requested: usize,
@@ -380,7 +382,8 @@ impl Drop for TensorPool {
         for i in 0..self.slots.len() {
             let s = self.slots[i];
             if s.live {
-                let bytes = if s.class == HUGE { s.requested.next_multiple_of(4096) } else { class_bytes(s.class) };
+                let bytes =
+                    if s.class == HUGE { s.requested.next_multiple_of(4096) } else { class_bytes(s.class) };
                 if let Some(p) = NonNull::new(s.ptr) {
                     self.system_free(p, bytes);
                 }
