@@ -281,7 +281,11 @@ impl Workload for TensorAlloc {
         let layout = self.layout()?;
         // SAFETY: non-zero size; freed right away.
         let p = unsafe { std::alloc::alloc(layout) };
-        ensure!(!p.is_null() && (p as usize).is_multiple_of(self.align), "buffer not {}-byte aligned", self.align);
+        ensure!(
+            !p.is_null() && (p as usize).is_multiple_of(self.align),
+            "buffer not {}-byte aligned",
+            self.align
+        );
         // SAFETY: allocated just above with this layout.
         unsafe { std::alloc::dealloc(p, layout) };
         Ok(Verification::pass(format!(
