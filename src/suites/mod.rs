@@ -8,6 +8,7 @@ use crate::plan::Case;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+pub mod memory;
 pub mod quant;
 pub mod tensor;
 pub mod tokenizer;
@@ -249,7 +250,8 @@ impl Throughput {
 
 /// Every suite tfbench knows, in the order `list` shows them.
 pub fn registry() -> &'static [&'static dyn Suite] {
-    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite, &tokenizer::TokenizerSuite, &quant::QuantSuite];
+    static SUITES: &[&dyn Suite] =
+        &[&tensor::TensorSuite, &tokenizer::TokenizerSuite, &quant::QuantSuite, &memory::MemorySuite];
     SUITES
 }
 
