@@ -485,14 +485,18 @@ mod tests {
         let s = AttnShape { batch, heads, kv_heads: kvh, head_dim: hd, queries: nq, keys: nk, capacity: nk, causal: false };
         let mut masked = vec![0.0; q.len()];
         attention(s, &q, &k, &v, Some(&mask), &mut masked, &mut AttnScratch::new(2, nq, nk, hd));
+        let (qr, kr, vr) = (&q, &kt, &vt);
         for b in 0..batch {
             for h in 0..heads {
                 let g = h / 2;
-                let kk: Vec<f64> = (0..5).flat_map(|t| (0..hd).map(move |d| kt[(b * nk + t) * kvh * hd + g * hd + d] as f64)).collect();
-                let vv: Vec<f64> = (0..5).flat_map(|t| (0..hd).map(move |d| vt[(b * nk + t) * kvh * hd + g * hd + d] as f64)).collect();
-                let qq: Vec<f64> = (0..nq).flat_map(|t| (0..hd).map(move |d| q[(b * nq + t) * heads * hd + h * hd + d] as f64)).collect();
-                let want = naive::attention_head(&qq, &kk, &vv, hd, None);
-                let got: Vec<f32> = (0..nq).flat_map(|t| (0..hd).map(move |d| (t, d))).map(|(t, d)| masked[(b * nq + t) * heads * hd + h * hd + d]).collect();
+                let take = |x: &[f32], n: usize, w: usize, hh: usize| -> Vec<f64> {
+                    (0..n).flat_map(|t| (0..hd).map(move |d| (t, d))).map(|(t, d)| x[(b * n + t) * w + hh * hd + d] as f64).collect()
+                };
+                // Only the first 5 keys of each sequence are unmasked.
+                let kk: Vec<f64> = take(kr, nk, kvh * hd, g)[..5 * hd].to_vec();
+                let vv: Vec<f64> = take(vr, nk, kvh * hd, g)[..5 * hd].to_vec();
+                let want = naive::attention_head(&take(qr, nq, heads * hd, h), &kk, &vv, hd, None);
+                let got: Vec<f32> = take(&masked, nq, heads * hd, h).iter().map(|&x| x as f32).collect();
                 close(&got, &want, 1e-5);
             }
         }
