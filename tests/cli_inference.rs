@@ -25,7 +25,8 @@ fn tfbench_env(env: &[(&str, &str)], args: &[&str]) -> Run {
 }
 
 fn json(r: &Run) -> Value {
-    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\n{}", r.stdout, r.stderr))
+    serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\n{}", r.stdout, r.stderr))
 }
 
 fn metric(case: &Value, name: &str) -> Option<f64> {
@@ -33,7 +34,17 @@ fn metric(case: &Value, name: &str) -> Option<f64> {
 }
 
 fn quick(args: &[&str]) -> Run {
-    let mut all = vec!["run", "--suite", "inference", "--quick", "--no-probe", "--sample-size", "3", "--format", "json"];
+    let mut all = vec![
+        "run",
+        "--suite",
+        "inference",
+        "--quick",
+        "--no-probe",
+        "--sample-size",
+        "3",
+        "--format",
+        "json",
+    ];
     all.extend_from_slice(args);
     tfbench(&all)
 }
@@ -56,7 +67,9 @@ fn list_shows_the_benchmarks_and_the_published_shapes() {
 
 #[test]
 fn quick_run_on_tiny_models_verifies_and_reports_latency_and_memory() {
-    let r = quick(&["(encoder|prefill|decode)/batch=1,.*dtype=(f32|bf16),.*model=(bert|gpt2|llama)-tiny,(prompt=32|seq=128|shape)"]);
+    let r = quick(&[
+        "(encoder|prefill|decode)/batch=1,.*dtype=(f32|bf16),.*model=(bert|gpt2|llama)-tiny,(prompt=32|seq=128|shape)",
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = json(&r);
     let cases = v["cases"].as_array().unwrap();
@@ -69,7 +82,10 @@ fn quick_run_on_tiny_models_verifies_and_reports_latency_and_memory() {
         assert!(c["verification"]["reference"].as_str().unwrap().contains("f64"), "{id}");
         assert!(c["throughput"].as_array().unwrap().iter().any(|t| t["kind"] == "tokens"), "{id}");
         let (planned, peak) = (metric(c, "planned_bytes").unwrap(), metric(c, "alloc_peak_bytes").unwrap());
-        assert!((peak - planned).abs() <= 0.05 * planned + 16.0 * 1048576.0, "{id}: plan {planned} vs peak {peak}");
+        assert!(
+            (peak - planned).abs() <= 0.05 * planned + 16.0 * 1048576.0,
+            "{id}: plan {planned} vs peak {peak}"
+        );
         if id.contains("/decode/") {
             decodes += 1;
             let (p50, p99) = (metric(c, "tpot_p50_ns").unwrap(), metric(c, "tpot_p99_ns").unwrap());
@@ -102,7 +118,18 @@ layers = ["full"]
     );
     let r = tfbench_env(
         &[("TFBENCH_MEM_AVAILABLE_GIB", "24")],
-        &["run", "--suite", "inference", "--config", &cfg, "--quick", "--no-probe", "--format", "json", "decode"],
+        &[
+            "run",
+            "--suite",
+            "inference",
+            "--config",
+            &cfg,
+            "--quick",
+            "--no-probe",
+            "--format",
+            "json",
+            "decode",
+        ],
     );
     assert_eq!(r.code, 0, "skips are not failures: {}", r.stderr);
     let v = json(&r);
@@ -131,7 +158,18 @@ dtype = ["f32"]
 shape = ["hidden:64+heads:4+kv_heads:2+ffn:160"]
 "#,
     );
-    let r = tfbench(&["run", "--suite", "inference", "--config", &cfg, "--quick", "--no-probe", "--format", "json", "prefill"]);
+    let r = tfbench(&[
+        "run",
+        "--suite",
+        "inference",
+        "--config",
+        &cfg,
+        "--quick",
+        "--no-probe",
+        "--format",
+        "json",
+        "prefill",
+    ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = json(&r);
     let c = &v["cases"][0];
@@ -140,10 +178,27 @@ shape = ["hidden:64+heads:4+kv_heads:2+ffn:160"]
     assert_eq!(metric(c, "layers_of_full_model"), Some(2.0));
     assert!(c["verification"]["detail"].as_str().unwrap().contains("layers reduced to 1 of 2"));
 
-    let bad = write(&dir, "bad.toml", "[suites.inference.benchmarks.decode]\ndtype = [\"int3\"]\nmodel = [\"gpt2-tiny\"]\n");
-    let r = tfbench(&["run", "--suite", "inference", "--config", &bad, "--quick", "--no-probe", "decode/batch=1,depth=128"]);
+    let bad = write(
+        &dir,
+        "bad.toml",
+        "[suites.inference.benchmarks.decode]\ndtype = [\"int3\"]\nmodel = [\"gpt2-tiny\"]\n",
+    );
+    let r = tfbench(&[
+        "run",
+        "--suite",
+        "inference",
+        "--config",
+        &bad,
+        "--quick",
+        "--no-probe",
+        "decode/batch=1,depth=128",
+    ]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    assert!(r.stdout.contains("valid: f32, f16, bf16") || r.stderr.contains("valid: f32, f16, bf16"), "{}", r.stderr);
+    assert!(
+        r.stdout.contains("valid: f32, f16, bf16") || r.stderr.contains("valid: f32, f16, bf16"),
+        "{}",
+        r.stderr
+    );
     let bad = write(&dir, "bad2.toml", "[suites.inference.benchmarks.decode]\nwidth = [3]\n");
     let r = tfbench(&["run", "--suite", "inference", "--config", &bad, "--quick", "--no-probe"]);
     assert_eq!(r.code, 2, "{}", r.stderr);
@@ -158,7 +213,18 @@ fn minilm_real_weights_match_the_numpy_fixture_or_skip_with_a_message() {
     } else {
         let r = tfbench_env(
             &[("TFBENCH_DATA_DIR", data.to_str().unwrap())],
-            &["run", "--suite", "inference", "--quick", "--no-probe", "--sample-size", "3", "--format", "json", "embed"],
+            &[
+                "run",
+                "--suite",
+                "inference",
+                "--quick",
+                "--no-probe",
+                "--sample-size",
+                "3",
+                "--format",
+                "json",
+                "embed",
+            ],
         );
         assert_eq!(r.code, 0, "{}", r.stderr);
         let v = json(&r);

@@ -5,5 +5,6 @@
 //! fused norms) put them here, each with unit tests against a naive loop.
 
 mod gemm;
+mod gemv;
 
 pub use gemm::{Layout, matmul, matmul_into, naive_matmul};

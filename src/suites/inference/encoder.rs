@@ -49,7 +49,12 @@ pub fn prepare(case: &Case, real: bool) -> Result<Box<dyn Workload>> {
         (super::model_config(case)?, None)
     };
     if cfg.arch != Arch::Bert {
-        bail!("case {}: the encoder benchmarks run BERT-family models; `{}` is {}", case.id, cfg.name, cfg.arch.name());
+        bail!(
+            "case {}: the encoder benchmarks run BERT-family models; `{}` is {}",
+            case.id,
+            cfg.name,
+            cfg.arch.name()
+        );
     }
     if seq > cfg.max_positions {
         bail!("case {}: seq {seq} exceeds the {} positions of {}", case.id, cfg.max_positions, cfg.name);
@@ -104,7 +109,8 @@ impl Encoder {
         let got = ws.hidden(b * s, h).to_vec();
         let mut want = Vec::with_capacity(b * s * h);
         for i in 0..b {
-            let r = reference::forward(&self.model, &ids[i * s..(i + 1) * s], Some(&mask[i * s..(i + 1) * s]));
+            let r =
+                reference::forward(&self.model, &ids[i * s..(i + 1) * s], Some(&mask[i * s..(i + 1) * s]));
             want.extend(r.iter().map(|&v| v as f32));
         }
         let tol = if self.model.dtype == DType::F32 { 1e-3 } else { 2e-3 };
@@ -125,7 +131,9 @@ impl Encoder {
             v[k].as_array()
                 .with_context(|| format!("fixture lacks `{k}`"))?
                 .iter()
-                .map(|r| r.as_array().map(|r| r.iter().filter_map(|x| x.as_f64()).collect()).context("bad row"))
+                .map(|r| {
+                    r.as_array().map(|r| r.iter().filter_map(|x| x.as_f64()).collect()).context("bad row")
+                })
                 .collect()
         };
         let (ids, mask, pooled) = (rows("ids")?, rows("attention_mask")?, rows("mean_pooled")?);
@@ -165,14 +173,17 @@ impl Workload for Encoder {
         if let Some(i) = out.iter().chain(&self.ws.pooled).position(|x| !x.is_finite()) {
             bail!("output value {i} of the {}x{} forward is not finite", self.batch, self.seq);
         }
-        let mut notes = vec![format!("{} rows x {h} finite", rows), super::check_plan(&self.plan, self.peak)?];
+        let mut notes =
+            vec![format!("{} rows x {h} finite", rows), super::check_plan(&self.plan, self.peak)?];
         if self.real {
             let (err, cos) = self.check_fixture()?;
             // f32 kernels against a float64 numpy forward: 1e-4 absolute on
             // values of order 0.1 (bf16/f16 storage loosens it).
             let tol = if self.model.dtype == DType::F32 { 1e-4 } else { 2e-2 };
             if err > tol || cos < 0.999 {
-                bail!("MiniLM embeddings differ from the numpy reference: max abs error {err:.2e} (tolerance {tol:.0e}), min cosine {cos:.6}");
+                bail!(
+                    "MiniLM embeddings differ from the numpy reference: max abs error {err:.2e} (tolerance {tol:.0e}), min cosine {cos:.6}"
+                );
             }
             self.fixture_error = Some((err, cos));
             v.reference.push_str("; MiniLM-L6 sentence embeddings vs numpy float64 fixture (tests/fixtures/minilm_embeddings.json)");

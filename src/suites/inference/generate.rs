@@ -87,7 +87,8 @@ fn build(case: &Case, prompt_len: usize, extra: usize) -> Result<Gen> {
     let tokens = (prompt_len + extra.min(1)).clamp(1, PREFILL_CHUNK);
     let size = WorkspaceSize { batch, tokens, keys: capacity.max(1), threads };
     let plan = super::check_memory(&cfg, dtype, size, capacity)?;
-    let full_layers = crate::models::ModelConfig::preset(&case.str("model")?).map_or(cfg.layers, |c| c.layers);
+    let full_layers =
+        crate::models::ModelConfig::preset(&case.str("model")?).map_or(cfg.layers, |c| c.layers);
     let seed = super::seed(case);
     let ((model, ws, cache), peak) = super::measure_peak(|| {
         let model = weights::random_model(&cfg, dtype, seed)?;
@@ -138,7 +139,8 @@ impl Gen {
         let ids = super::random_ids(b * (p + 1), cfg.vocab, 77);
         let prompt: Vec<u32> = (0..b).flat_map(|i| ids[i * (p + 1)..i * (p + 1) + p].to_vec()).collect();
         let step: Vec<u32> = (0..b).map(|i| ids[i * (p + 1) + p]).collect();
-        let mut ws = Workspace::new(&self.model, WorkspaceSize { batch: b, tokens: p, keys: p + 1, threads: 2 });
+        let mut ws =
+            Workspace::new(&self.model, WorkspaceSize { batch: b, tokens: p, keys: p + 1, threads: 2 });
         let mut cache = KvCache::new(cfg, b, p + 1);
         let all = self.model.decode(&mut ws, &mut cache, &prompt, p, true).unwrap_or_default();
         self.model.decode(&mut ws, &mut cache, &step, 1, false);
@@ -152,7 +154,9 @@ impl Gen {
         }
         let tol = if self.model.dtype == DType::F32 { 1e-3 } else { 2e-3 };
         Ok(Verification::compare(
-            format!("f64 token-by-token reference (full recompute, no cache), {b} x ({p} prompt + 1 cached step)"),
+            format!(
+                "f64 token-by-token reference (full recompute, no cache), {b} x ({p} prompt + 1 cached step)"
+            ),
             &got,
             &want,
             tol,
@@ -210,7 +214,10 @@ impl Workload for Prefill {
         let (b, n, cfg) = (self.g.batch, self.n, &self.g.model.cfg);
         let attn = 2.0 * (b * n * n * cfg.hidden * cfg.layers) as f64;
         let head = 2.0 * (b * cfg.vocab * cfg.hidden) as f64;
-        vec![Throughput::tokens((b * n) as f64), Throughput::flops(self.g.model.matrix_flops(b * n) + attn + head)]
+        vec![
+            Throughput::tokens((b * n) as f64),
+            Throughput::flops(self.g.model.matrix_flops(b * n) + attn + head),
+        ]
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {
@@ -292,7 +299,11 @@ impl Workload for Decode {
         let mut notes = self.g.notes()?;
         notes.insert(
             0,
-            format!("cached step at depth {d} vs full recompute of {} tokens: max logit error {:.2e} (tol 1e-3)", d + 1, self.recompute_error),
+            format!(
+                "cached step at depth {d} vs full recompute of {} tokens: max logit error {:.2e} (tol 1e-3)",
+                d + 1,
+                self.recompute_error
+            ),
         );
         v.detail = format!("{}; {}", v.detail, notes.join("; "));
         Ok(v)
@@ -303,7 +314,8 @@ impl Workload for Decode {
         let steps = self.new_tokens as f64;
         // Weights stream once per step whatever the batch; each sequence also
         // reads its K/V cache (average depth over the steps).
-        let kv_per_step = cfg.kv_cache_bytes(b, self.depth, 4) as f64 + cfg.kv_cache_bytes(b, self.new_tokens, 4) as f64 / 2.0;
+        let kv_per_step = cfg.kv_cache_bytes(b, self.depth, 4) as f64
+            + cfg.kv_cache_bytes(b, self.new_tokens, 4) as f64 / 2.0;
         let bytes = steps * (self.g.model.decode_weight_bytes() + kv_per_step);
         let avg_keys = self.depth as f64 + self.new_tokens as f64 / 2.0;
         let attn = 4.0 * b as f64 * avg_keys * (cfg.hidden * cfg.layers) as f64;

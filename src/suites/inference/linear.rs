@@ -192,7 +192,10 @@ impl Linear {
         assert_eq!(y.len(), m * n, "linear: y is not {m}x{n}");
         let nblocks = n.div_ceil(BLOCK_ROWS);
         let need_slot = BLOCK_ROWS * k + m * BLOCK_ROWS;
-        if scratch.slots.is_empty() || scratch.slots[0].len() < need_slot || scratch.blocks.len() < nblocks * m * BLOCK_ROWS {
+        if scratch.slots.is_empty()
+            || scratch.slots[0].len() < need_slot
+            || scratch.blocks.len() < nblocks * m * BLOCK_ROWS
+        {
             // Only when a caller outgrows its sizing; correct, just allocating.
             let threads = scratch.slots.len().max(rayon::current_num_threads());
             *scratch = LinearScratch::new(threads, m, k, n, true);
@@ -201,8 +204,11 @@ impl Linear {
         let per = nblocks.div_ceil(workers);
         let blocks = &mut scratch.blocks[..nblocks * m * BLOCK_ROWS];
         // Block b's result lands in blocks[b*m*BLOCK_ROWS..]: disjoint chunks per worker.
-        blocks.par_chunks_mut(per * m * BLOCK_ROWS).zip(scratch.slots[..workers].par_iter_mut()).enumerate().for_each(
-            |(wi, (dst, slot))| {
+        blocks
+            .par_chunks_mut(per * m * BLOCK_ROWS)
+            .zip(scratch.slots[..workers].par_iter_mut())
+            .enumerate()
+            .for_each(|(wi, (dst, slot))| {
                 let (wbuf, cbuf) = slot.split_at_mut(BLOCK_ROWS * k);
                 for (bi, out) in dst.chunks_mut(m * BLOCK_ROWS).enumerate() {
                     let b = wi * per + bi;
@@ -213,8 +219,7 @@ impl Linear {
                     matmul(1, (m, k, rows), x, &wbuf[..rows * k], Layout::NxK, c);
                     out[..m * rows].copy_from_slice(c);
                 }
-            },
-        );
+            });
         for b in 0..nblocks {
             let r0 = b * BLOCK_ROWS;
             let rows = BLOCK_ROWS.min(n - r0);
@@ -227,7 +232,8 @@ impl Linear {
 
     /// Bytes of weights and bias.
     pub fn bytes(&self) -> f64 {
-        self.w.len() as f64 * self.w.bytes_per_param() + self.bias.as_ref().map_or(0.0, |b| 4.0 * b.len() as f64)
+        self.w.len() as f64 * self.w.bytes_per_param()
+            + self.bias.as_ref().map_or(0.0, |b| 4.0 * b.len() as f64)
     }
 }
 
@@ -243,7 +249,8 @@ mod tests {
             let w = randn(n * k, 2);
             let b = randn(n, 3);
             for dtype in [DType::F32, DType::F16, DType::BF16] {
-                let lin = Linear { out: n, inp: k, w: Weights::from_f32(w.clone(), dtype), bias: Some(b.clone()) };
+                let lin =
+                    Linear { out: n, inp: k, w: Weights::from_f32(w.clone(), dtype), bias: Some(b.clone()) };
                 let stored = lin.w.to_f32();
                 let mut want = crate::kernels::naive_matmul((m, k, n), &x, &stored, Layout::NxK);
                 for r in want.chunks_mut(n) {
@@ -254,7 +261,10 @@ mod tests {
                     let mut y = vec![f32::NAN; m * n];
                     lin.forward(threads, &x, m, &mut y, &mut scratch);
                     for (i, (g, w)) in y.iter().zip(&want).enumerate() {
-                        assert!((g - w).abs() <= 1e-4 * (1.0 + w.abs()), "{dtype:?} {m}x{k}x{n} t{threads} [{i}]: {g} vs {w}");
+                        assert!(
+                            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                            "{dtype:?} {m}x{k}x{n} t{threads} [{i}]: {g} vs {w}"
+                        );
                     }
                 }
                 // Rounding to the storage format is bounded by its epsilon.

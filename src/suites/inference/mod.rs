@@ -79,7 +79,11 @@ fn seed(case: &Case) -> u64 {
 fn dtype(case: &Case) -> Result<linear::DType> {
     let s = case.str("dtype")?;
     linear::DType::parse(&s).ok_or_else(|| {
-        anyhow::anyhow!("case {}: `dtype` = `{s}` is not valid; valid: {}", case.id, linear::DTYPES.join(", "))
+        anyhow::anyhow!(
+            "case {}: `dtype` = `{s}` is not valid; valid: {}",
+            case.id,
+            linear::DTYPES.join(", ")
+        )
     })
 }
 
@@ -111,7 +115,10 @@ fn apply_shape(cfg: &mut ModelConfig, shape: &str) -> Result<()> {
     }
     for pair in shape.split('+') {
         let Some((key, value)) = pair.split_once(':') else {
-            bail!("`shape` = `{shape}`: `{pair}` is not key:value; write `preset` or e.g. `hidden:512+heads:8` (keys: {})", SHAPE_KEYS.join(", "));
+            bail!(
+                "`shape` = `{shape}`: `{pair}` is not key:value; write `preset` or e.g. `hidden:512+heads:8` (keys: {})",
+                SHAPE_KEYS.join(", ")
+            );
         };
         let v: usize = match value.parse() {
             Ok(v) if v > 0 => v,
@@ -145,14 +152,21 @@ fn apply_layers(cfg: &mut ModelConfig, case: &Case) -> Result<()> {
             cfg.layers = *n as usize;
             Ok(())
         }
-        Some(other) => bail!("case {}: `layers` must be \"full\" or a positive integer, got {other}", case.id),
+        Some(other) => {
+            bail!("case {}: `layers` must be \"full\" or a positive integer, got {other}", case.id)
+        }
     }
 }
 
 /// Refuses (as skipped) a case whose planned memory exceeds what this
 /// machine has available. `TFBENCH_MEM_AVAILABLE_GIB` overrides the amount
 /// read from /proc/meminfo (tests use it to play a smaller machine).
-fn check_memory(cfg: &ModelConfig, dtype: linear::DType, size: model::WorkspaceSize, kv: usize) -> Result<weights::MemoryPlan> {
+fn check_memory(
+    cfg: &ModelConfig,
+    dtype: linear::DType,
+    size: model::WorkspaceSize,
+    kv: usize,
+) -> Result<weights::MemoryPlan> {
     let avail = std::env::var("TFBENCH_MEM_AVAILABLE_GIB")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
@@ -199,7 +213,12 @@ fn check_plan(plan: &weights::MemoryPlan, peak: Option<usize>) -> Result<String>
 }
 
 /// The metrics every case reports about its model and memory.
-fn memory_metrics(model: &model::Model, plan: &weights::MemoryPlan, peak: Option<usize>, full_layers: usize) -> Vec<crate::results::Metric> {
+fn memory_metrics(
+    model: &model::Model,
+    plan: &weights::MemoryPlan,
+    peak: Option<usize>,
+    full_layers: usize,
+) -> Vec<crate::results::Metric> {
     use crate::results::Metric;
     let mut m = vec![
         Metric::new("params", model.stored_params() as f64, ""),
@@ -229,7 +248,10 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 /// Seeded random token ids in `[1, vocab)`, so prompts are never one token.
 fn random_ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
-    crate::util::uniform(n, 1.0, vocab as f32, seed).iter().map(|&x| (x as usize).clamp(1, vocab - 1) as u32).collect()
+    crate::util::uniform(n, 1.0, vocab as f32, seed)
+        .iter()
+        .map(|&x| (x as usize).clamp(1, vocab - 1) as u32)
+        .collect()
 }
 
 /// Index of the largest value.

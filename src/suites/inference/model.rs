@@ -135,7 +135,13 @@ impl WorkspaceSize {
         let vals: usize = self.buffers(cfg, encoder).iter().sum::<usize>() + self.batch * cfg.hidden;
         let attn = self.threads.max(1) * AttnScratch::slot_len(self.tokens, self.keys, cfg.head_dim()) * 4;
         let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab);
-        let lin = LinearScratch::bytes_for(self.threads, self.batch * self.tokens, max_dim, max_dim, dtype != DType::F32);
+        let lin = LinearScratch::bytes_for(
+            self.threads,
+            self.batch * self.tokens,
+            max_dim,
+            max_dim,
+            dtype != DType::F32,
+        );
         vals * 4 + attn + lin
     }
 }
@@ -165,7 +171,13 @@ impl Workspace {
             logits,
             pooled: vec![0.0; size.batch * cfg.hidden],
             attn: AttnScratch::new(size.threads, size.tokens, size.keys, cfg.head_dim()),
-            lin: LinearScratch::new(size.threads, size.batch * size.tokens, max_dim, max_dim, model.dtype != DType::F32),
+            lin: LinearScratch::new(
+                size.threads,
+                size.batch * size.tokens,
+                max_dim,
+                max_dim,
+                model.dtype != DType::F32,
+            ),
         }
     }
 
@@ -215,7 +227,17 @@ impl KvCache {
 
 /// Copies token-major `[batch*n x kv_heads*hd]` rows into head-major
 /// `[batch][kv_heads][cap][hd]` at positions `start..start+n`.
-fn scatter_heads(src: &[f32], dst: &mut [f32], batch: usize, n: usize, kvh: usize, hd: usize, cap: usize, start: usize) {
+#[allow(clippy::too_many_arguments)]
+fn scatter_heads(
+    src: &[f32],
+    dst: &mut [f32],
+    batch: usize,
+    n: usize,
+    kvh: usize,
+    hd: usize,
+    cap: usize,
+    start: usize,
+) {
     for b in 0..batch {
         for t in 0..n {
             let row = &src[(b * n + t) * kvh * hd..][..kvh * hd];
@@ -254,7 +276,9 @@ impl Model {
     pub fn weight_bytes(&self) -> f64 {
         let norm = |n: &Norm| 4.0 * (n.w.len() + n.b.as_ref().map_or(0, Vec::len)) as f64;
         let mut n = self.tokens.bytes()
-            + 4.0 * (self.positions.as_ref().map_or(0, Vec::len) + self.types.as_ref().map_or(0, Vec::len)) as f64
+            + 4.0
+                * (self.positions.as_ref().map_or(0, Vec::len) + self.types.as_ref().map_or(0, Vec::len))
+                    as f64
             + self.emb_norm.as_ref().map_or(0.0, norm)
             + self.final_norm.as_ref().map_or(0.0, norm)
             + self.lm_head.as_ref().map_or(0.0, Linear::bytes)
@@ -339,16 +363,34 @@ impl Model {
             blk.v.forward(t, x, rows, &mut ws.v[..rows * kvd], &mut ws.lin);
             scatter_heads(&ws.k[..rows * kvd], &mut ws.enc_k, batch, seq, cfg.kv_heads, hd, seq, 0);
             scatter_heads(&ws.v[..rows * kvd], &mut ws.enc_v, batch, seq, cfg.kv_heads, hd, seq, 0);
-            ops::attention(shape, &ws.q[..rows * h], &ws.enc_k, &ws.enc_v, Some(mask), &mut ws.att[..rows * h], &mut ws.attn);
+            ops::attention(
+                shape,
+                &ws.q[..rows * h],
+                &ws.enc_k,
+                &ws.enc_v,
+                Some(mask),
+                &mut ws.att[..rows * h],
+                &mut ws.attn,
+            );
             blk.o.forward(t, &ws.att[..rows * h], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
             add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
-            ops::layer_norm(&mut ws.x[..rows * h], &blk.n1.w, blk.n1.b.as_deref().unwrap_or(&[]), cfg.norm_eps);
+            ops::layer_norm(
+                &mut ws.x[..rows * h],
+                &blk.n1.w,
+                blk.n1.b.as_deref().unwrap_or(&[]),
+                cfg.norm_eps,
+            );
             let f = cfg.ffn;
             blk.up.forward(t, &ws.x[..rows * h], rows, &mut ws.f1[..rows * f], &mut ws.lin);
             ops::gelu_erf(&mut ws.f1[..rows * f], f);
             blk.down.forward(t, &ws.f1[..rows * f], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
             add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
-            ops::layer_norm(&mut ws.x[..rows * h], &blk.n2.w, blk.n2.b.as_deref().unwrap_or(&[]), cfg.norm_eps);
+            ops::layer_norm(
+                &mut ws.x[..rows * h],
+                &blk.n2.w,
+                blk.n2.b.as_deref().unwrap_or(&[]),
+                cfg.norm_eps,
+            );
         }
         if let Some(p) = &self.pooler {
             for b in 0..batch {
@@ -364,12 +406,24 @@ impl Model {
     /// each sequence's last new position go to `ws.logits`; with
     /// `all_logits`, the logits of every new position are also returned
     /// (verification only: that path allocates).
-    pub fn decode(&self, ws: &mut Workspace, cache: &mut KvCache, ids: &[u32], n: usize, all_logits: bool) -> Option<Vec<f32>> {
+    pub fn decode(
+        &self,
+        ws: &mut Workspace,
+        cache: &mut KvCache,
+        ids: &[u32],
+        n: usize,
+        all_logits: bool,
+    ) -> Option<Vec<f32>> {
         let cfg = &self.cfg;
         let batch = cache.batch;
         let (h, rows, t, past) = (cfg.hidden, batch * n, ws.threads, cache.len);
         assert!(rows <= ws.rows && ids.len() == rows, "decode: workspace too small");
-        assert!(past + n <= cache.capacity, "decode: cache holds {} positions, asked for {}", cache.capacity, past + n);
+        assert!(
+            past + n <= cache.capacity,
+            "decode: cache holds {} positions, asked for {}",
+            cache.capacity,
+            past + n
+        );
         let (hd, kvd, f) = (cfg.head_dim(), cfg.kv_heads * cfg.head_dim(), cfg.ffn);
         self.embed(ws, ids, n, past);
         let shape = AttnShape {
@@ -432,7 +486,8 @@ impl Model {
             let mut normed = vec![0.0; rows * h];
             norm(fnorm, &ws.x[..rows * h], &mut normed);
             let mut out = vec![0.0; rows * cfg.vocab];
-            let mut scratch = LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype != DType::F32);
+            let mut scratch =
+                LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype != DType::F32);
             head.forward(t, &normed, rows, &mut out, &mut scratch);
             out
         })
@@ -461,15 +516,31 @@ impl Model {
                 gate: if llama { Some(l.linear(&p("ffn.gate"))?) } else { None },
                 up: l.linear(&p("ffn.up"))?,
                 down: l.linear(&p("ffn.down"))?,
-                n1: l.norm(&p(a))?.ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {a}", cfg.name))?,
-                n2: l.norm(&p(b))?.ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {b}", cfg.name))?,
+                n1: l
+                    .norm(&p(a))?
+                    .ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {a}", cfg.name))?,
+                n2: l
+                    .norm(&p(b))?
+                    .ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {b}", cfg.name))?,
             });
         }
         let final_norm = l.norm("final_norm")?;
         let lm_head = if l.has("lm_head.weight") { Some(l.linear("lm_head")?) } else { None };
         let pooler = if l.has("pooler.weight") { Some(l.linear("pooler")?) } else { None };
         let rope = llama.then(|| Rope::new(cfg.max_positions, cfg.head_dim(), cfg.rope_theta));
-        Ok(Self { cfg: cfg.clone(), dtype, tokens, positions, types, emb_norm, blocks, final_norm, lm_head, pooler, rope })
+        Ok(Self {
+            cfg: cfg.clone(),
+            dtype,
+            tokens,
+            positions,
+            types,
+            emb_norm,
+            blocks,
+            final_norm,
+            lm_head,
+            pooler,
+            rope,
+        })
     }
 }
 
@@ -506,7 +577,8 @@ impl Loader<'_, '_> {
     fn linear(&mut self, prefix: &str) -> anyhow::Result<Linear> {
         // The token embedding is named without `.weight` in the catalogue.
         let name = if self.has(prefix) { prefix.to_string() } else { format!("{prefix}.weight") };
-        let shape = self.shape(&name).ok_or_else(|| anyhow::anyhow!("model {}: no tensor {name}", self.model))?;
+        let shape =
+            self.shape(&name).ok_or_else(|| anyhow::anyhow!("model {}: no tensor {name}", self.model))?;
         let w = (self.get)(&name, &shape, true)?.into_weights(self.dtype);
         let bias = self.vector(&format!("{prefix}.bias"))?;
         Ok(Linear { out: shape[0], inp: shape[1], w, bias })

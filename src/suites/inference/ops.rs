@@ -302,7 +302,13 @@ impl SyncPtr {
 #[cfg(test)]
 pub(crate) mod naive {
     /// Attention for one sequence and head, textbook loops in f64.
-    pub fn attention_head(q: &[f64], k: &[f64], v: &[f64], hd: usize, causal_past: Option<usize>) -> Vec<f64> {
+    pub fn attention_head(
+        q: &[f64],
+        k: &[f64],
+        v: &[f64],
+        hd: usize,
+        causal_past: Option<usize>,
+    ) -> Vec<f64> {
         let (nq, nk) = (q.len() / hd, k.len() / hd);
         let mut out = vec![0.0; nq * hd];
         for i in 0..nq {
@@ -363,7 +369,9 @@ mod tests {
     #[test]
     fn gelus_and_swiglu_match_closed_forms() {
         // erf at known values (Abramowitz & Stegun table).
-        for (x, e) in [(0.0f32, 0.0f64), (0.5, 0.520_499_877_8), (1.0, 0.842_700_792_9), (-2.0, -0.995_322_265)] {
+        for (x, e) in
+            [(0.0f32, 0.0f64), (0.5, 0.520_499_877_8), (1.0, 0.842_700_792_9), (-2.0, -0.995_322_265)]
+        {
             assert!((erf(x) as f64 - e).abs() < 2e-7, "erf({x})");
         }
         let x: Vec<f32> = (-60..=60).map(|i| i as f32 / 10.0).collect();
@@ -376,7 +384,9 @@ mod tests {
             // Phi through the complementary series-free identity: erf via f64 integration.
             let phi = 0.5 * (1.0 + erf64(v64 / 2f64.sqrt()));
             assert!((a[i] as f64 - v64 * phi).abs() < 1e-6 * (1.0 + v64.abs()), "gelu_erf({v})");
-            let th = 0.5 * v64 * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v64 + 0.044715 * v64.powi(3))).tanh());
+            let th = 0.5
+                * v64
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (v64 + 0.044715 * v64.powi(3))).tanh());
             assert!((t[i] as f64 - th).abs() < 1e-6 * (1.0 + v64.abs()), "gelu_tanh({v})");
         }
         let g = randn(40, 4);
@@ -465,7 +475,10 @@ mod tests {
                     for h in 0..heads {
                         let g = h / (heads / kvh);
                         let pick = |x: &[f32], n: usize, w: usize, hh: usize| -> Vec<f64> {
-                            (0..n).flat_map(|t| (0..hd).map(move |d| (t, d))).map(|(t, d)| x[(b * n + t) * w + hh * hd + d] as f64).collect()
+                            (0..n)
+                                .flat_map(|t| (0..hd).map(move |d| (t, d)))
+                                .map(|(t, d)| x[(b * n + t) * w + hh * hd + d] as f64)
+                                .collect()
                         };
                         let want = naive::attention_head(
                             &pick(&q, nq, heads * hd, h),
@@ -482,7 +495,16 @@ mod tests {
         }
         // A padding mask equals dropping the masked keys.
         let mask: Vec<u8> = (0..batch * nk).map(|i| u8::from(i % nk < 5)).collect();
-        let s = AttnShape { batch, heads, kv_heads: kvh, head_dim: hd, queries: nq, keys: nk, capacity: nk, causal: false };
+        let s = AttnShape {
+            batch,
+            heads,
+            kv_heads: kvh,
+            head_dim: hd,
+            queries: nq,
+            keys: nk,
+            capacity: nk,
+            causal: false,
+        };
         let mut masked = vec![0.0; q.len()];
         attention(s, &q, &k, &v, Some(&mask), &mut masked, &mut AttnScratch::new(2, nq, nk, hd));
         let (qr, kr, vr) = (&q, &kt, &vt);
@@ -490,7 +512,10 @@ mod tests {
             for h in 0..heads {
                 let g = h / 2;
                 let take = |x: &[f32], n: usize, w: usize, hh: usize| -> Vec<f64> {
-                    (0..n).flat_map(|t| (0..hd).map(move |d| (t, d))).map(|(t, d)| x[(b * n + t) * w + hh * hd + d] as f64).collect()
+                    (0..n)
+                        .flat_map(|t| (0..hd).map(move |d| (t, d)))
+                        .map(|(t, d)| x[(b * n + t) * w + hh * hd + d] as f64)
+                        .collect()
                 };
                 // Only the first 5 keys of each sequence are unmasked.
                 let kk: Vec<f64> = take(kr, nk, kvh * hd, g)[..5 * hd].to_vec();
@@ -508,16 +533,41 @@ mod tests {
         let q = randn(n * heads * hd, 10);
         let k = randn(n * heads * hd, 11);
         let mut v = randn(n * heads * hd, 12);
-        let s = AttnShape { batch: 1, heads, kv_heads: heads, head_dim: hd, queries: n, keys: n, capacity: n, causal: true };
+        let s = AttnShape {
+            batch: 1,
+            heads,
+            kv_heads: heads,
+            head_dim: hd,
+            queries: n,
+            keys: n,
+            capacity: n,
+            causal: true,
+        };
         let mut scratch = AttnScratch::new(2, n, n, hd);
         let mut a = vec![0.0; q.len()];
-        attention(s, &q, &head_major(&k, 1, n, heads, hd), &head_major(&v, 1, n, heads, hd), None, &mut a, &mut scratch);
+        attention(
+            s,
+            &q,
+            &head_major(&k, 1, n, heads, hd),
+            &head_major(&v, 1, n, heads, hd),
+            None,
+            &mut a,
+            &mut scratch,
+        );
         // Change the values of the last two positions only.
         for x in &mut v[4 * heads * hd..] {
             *x += 10.0;
         }
         let mut b = vec![0.0; q.len()];
-        attention(s, &q, &head_major(&k, 1, n, heads, hd), &head_major(&v, 1, n, heads, hd), None, &mut b, &mut scratch);
+        attention(
+            s,
+            &q,
+            &head_major(&k, 1, n, heads, hd),
+            &head_major(&v, 1, n, heads, hd),
+            None,
+            &mut b,
+            &mut scratch,
+        );
         assert_eq!(a[..4 * heads * hd], b[..4 * heads * hd], "positions 0..4 must not see 4..6");
         assert_ne!(a[4 * heads * hd..], b[4 * heads * hd..]);
     }

@@ -95,7 +95,8 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
         let w = |l: &Linear| l.w.to_f32();
         let (wq, wk, wv, wo, wu, wd) = (w(&blk.q), w(&blk.k), w(&blk.v), w(&blk.o), w(&blk.up), w(&blk.down));
         let wg = blk.gate.as_ref().map(w);
-        let inp: Vec<Vec<f64>> = if encoder { x.clone() } else { x.iter().map(|r| norm(&blk.n1, r, cfg.norm_eps)).collect() };
+        let inp: Vec<Vec<f64>> =
+            if encoder { x.clone() } else { x.iter().map(|r| norm(&blk.n1, r, cfg.norm_eps)).collect() };
         let mut q: Vec<Vec<f64>> = inp.iter().map(|r| dense(&blk.q, r, &wq)).collect();
         let mut k: Vec<Vec<f64>> = inp.iter().map(|r| dense(&blk.k, r, &wk)).collect();
         let v: Vec<Vec<f64>> = inp.iter().map(|r| dense(&blk.v, r, &wv)).collect();
@@ -114,7 +115,10 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
                     .collect();
                 let scores: Vec<f64> = keys
                     .iter()
-                    .map(|&j| (0..hd).map(|d| q[t][head * hd + d] * k[j][kvh * hd + d]).sum::<f64>() / (hd as f64).sqrt())
+                    .map(|&j| {
+                        (0..hd).map(|d| q[t][head * hd + d] * k[j][kvh * hd + d]).sum::<f64>()
+                            / (hd as f64).sqrt()
+                    })
                     .collect();
                 let m = scores.iter().cloned().fold(f64::MIN, f64::max);
                 let z: f64 = scores.iter().map(|x| (x - m).exp()).sum();
@@ -131,8 +135,8 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
         if encoder {
             x = x.iter().map(|r| norm(&blk.n1, r, cfg.norm_eps)).collect();
         }
-        for t in 0..s {
-            let inp = if encoder { x[t].clone() } else { norm(&blk.n2, &x[t], cfg.norm_eps) };
+        for xt in x.iter_mut() {
+            let inp = if encoder { xt.clone() } else { norm(&blk.n2, xt, cfg.norm_eps) };
             let up = dense(&blk.up, &inp, &wu);
             let act: Vec<f64> = match (&blk.gate, &wg) {
                 (Some(g), Some(wg)) => {
@@ -142,13 +146,17 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
                 _ if encoder => up.iter().map(|&u| 0.5 * u * (1.0 + erf64(u / 2f64.sqrt()))).collect(),
                 _ => up
                     .iter()
-                    .map(|&u| 0.5 * u * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (u + 0.044715 * u.powi(3))).tanh()))
+                    .map(|&u| {
+                        0.5 * u
+                            * (1.0
+                                + ((2.0 / std::f64::consts::PI).sqrt() * (u + 0.044715 * u.powi(3))).tanh())
+                    })
                     .collect(),
             };
             let down = dense(&blk.down, &act, &wd);
-            x[t].iter_mut().zip(&down).for_each(|(a, b)| *a += b);
+            xt.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
             if encoder {
-                x[t] = norm(&blk.n2, &x[t], cfg.norm_eps);
+                *xt = norm(&blk.n2, xt, cfg.norm_eps);
             }
         }
     }
@@ -165,7 +173,9 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
 mod tests {
     #[test]
     fn erf64_known_values() {
-        for (x, e) in [(0.5, 0.520_499_877_813_046_5), (1.0, 0.842_700_792_949_714_9), (-2.5, -0.999_593_047_982_555)] {
+        for (x, e) in
+            [(0.5, 0.520_499_877_813_046_5), (1.0, 0.842_700_792_949_714_9), (-2.5, -0.999_593_047_982_555)]
+        {
             assert!((super::erf64(x) - e).abs() < 1e-12, "erf({x})");
         }
     }

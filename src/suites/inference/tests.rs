@@ -29,11 +29,31 @@ fn toml_benchmarks_match_the_dispatch_table_and_name_the_published_shapes() {
     for b in &spec.benchmarks {
         assert!(b.description.len() > 100, "{}: description too short", b.name);
     }
-    let ids: Vec<String> = spec.benchmarks.iter().flat_map(|b| expand("inference", b)).map(|c| c.id).collect();
-    for model in ["bert-base", "bert-large", "gpt2", "gpt2-medium", "llama-7b", "llama-13b", "bert-tiny", "gpt2-tiny", "llama-tiny"] {
-        assert!(ids.iter().any(|id| id.contains(&format!("model={model},"))), "{model} missing from the grids");
+    let ids: Vec<String> =
+        spec.benchmarks.iter().flat_map(|b| expand("inference", b)).map(|c| c.id).collect();
+    for model in [
+        "bert-base",
+        "bert-large",
+        "gpt2",
+        "gpt2-medium",
+        "llama-7b",
+        "llama-13b",
+        "bert-tiny",
+        "gpt2-tiny",
+        "llama-tiny",
+    ] {
+        assert!(
+            ids.iter().any(|id| id.contains(&format!("model={model},"))),
+            "{model} missing from the grids"
+        );
     }
-    for want in ["batch=32,dtype=f32,layers=full,model=bert-base,seq=512", "depth=960", "batch=32,depth=32", "dtype=bf16", "dtype=f16"] {
+    for want in [
+        "batch=32,dtype=f32,layers=full,model=bert-base,seq=512",
+        "depth=960",
+        "batch=32,depth=32",
+        "dtype=bf16",
+        "dtype=f16",
+    ] {
         assert!(ids.iter().any(|id| id.contains(want)), "{want} missing from the grids");
     }
 }
@@ -42,8 +62,12 @@ fn toml_benchmarks_match_the_dispatch_table_and_name_the_published_shapes() {
 fn the_target_matches_a_default_decode_case_that_declares_bytes() {
     for t in InferenceSuite.targets() {
         let re = regex::Regex::new(t.case_pattern).unwrap();
-        let hits: Vec<Case> =
-            spec().benchmarks.iter().flat_map(|b| expand("inference", b)).filter(|c| re.is_match(&c.id)).collect();
+        let hits: Vec<Case> = spec()
+            .benchmarks
+            .iter()
+            .flat_map(|b| expand("inference", b))
+            .filter(|c| re.is_match(&c.id))
+            .collect();
         assert!(!hits.is_empty(), "{}: no case matches", t.name);
         // Same benchmark on the tiny model: declared kinds do not depend on size.
         let mut c = hits[0].clone();
@@ -76,7 +100,8 @@ fn tiny_models_prepare_verify_and_run_in_every_dtype() {
             let mut p = base.to_vec();
             p.extend([("model", s(model)), ("batch", i(2)), ("depth", i(5)), ("gen", i(3))]);
             let m = run_case(&case("decode", &p));
-            let get = |n: &str| m.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("no metric {n}")).value;
+            let get =
+                |n: &str| m.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("no metric {n}")).value;
             assert!(get("tpot_p50_ns") > 0.0 && get("tpot_p50_ns") <= get("tpot_p99_ns"));
             assert_eq!(get("tpot_count"), 6.0, "2 iterations x 3 steps");
             assert!(get("decode_vs_recompute_max_error") < 1e-3);
@@ -112,7 +137,10 @@ fn kv_cache_decode_matches_full_recompute_step_by_step() {
         let (b, p, steps) = (2, 4, 4);
         let ids = random_ids(b * (p + steps), cfg.vocab, 8);
         let seq_of = |i: usize, n: usize| ids[i * (p + steps)..i * (p + steps) + n].to_vec();
-        let mut ws = Workspace::new(&model, WorkspaceSize { batch: b, tokens: p + steps, keys: p + steps, threads: 2 });
+        let mut ws = Workspace::new(
+            &model,
+            WorkspaceSize { batch: b, tokens: p + steps, keys: p + steps, threads: 2 },
+        );
         let mut cache = KvCache::new(&cfg, b, p + steps);
         let prompt: Vec<u32> = (0..b).flat_map(|i| seq_of(i, p)).collect();
         model.decode(&mut ws, &mut cache, &prompt, p, false);
@@ -214,4 +242,90 @@ fn random_prompts_are_not_one_token_and_stay_in_the_vocabulary() {
     u.sort();
     u.dedup();
     assert!(u.len() > 500);
+}
+
+/// Not a test: where the time of a BERT-base forward and a GPT-2 decode step
+/// goes (the whole model vs its projections alone, in the same process).
+/// `cargo test --release --lib inference::tests::profile -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn profile() {
+    use crate::kernels::{Layout, matmul};
+    use std::time::Instant;
+    let best = |f: &mut dyn FnMut(), reps: usize| {
+        f();
+        (0..reps)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed().as_secs_f64() * 1e3
+            })
+            .fold(f64::MAX, f64::min)
+    };
+    let threads = rayon::current_num_threads();
+    for (name, rows) in [("bert-base", 128usize), ("gpt2", 32), ("gpt2", 1)] {
+        let cfg = crate::models::ModelConfig::preset(name).unwrap();
+        let model = weights::random_model(&cfg, DType::F32, 1).unwrap();
+        let ids = random_ids(rows, cfg.vocab, 2);
+        let total = if name == "bert-base" {
+            let mut ws =
+                Workspace::new(&model, WorkspaceSize { batch: 1, tokens: rows, keys: rows, threads });
+            let mask = vec![1u8; rows];
+            best(&mut || model.encode(&mut ws, &ids, &mask, 1, rows), 5)
+        } else {
+            let mut ws = Workspace::new(&model, WorkspaceSize { batch: 1, tokens: rows, keys: 64, threads });
+            let mut cache = KvCache::new(&cfg, 1, 64);
+            best(
+                &mut || {
+                    cache.len = 32 - rows.min(32) + if rows == 1 { 31 } else { 0 };
+                    model.decode(&mut ws, &mut cache, &ids, rows, false);
+                },
+                5,
+            )
+        };
+        // The same projections alone.
+        let mut gemm = 0.0;
+        let x = crate::util::randn(rows * cfg.ffn.max(cfg.hidden), 3);
+        let mut y = vec![0.0; rows * cfg.vocab.max(cfg.ffn)];
+        for b in &model.blocks {
+            for l in [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down] {
+                let super::linear::Weights::F32(w) = &l.w else { unreachable!() };
+                gemm += best(
+                    &mut || {
+                        matmul(
+                            threads,
+                            (rows, l.inp, l.out),
+                            &x[..rows * l.inp],
+                            w,
+                            Layout::NxK,
+                            &mut y[..rows * l.out],
+                        )
+                    },
+                    3,
+                );
+            }
+        }
+        let head = if name == "bert-base" {
+            0.0
+        } else {
+            let super::linear::Weights::F32(w) = &model.tokens.w else { unreachable!() };
+            best(
+                &mut || {
+                    matmul(
+                        threads,
+                        (1, cfg.hidden, cfg.vocab),
+                        &x[..cfg.hidden],
+                        w,
+                        Layout::NxK,
+                        &mut y[..cfg.vocab],
+                    )
+                },
+                3,
+            )
+        };
+        println!(
+            "{name} rows={rows}: forward {total:.2} ms; block projections alone {gemm:.2} ms; LM head alone {head:.2} ms; rest {:.2} ms",
+            total - gemm - head
+        );
+    }
 }

@@ -68,14 +68,20 @@ pub fn bert_config(file: &Path) -> Result<ModelConfig> {
     let dir = file.parent().unwrap_or(Path::new("."));
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?;
-    let v: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
+    let v: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{} is not JSON", path.display()))?;
     let num = |k: &str| -> Result<usize> {
-        v[k].as_u64().map(|n| n as usize).with_context(|| format!("{}: `{k}` missing or not an integer", path.display()))
+        v[k].as_u64()
+            .map(|n| n as usize)
+            .with_context(|| format!("{}: `{k}` missing or not an integer", path.display()))
     };
     if let Some(t) = v["model_type"].as_str()
         && t != "bert"
     {
-        bail!("{}: model_type `{t}` is not supported; the real-weights path reads BERT-family models", path.display());
+        bail!(
+            "{}: model_type `{t}` is not supported; the real-weights path reads BERT-family models",
+            path.display()
+        );
     }
     if let Some(act) = v["hidden_act"].as_str()
         && act != "gelu"
@@ -154,9 +160,15 @@ pub fn load_bert(file: &Path, dtype: DType) -> Result<Model> {
         }
         let data = view.data();
         let vals: Vec<f32> = match view.dtype() {
-            safetensors::Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-            safetensors::Dtype::F16 => data.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-            safetensors::Dtype::BF16 => data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+            safetensors::Dtype::F32 => {
+                data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+            }
+            safetensors::Dtype::F16 => {
+                data.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
+            }
+            safetensors::Dtype::BF16 => {
+                data.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
+            }
             other => bail!("{}: `{hf}` has dtype {other:?}; supported: F32, F16, BF16", file.display()),
         };
         Ok(Tensor::F32(vals))
@@ -188,7 +200,10 @@ pub fn weight_bytes(cfg: &ModelConfig, dtype: DType) -> f64 {
     let w: f64 = cfg
         .weights()
         .iter()
-        .map(|w| w.numel() as f64 * if w.is_matrix() || w.name == "embed.tokens" { dtype.bytes() as f64 } else { 4.0 })
+        .map(|w| {
+            w.numel() as f64
+                * if w.is_matrix() || w.name == "embed.tokens" { dtype.bytes() as f64 } else { 4.0 }
+        })
         .sum();
     let rope = if cfg.arch == Arch::Llama { (cfg.max_positions * cfg.head_dim() * 4) as f64 } else { 0.0 };
     w + rope
@@ -220,7 +235,13 @@ const GIB: f64 = (1u64 << 30) as f64;
 
 /// `None` when the case fits in `available` bytes; else the refusal reason,
 /// naming what it needs and what would fit (`layers = N`, a lower precision).
-pub fn refusal(cfg: &ModelConfig, dtype: DType, size: WorkspaceSize, kv_capacity: usize, available: f64) -> Option<String> {
+pub fn refusal(
+    cfg: &ModelConfig,
+    dtype: DType,
+    size: WorkspaceSize,
+    kv_capacity: usize,
+    available: f64,
+) -> Option<String> {
     let need = plan(cfg, dtype, size, kv_capacity);
     let budget = available * BUDGET_SHARE;
     if need.total() <= budget {
@@ -240,12 +261,19 @@ pub fn refusal(cfg: &ModelConfig, dtype: DType, size: WorkspaceSize, kv_capacity
     }
     if dtype == DType::F32 {
         if fits(cfg, DType::BF16) {
-            options.push(format!("`dtype = \"bf16\"` ({:.1} GiB)", plan(cfg, DType::BF16, size, kv_capacity).total() / GIB));
+            options.push(format!(
+                "`dtype = \"bf16\"` ({:.1} GiB)",
+                plan(cfg, DType::BF16, size, kv_capacity).total() / GIB
+            ));
         } else if let Some(l) = max_layers(DType::BF16) {
             options.push(format!("`dtype = \"bf16\"` with `layers = {l}`"));
         }
     }
-    let fit = if options.is_empty() { "nothing smaller of this shape fits".to_string() } else { options.join(" or ") };
+    let fit = if options.is_empty() {
+        "nothing smaller of this shape fits".to_string()
+    } else {
+        options.join(" or ")
+    };
     Some(format!(
         "{} at {} needs {:.1} GiB (weights {:.1} GiB, KV cache {:.2} GiB, activations {:.2} GiB) but only {:.1} GiB is available ({}% of MemAvailable {:.1} GiB); would fit: {fit}",
         cfg.name,
@@ -282,7 +310,9 @@ mod tests {
         smaller.layers = l + 1;
         assert!(refusal(&smaller, DType::F32, size(), 64, 24.0 * GIB).is_some());
         // llama-7b in bf16 (13.5 GB) fits in 24 GiB.
-        assert!(refusal(&ModelConfig::preset("llama-7b").unwrap(), DType::BF16, size(), 64, 24.0 * GIB).is_none());
+        assert!(
+            refusal(&ModelConfig::preset("llama-7b").unwrap(), DType::BF16, size(), 64, 24.0 * GIB).is_none()
+        );
     }
 
     #[test]
