@@ -5,6 +5,7 @@
 //! fused norms) put them here, each with unit tests against a naive loop.
 
 mod gemm;
+mod gemv;
 pub mod quant;
 
 pub use gemm::{Layout, matmul, matmul_into, naive_matmul};

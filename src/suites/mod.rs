@@ -8,7 +8,9 @@ use crate::plan::Case;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+pub mod inference;
 pub mod memory;
+pub mod optim;
 pub mod quant;
 pub mod tensor;
 pub mod tokenizer;
@@ -250,8 +252,14 @@ impl Throughput {
 
 /// Every suite tfbench knows, in the order `list` shows them.
 pub fn registry() -> &'static [&'static dyn Suite] {
-    static SUITES: &[&dyn Suite] =
-        &[&tensor::TensorSuite, &tokenizer::TokenizerSuite, &quant::QuantSuite, &memory::MemorySuite];
+    static SUITES: &[&dyn Suite] = &[
+        &tensor::TensorSuite,
+        &inference::InferenceSuite,
+        &tokenizer::TokenizerSuite,
+        &quant::QuantSuite,
+        &optim::OptimSuite,
+        &memory::MemorySuite,
+    ];
     SUITES
 }
 
