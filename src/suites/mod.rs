@@ -8,6 +8,7 @@ use crate::plan::Case;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+pub mod optim;
 pub mod tensor;
 
 /// A family of benchmarks (for example `tensor`), backed by a suite file that
@@ -247,7 +248,7 @@ impl Throughput {
 
 /// Every suite tfbench knows, in the order `list` shows them.
 pub fn registry() -> &'static [&'static dyn Suite] {
-    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite];
+    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite, &optim::OptimSuite];
     SUITES
 }
 
