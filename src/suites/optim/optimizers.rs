@@ -489,7 +489,7 @@ multiversion! {
 
 /// Per-step scalars of Adam/AdamW (PyTorch's `_single_tensor_adam` form).
 #[derive(Debug, Clone, Copy)]
-struct AdamConst {
+pub(crate) struct AdamConst {
     decay: f32,
     l2: f32,
     b1: f32,
@@ -502,7 +502,8 @@ struct AdamConst {
 }
 
 impl AdamConst {
-    fn new(kind: Kind, h: Hyper, lr: f32, step: u64) -> Self {
+    /// The scalars of step number `step` (from 1).
+    pub(crate) fn new(kind: Kind, h: Hyper, lr: f32, step: u64) -> Self {
         let bc1 = 1.0 - (h.beta1 as f64).powi(step as i32);
         let bc2 = 1.0 - (h.beta2 as f64).powi(step as i32);
         let decoupled = kind == Kind::AdamW;
@@ -521,7 +522,8 @@ impl AdamConst {
 }
 
 multiversion! {
-    fn adam_chunk(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], c: AdamConst) {
+    /// Fused Adam/AdamW over one chunk (serial).
+    pub(crate) fn adam_chunk(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], c: AdamConst) {
         let n = p.len();
         let (g, m, v) = (&g[..n], &mut m[..n], &mut v[..n]);
         p.iter_mut().zip(g).zip(m).zip(v).for_each(|(((p, &g), m), v)| {
