@@ -187,6 +187,7 @@ impl Workload for MixedWorkload {
             bail!("an infinite gradient did not skip the step and halve the loss scale");
         }
         self.scaler = before.2;
+        self.skipped = 0;
         drop(before);
         // Three steps against the f64 rule on sampled values.
         let idx: Vec<usize> = (0..4096.min(n)).map(|i| i * (n / 4096.min(n))).collect();
@@ -234,7 +235,7 @@ impl Workload for MixedWorkload {
         let n = self.master.len() as f64;
         let mut m = vec![
             Metric::new("loss_scale", self.scaler.scale as f64, ""),
-            Metric::new("skipped_steps", self.skipped as f64, ""),
+            Metric::new("skipped_steps_timed", self.skipped as f64, ""),
         ];
         if let Some(b) = self.held_bytes {
             // Half weight + half gradient + f32 master, m, v = 16 B.

@@ -166,6 +166,15 @@ pub(crate) fn live_delta<R>(f: impl FnOnce() -> R) -> (R, Option<usize>) {
     (r, alloc::is_installed().then(|| after.saturating_sub(before)))
 }
 
+/// Slack allowed between allocator-measured and computed bytes: other
+/// threads (progress display, pool start-up) allocate a few KiB meanwhile.
+pub(crate) const ALLOC_SLACK: usize = 64 << 10;
+
+/// Whether `got` bytes (from the allocator) match the computed `want`.
+pub(crate) fn bytes_match(got: usize, want: usize) -> bool {
+    got.abs_diff(want) <= ALLOC_SLACK
+}
+
 /// Peak live bytes above the starting level while `f` ran (see [`live_delta`]).
 pub(crate) fn peak_during<R>(f: impl FnOnce() -> R) -> (R, Option<usize>) {
     use crate::harness::alloc;

@@ -82,10 +82,10 @@ impl StepWorkload {
 /// Checks the state bytes the allocator saw against the expectation.
 fn check_state_bytes(measured: Option<usize>, expected: usize) -> Result<String> {
     match measured {
-        Some(m) if m != expected => {
+        Some(m) if !super::bytes_match(m, expected) => {
             bail!("optimizer state took {m} bytes by the allocator, expected {expected}")
         }
-        Some(m) => Ok(format!("state {m} B measured = expected")),
+        Some(m) => Ok(format!("state {m} B measured, {expected} B expected")),
         None => Ok("allocator not installed: state size checked by length only".into()),
     }
 }
@@ -241,6 +241,7 @@ impl Workload for MemoryWorkload {
         let state_per_param = 4.0 * self.kind.state_per_param() as f64;
         let mut m = Vec::new();
         if let Some((live, peak)) = self.measured {
+            m.push(Metric::new("state_bytes", live as f64, "B"));
             m.push(Metric::new("state_bytes_per_param", live as f64 / n, "B"));
             m.push(Metric::new("first_step_peak_bytes_per_param", peak as f64 / n, "B"));
             // Weights + gradients + state: what one f32 parameter costs in training.
