@@ -40,7 +40,7 @@ impl Half {
             Half::F16 => src.reinterpret_cast::<f16>().convert_to_f32_slice(dst),
         }
     }
-    fn from_f32(self, src: &[f32], dst: &mut [u16]) {
+    fn store_f32(self, src: &[f32], dst: &mut [u16]) {
         match self {
             Half::Bf16 => dst.reinterpret_cast_mut::<bf16>().convert_from_f32_slice(src),
             Half::F16 => dst.reinterpret_cast_mut::<f16>().convert_from_f32_slice(src),
@@ -100,11 +100,11 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let (w, held) = super::live_delta(|| {
         let master = init.clone();
         let mut weights = vec![0u16; n];
-        half.from_f32(&master, &mut weights);
+        half.store_f32(&master, &mut weights);
         // The backward pass's output: gradients ~N(0, 1e-4) times the loss scale.
         let scaled: Vec<f32> = raw.iter().map(|x| x * 1e-2 * scaler.scale).collect();
         let mut grads = vec![0u16; n];
-        half.from_f32(&scaled, &mut grads);
+        half.store_f32(&scaled, &mut grads);
         drop(scaled);
         MixedWorkload {
             half,
@@ -138,7 +138,8 @@ impl MixedWorkload {
             return false;
         }
         *step += 1;
-        let c = AdamConst::new(Kind::AdamW, Kind::AdamW.default_hyper(), Kind::AdamW.default_hyper().lr, *step);
+        let c =
+            AdamConst::new(Kind::AdamW, Kind::AdamW.default_hyper(), Kind::AdamW.default_hyper().lr, *step);
         let inv = 1.0 / scaler.scale;
         install(pool.as_ref(), || {
             weights
@@ -160,7 +161,7 @@ impl MixedWorkload {
                         half.to_f32(g, gf);
                         gf.iter_mut().for_each(|x| *x *= inv);
                         adam_chunk(p, gf, m, v, c);
-                        half.from_f32(p, w);
+                        half.store_f32(p, w);
                     }
                 })
         });
@@ -183,7 +184,11 @@ impl Workload for MixedWorkload {
         self.grads[k] = self.half.exp_mask() | 0x8000;
         let applied = self.amp_step();
         self.grads[k] = saved;
-        if applied || self.weights != before.0 || self.master != before.1 || self.scaler.scale != before.2.scale * 0.5 {
+        if applied
+            || self.weights != before.0
+            || self.master != before.1
+            || self.scaler.scale != before.2.scale * 0.5
+        {
             bail!("an infinite gradient did not skip the step and halve the loss scale");
         }
         self.scaler = before.2;
@@ -194,7 +199,8 @@ impl Workload for MixedWorkload {
         let h = Kind::AdamW.default_hyper();
         let mut reference = Reference::new(Kind::AdamW, h, idx.len());
         let mut p: Vec<f64> = idx.iter().map(|&i| self.master[i] as f64).collect();
-        let g: Vec<f64> = idx.iter().map(|&i| self.half.value(self.grads[i]) / self.scaler.scale as f64).collect();
+        let g: Vec<f64> =
+            idx.iter().map(|&i| self.half.value(self.grads[i]) / self.scaler.scale as f64).collect();
         for _ in 0..3 {
             if !self.amp_step() {
                 bail!("a finite gradient was reported as overflow");
@@ -213,7 +219,10 @@ impl Workload for MixedWorkload {
         if let Some(i) = idx.iter().find(|&&i| self.weights[i] != self.half.bits(self.master[i])) {
             bail!("weight {i} is not its master weight rounded to {:?}", self.half);
         }
-        v.detail = format!("{}; overflow skipped the step and halved the scale; weights = rounded masters", v.detail);
+        v.detail = format!(
+            "{}; overflow skipped the step and halved the scale; weights = rounded masters",
+            v.detail
+        );
         Ok(v)
     }
 
@@ -258,7 +267,8 @@ mod tests {
                 ("params".to_string(), ParamValue::Int(70_001)),
                 ("threads".to_string(), ParamValue::Int(2)),
             ];
-            let mut w = prepare(&Case::new("optim", "mixed_precision", params.into_iter().collect())).unwrap();
+            let mut w =
+                prepare(&Case::new("optim", "mixed_precision", params.into_iter().collect())).unwrap();
             let v = w.verify().unwrap();
             assert!(v.passed, "{dtype}: {}", v.detail);
             w.run(GROWTH_INTERVAL as u64).unwrap();

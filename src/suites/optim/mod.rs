@@ -207,7 +207,12 @@ mod tests {
     fn the_target_matches_a_default_case() {
         for t in OptimSuite.targets() {
             let re = regex::Regex::new(t.case_pattern).unwrap();
-            let n = spec().benchmarks.iter().flat_map(|b| expand("optim", b)).filter(|c| re.is_match(&c.id)).count();
+            let n = spec()
+                .benchmarks
+                .iter()
+                .flat_map(|b| expand("optim", b))
+                .filter(|c| re.is_match(&c.id))
+                .count();
             assert_eq!(n, 1, "{}", t.name);
         }
     }

@@ -176,7 +176,11 @@ impl Model {
         match &self.arch {
             Arch::Mlp { dims } => {
                 let z = nn::linear_fwd(t, x, rows, p(0), p(1));
-                if l + 2 < dims.len() { (nn::gelu_fwd(&z), Stash::Mlp { z: Some(z) }) } else { (z, Stash::Mlp { z: None }) }
+                if l + 2 < dims.len() {
+                    (nn::gelu_fwd(&z), Stash::Mlp { z: Some(z) })
+                } else {
+                    (z, Stash::Mlp { z: None })
+                }
             }
             Arch::Block { .. } => {
                 let (xn1, st1) = nn::layernorm_fwd(x, p(0), p(1));
@@ -213,7 +217,8 @@ impl Model {
             }
             Stash::Block(s) => {
                 let s = *s;
-                let [dln1g, dln1b, dwqkv, dbqkv, dwo, dbo, dln2g, dln2b, dw1, db1, dw2, db2] = &mut g[..] else {
+                let [dln1g, dln1b, dwqkv, dbqkv, dwo, dbo, dln2g, dln2b, dw1, db1, dw2, db2] = &mut g[..]
+                else {
                     unreachable!("a block has 12 tensors")
                 };
                 let dg1 = nn::linear_bwd(t, &s.g1, &dy, rows, p(10), dw2, db2);
@@ -247,7 +252,14 @@ impl Model {
 
     /// Forward and backward of one micro-batch, adding its gradient (of the
     /// loss normalised by `norm` values) into `grads`; returns its loss.
-    pub(crate) fn forward_backward(&mut self, x: &[f32], target: &[f32], rows: usize, norm: f64, recompute: bool) -> f64 {
+    pub(crate) fn forward_backward(
+        &mut self,
+        x: &[f32],
+        target: &[f32],
+        rows: usize,
+        norm: f64,
+        recompute: bool,
+    ) -> f64 {
         let n = self.layers.len();
         let mut acts: Vec<Vec<f32>> = Vec::with_capacity(n);
         let mut stashes = Vec::with_capacity(n);
@@ -289,7 +301,14 @@ impl Model {
 
     /// Zeroes the gradients, then accumulates `micro` equal micro-batches of
     /// the `rows` rows of `x`; returns the batch loss.
-    pub(crate) fn accumulate(&mut self, x: &[f32], target: &[f32], rows: usize, micro: usize, recompute: bool) -> f64 {
+    pub(crate) fn accumulate(
+        &mut self,
+        x: &[f32],
+        target: &[f32],
+        rows: usize,
+        micro: usize,
+        recompute: bool,
+    ) -> f64 {
         self.grads.iter_mut().for_each(|g| *g = 0.0);
         let (din, dout) = self.width();
         let mrows = rows / micro;
@@ -331,7 +350,8 @@ mod tests {
             let ranges: Vec<Range<usize>> = m.layers.iter().flatten().cloned().collect();
             for (ti, r) in ranges.iter().enumerate() {
                 let dir = crate::util::randn(r.len(), 100 + ti as u64);
-                let analytic: f64 = m.grads[r.clone()].iter().zip(&dir).map(|(&g, &d)| g as f64 * d as f64).sum();
+                let analytic: f64 =
+                    m.grads[r.clone()].iter().zip(&dir).map(|(&g, &d)| g as f64 * d as f64).sum();
                 let h = 2e-3f32;
                 let base = m.params.clone();
                 let mut at = |sign: f32| {
@@ -342,7 +362,10 @@ mod tests {
                 };
                 let numeric = (at(1.0) - at(-1.0)) / (2.0 * h as f64);
                 let err = (analytic - numeric).abs();
-                assert!(err <= 2e-3 * analytic.abs().max(numeric.abs()) + 1e-5, "{arch} tensor {ti}: {analytic} vs {numeric}");
+                assert!(
+                    err <= 2e-3 * analytic.abs().max(numeric.abs()) + 1e-5,
+                    "{arch} tensor {ti}: {analytic} vs {numeric}"
+                );
                 // One entry of the tensor, alone.
                 let i = r.start + r.len() / 2;
                 let mut at1 = |sign: f32| {
@@ -355,7 +378,10 @@ mod tests {
                 let g1 = m.grads[i] as f64;
                 // One entry moves the f32 loss by little: f32 rounding of the
                 // forward limits this check to about 1%.
-                assert!((g1 - numeric1).abs() <= 1e-2 * g1.abs().max(numeric1.abs()) + 1e-4, "{arch} entry {i}: {g1} vs {numeric1}");
+                assert!(
+                    (g1 - numeric1).abs() <= 1e-2 * g1.abs().max(numeric1.abs()) + 1e-4,
+                    "{arch} entry {i}: {g1} vs {numeric1}"
+                );
             }
         }
     }
@@ -364,7 +390,6 @@ mod tests {
     fn recompute_is_bit_identical_and_accumulation_matches_one_batch() {
         for arch in ["mlp", "block"] {
             let (mut m, x, t, rows) = tiny(arch);
-            let rows = if arch == "mlp" { rows } else { rows };
             let l1 = m.accumulate(&x, &t, rows, 1, false);
             let g1 = m.grads.clone();
             let l2 = m.accumulate(&x, &t, rows, 1, true);

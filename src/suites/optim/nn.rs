@@ -106,7 +106,9 @@ pub(crate) fn layernorm_bwd(
 ) -> Vec<f32> {
     let d = gamma.len();
     let mut dx = vec![0.0f32; x.len()];
-    for ((dx, (x, dy)), st) in dx.chunks_exact_mut(d).zip(x.chunks_exact(d).zip(dy.chunks_exact(d))).zip(stats.chunks_exact(2)) {
+    for ((dx, (x, dy)), st) in
+        dx.chunks_exact_mut(d).zip(x.chunks_exact(d).zip(dy.chunks_exact(d))).zip(stats.chunks_exact(2))
+    {
         let (mean, rstd) = (st[0], st[1]);
         let mut sum_g = 0.0f32;
         let mut sum_gx = 0.0f32;

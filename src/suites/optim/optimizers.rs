@@ -45,7 +45,8 @@ pub enum Kind {
 }
 
 /// Names used by the `optimizer` parameter, in [`Kind::ALL`] order.
-pub const NAMES: &[&str] = &["sgd", "sgd_wd", "sgd_momentum", "sgd_nesterov", "adam", "adamw", "lion", "adafactor"];
+pub const NAMES: &[&str] =
+    &["sgd", "sgd_wd", "sgd_momentum", "sgd_nesterov", "adam", "adamw", "lion", "adafactor"];
 
 impl Kind {
     /// Every optimizer, in [`NAMES`] order.
@@ -145,7 +146,7 @@ pub struct Optimizer {
 /// column, i.e. unfactored per-row statistics).
 pub fn factored_shape(n: usize) -> (usize, usize) {
     let mut cols = (n as f64).sqrt() as usize;
-    while cols > 1 && n % cols != 0 {
+    while cols > 1 && !n.is_multiple_of(cols) {
         cols -= 1;
     }
     let cols = cols.max(1);
@@ -158,7 +159,10 @@ impl Optimizer {
         let shape = factored_shape(n);
         let (a, b) = match kind {
             Kind::Adafactor => (vec![0.0; shape.0], vec![0.0; shape.1]),
-            k => (vec![0.0; n * (k.state_per_param() >= 1) as usize], vec![0.0; n * (k.state_per_param() == 2) as usize]),
+            k => (
+                vec![0.0; n * (k.state_per_param() >= 1) as usize],
+                vec![0.0; n * (k.state_per_param() == 2) as usize],
+            ),
         };
         Self { kind, hyper, step: 0, a, b, shape }
     }
@@ -186,7 +190,12 @@ impl Optimizer {
                 p.par_chunks_mut(CHUNK).zip(g.par_chunks(CHUNK)).for_each(|(p, g)| sgd_chunk(p, g, c));
             }
             Kind::Momentum | Kind::Nesterov => {
-                let c = SgdConst { lr, wd: h.weight_decay, mu: h.momentum, nesterov: self.kind == Kind::Nesterov };
+                let c = SgdConst {
+                    lr,
+                    wd: h.weight_decay,
+                    mu: h.momentum,
+                    nesterov: self.kind == Kind::Nesterov,
+                };
                 p.par_chunks_mut(CHUNK)
                     .zip(g.par_chunks(CHUNK))
                     .zip(self.a.par_chunks_mut(CHUNK))
@@ -267,11 +276,17 @@ impl Optimizer {
         let lr = h.lr;
         let ops: &[Op] = match self.kind {
             Kind::Sgd => &[Op::Axpy(B::P, B::G, -lr)],
-            Kind::SgdWd => &[Op::Copy(B::T, B::G), Op::Axpy(B::T, B::P, h.weight_decay), Op::Axpy(B::P, B::T, -lr)],
+            Kind::SgdWd => {
+                &[Op::Copy(B::T, B::G), Op::Axpy(B::T, B::P, h.weight_decay), Op::Axpy(B::P, B::T, -lr)]
+            }
             Kind::Momentum | Kind::Nesterov => {
                 let mut v = vec![Op::Scale(B::A, h.momentum), Op::Axpy(B::A, B::G, 1.0)];
                 if self.kind == Kind::Nesterov {
-                    v.extend([Op::Copy(B::T, B::G), Op::Axpy(B::T, B::A, h.momentum), Op::Axpy(B::P, B::T, -lr)]);
+                    v.extend([
+                        Op::Copy(B::T, B::G),
+                        Op::Axpy(B::T, B::A, h.momentum),
+                        Op::Axpy(B::P, B::T, -lr),
+                    ]);
                 } else {
                     v.push(Op::Axpy(B::P, B::A, -lr));
                 }
@@ -293,7 +308,10 @@ impl Optimizer {
                 ];
                 // Adam's L2 term would need a second scratch buffer; only
                 // decoupled decay (AdamW) or none (Adam default) is unfused.
-                assert!(self.kind == Kind::AdamW || h.weight_decay == 0.0, "unfused Adam supports wd = 0 only");
+                assert!(
+                    self.kind == Kind::AdamW || h.weight_decay == 0.0,
+                    "unfused Adam supports wd = 0 only"
+                );
                 return self.run_ops(&v, p, g, tmp);
             }
             Kind::Lion => {
@@ -337,6 +355,7 @@ pub fn unfused_bytes_per_param(kind: Kind) -> f64 {
 }
 
 /// A buffer an unfused operation reads or writes.
+#[allow(clippy::enum_variant_names)] // P, G, A, B, T: the buffers' names
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum B {
     P,
@@ -688,11 +707,13 @@ impl Reference {
                 let beta2t = 1.0 - (self.step as f64).powf(-0.8);
                 let eps1 = ADAFACTOR_EPS1 as f64;
                 for i in 0..rows {
-                    let mean: f64 = g[i * cols..(i + 1) * cols].iter().map(|x| x * x + eps1).sum::<f64>() / cols as f64;
+                    let mean: f64 =
+                        g[i * cols..(i + 1) * cols].iter().map(|x| x * x + eps1).sum::<f64>() / cols as f64;
                     self.a[i] = beta2t * self.a[i] + (1.0 - beta2t) * mean;
                 }
                 for j in 0..cols {
-                    let mean: f64 = (0..rows).map(|i| g[i * cols + j].powi(2) + eps1).sum::<f64>() / rows as f64;
+                    let mean: f64 =
+                        (0..rows).map(|i| g[i * cols + j].powi(2) + eps1).sum::<f64>() / rows as f64;
                     self.b[j] = beta2t * self.b[j] + (1.0 - beta2t) * mean;
                 }
                 let mean_r = self.a.iter().sum::<f64>() / rows as f64;
@@ -715,7 +736,6 @@ impl Reference {
         }
     }
 }
-
 
 /// Runs `steps` steps of `kind` (fused or unfused form) on the convex
 /// quadratic `f(x) = sum h_i (x_i - c_i)^2 / 2` (`h` in [0.5, 2], `c` in
@@ -877,6 +897,9 @@ mod tests {
             assert_eq!(o.state_bytes(), want, "{kind:?}");
             assert_eq!(Kind::parse(kind.name()), Some(kind));
         }
-        assert_eq!(unfused_bytes_per_param(Kind::AdamW), 8.0 + 8.0 + 12.0 + 8.0 + 12.0 + 8.0 + 8.0 + 8.0 + 12.0 + 12.0);
+        assert_eq!(
+            unfused_bytes_per_param(Kind::AdamW),
+            8.0 + 8.0 + 12.0 + 8.0 + 12.0 + 8.0 + 8.0 + 8.0 + 12.0 + 12.0
+        );
     }
 }

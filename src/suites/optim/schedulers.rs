@@ -147,7 +147,7 @@ impl Scheduler {
         let total = self.total;
         self.lr = match self.schedule {
             Schedule::Step { every, gamma } => {
-                if t % every.max(1) == 0 {
+                if t.is_multiple_of(every.max(1)) {
                     self.lr * gamma
                 } else {
                     self.lr
@@ -158,7 +158,8 @@ impl Scheduler {
                 if t > total {
                     self.lr
                 } else {
-                    let (c, c0) = ((PI * t as f64 / total as f64).cos(), (PI * (t - 1) as f64 / total as f64).cos());
+                    let (c, c0) =
+                        ((PI * t as f64 / total as f64).cos(), (PI * (t - 1) as f64 / total as f64).cos());
                     min + (1.0 + c) / (1.0 + c0) * (self.lr - min)
                 }
             }
@@ -169,8 +170,10 @@ impl Scheduler {
                     self.lr
                 } else {
                     let span = (total - warmup) as f64;
-                    let (c, c0) =
-                        ((PI * (t - warmup) as f64 / span).cos(), (PI * (t - 1 - warmup) as f64 / span).cos());
+                    let (c, c0) = (
+                        (PI * (t - warmup) as f64 / span).cos(),
+                        (PI * (t - 1 - warmup) as f64 / span).cos(),
+                    );
                     min + (1.0 + c) / (1.0 + c0) * (self.lr - min)
                 }
             }
@@ -279,7 +282,10 @@ impl Workload for SchedWorkload {
             passed: true,
             reference: "hand-computed values at chosen steps, then the closed form at every step".into(),
             max_error: Some(worst.max(worst_known)),
-            detail: format!("stateful recursion within 1e-9 relative of the closed form over {} steps", TOTAL + 5),
+            detail: format!(
+                "stateful recursion within 1e-9 relative of the closed form over {} steps",
+                TOTAL + 5
+            ),
         })
     }
 

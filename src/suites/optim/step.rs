@@ -42,7 +42,10 @@ fn build_step(case: &Case) -> Result<StepWorkload> {
     let kind = kind_of(case)?;
     let fused = super::choice(case, "form", &["fused", "unfused"])? == "fused";
     if !fused && kind == Kind::Adafactor {
-        bail!("case {}: adafactor has no unfused form (its passes are reductions); valid form: fused", case.id);
+        bail!(
+            "case {}: adafactor has no unfused form (its passes are reductions); valid form: fused",
+            case.id
+        );
     }
     let n = super::positive(case, "params")?;
     let (pool, _) = thread_pool(case)?;
@@ -126,7 +129,10 @@ impl Workload for StepWorkload {
         let got: Vec<f32> = idx.iter().map(|&i| self.p[i]).collect();
         let want: Vec<f32> = p_ref.iter().map(|&x| x as f32).collect();
         let mut v = Verification::compare(
-            format!("three steps of the f64 textbook rule ({} values), then {CONVEX_STEPS} steps to a known minimum", idx.len()),
+            format!(
+                "three steps of the f64 textbook rule ({} values), then {CONVEX_STEPS} steps to a known minimum",
+                idx.len()
+            ),
             &got,
             &want,
             1e-6,
@@ -187,7 +193,12 @@ pub(crate) fn prepare_memory(case: &Case) -> Result<Box<dyn Workload>> {
     let n = super::positive(case, "params")?;
     super::ensure_memory(4.0 * n as f64 * (2 + kind.state_per_param()) as f64)?;
     let seed = super::seed(case);
-    Ok(Box::new(MemoryWorkload { kind, p: util::randn(n, seed), g: util::randn(n, seed ^ 1), measured: None }))
+    Ok(Box::new(MemoryWorkload {
+        kind,
+        p: util::randn(n, seed),
+        g: util::randn(n, seed ^ 1),
+        measured: None,
+    }))
 }
 
 impl MemoryWorkload {

@@ -33,8 +33,8 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     if batch % micro != 0 {
         bail!("case {}: `micro` = {micro} must divide `batch` = {batch}", case.id);
     }
-    let recompute =
-        case.benchmark == "checkpointing" && super::choice(case, "mode", &["store", "recompute"])? == "recompute";
+    let recompute = case.benchmark == "checkpointing"
+        && super::choice(case, "mode", &["store", "recompute"])? == "recompute";
     let seed = super::seed(case);
     let model = Model::new(arch, seed, rayon::current_num_threads());
     let rows = model.rows(batch);
@@ -42,7 +42,17 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let x = crate::util::randn(rows * din, seed ^ 1);
     let target = crate::util::randn(rows * dout, seed ^ 2);
     let opt = Optimizer::new(Kind::AdamW, Kind::AdamW.default_hyper(), model.params.len());
-    Ok(Box::new(TrainWorkload { model, opt, x, target, rows, micro, recompute, peak: None, last_loss: f64::NAN }))
+    Ok(Box::new(TrainWorkload {
+        model,
+        opt,
+        x,
+        target,
+        rows,
+        micro,
+        recompute,
+        peak: None,
+        last_loss: f64::NAN,
+    }))
 }
 
 impl TrainWorkload {
@@ -66,7 +76,9 @@ impl TrainWorkload {
         let r = crate::util::uniform(g.len(), -0.5, 0.5, 77);
         let dir: Vec<f32> = g.iter().zip(&r).map(|(&g, &r)| g * (1.0 + r)).collect();
         let max = dir.iter().fold(0.0f32, |m, &d| m.max(d.abs())).max(f32::MIN_POSITIVE);
-        let h = 1e-3 / max;
+        // Small enough that third-order terms vanish: at 1e-3 the largest
+        // weight moves 1e-3 and the difference was off by a few percent.
+        let h = 1e-4 / max;
         let analytic: f64 = g.iter().zip(&dir).map(|(&g, &d)| g as f64 * d as f64).sum();
         let base = self.model.params.clone();
         let norm = self.norm();
@@ -92,7 +104,9 @@ impl Workload for TrainWorkload {
                 passed: false,
                 reference: "central finite difference of the f64 loss along a gradient-like direction".into(),
                 max_error: Some(fd_err),
-                detail: format!("directional derivative: backward {analytic:e}, finite difference {numeric:e}"),
+                detail: format!(
+                    "directional derivative: backward {analytic:e}, finite difference {numeric:e}"
+                ),
             });
         }
         let one_batch = self.model.grads.clone();
@@ -106,11 +120,21 @@ impl Workload for TrainWorkload {
                 notes.push("recomputed gradients bit-identical to stored".into());
             } else {
                 let scale = one_batch.iter().fold(0.0f32, |m, &g| m.max(g.abs()));
-                let v = Verification::compare("one-batch gradients", &self.model.grads, &one_batch, 1e-4 * scale as f64, 1e-3);
+                let v = Verification::compare(
+                    "one-batch gradients",
+                    &self.model.grads,
+                    &one_batch,
+                    1e-4 * scale as f64,
+                    1e-3,
+                );
                 if !v.passed {
                     return Ok(v);
                 }
-                notes.push(format!("{} micro-batches match one batch within {:.1e}", self.micro, v.max_error.unwrap_or(0.0)));
+                notes.push(format!(
+                    "{} micro-batches match one batch within {:.1e}",
+                    self.micro,
+                    v.max_error.unwrap_or(0.0)
+                ));
             }
         }
         drop(one_batch);
@@ -119,7 +143,9 @@ impl Workload for TrainWorkload {
         if let Some(peak) = peak {
             let want = self.model.activation_bytes(self.rows / self.micro, self.recompute);
             if peak < want || peak > 2 * want + (2 << 20) {
-                bail!("peak {peak} B during a step; the activations it must hold take {want} B (allowed up to 2x + 2 MiB)");
+                bail!(
+                    "peak {peak} B during a step; the activations it must hold take {want} B (allowed up to 2x + 2 MiB)"
+                );
             }
             self.peak = Some(peak);
             notes.push(format!("peak {peak} B for {want} B of activations"));
@@ -194,7 +220,11 @@ mod tests {
             ),
             (
                 "checkpointing",
-                vec![("model", ParamValue::Str("block".into())), ("batch", ParamValue::Int(1)), ("mode", ParamValue::Str("recompute".into()))],
+                vec![
+                    ("model", ParamValue::Str("block".into())),
+                    ("batch", ParamValue::Int(1)),
+                    ("mode", ParamValue::Str("recompute".into())),
+                ],
             ),
         ];
         for (bench, kv) in cases {
@@ -209,7 +239,12 @@ mod tests {
             "grad_accum",
             [("model", "mlp"), ("batch", "6"), ("micro", "4")]
                 .into_iter()
-                .map(|(k, v)| (k.to_string(), v.parse::<i64>().map(ParamValue::Int).unwrap_or(ParamValue::Str(v.into()))))
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        v.parse::<i64>().map(ParamValue::Int).unwrap_or(ParamValue::Str(v.into())),
+                    )
+                })
                 .collect(),
         );
         assert!(prepare(&bad).err().unwrap().to_string().contains("must divide"));

@@ -251,7 +251,7 @@ impl Workload for ZeroWorkload {
         if let Some(peak) = self.gather_peak {
             // Each rank's gathered copy is n floats; allow rayon's own bookkeeping.
             let want = 4 * self.n;
-            if peak < want || peak > want + want / 8 + (1 << 16) {
+            if peak + super::ALLOC_SLACK < want || peak > want + want / 8 + super::ALLOC_SLACK {
                 bail!("stage 3 transient peak {peak} B per rank, expected about {want}");
             }
         }
