@@ -62,10 +62,12 @@ fn quick_run_verifies_and_reports_measured_memory() {
         assert_eq!(c["verification"]["passed"], true);
     }
     let by = |id: &str| cases.iter().find(|c| c["id"].as_str().unwrap().contains(id)).unwrap();
-    assert_eq!(metric(by("optimizer=adamw"), "state_bytes_per_param"), 8.0);
-    assert_eq!(metric(by("optimizer=sgd,"), "state_bytes_per_param"), 0.0);
-    assert_eq!(metric(by("stage=0"), "per_rank_vs_unsharded"), 1.0);
-    assert_eq!(metric(by("stage=3"), "per_rank_vs_unsharded"), 0.25);
+    // Measured by the allocator: other threads may add a few KiB.
+    let near = |got: f64, want: f64| assert!((got - want).abs() < 0.01 * want.max(1.0), "{got} vs {want}");
+    near(metric(by("optimizer=adamw"), "state_bytes_per_param"), 8.0);
+    near(metric(by("optimizer=sgd,"), "state_bytes_per_param"), 0.0);
+    near(metric(by("stage=0"), "per_rank_vs_unsharded"), 1.0);
+    near(metric(by("stage=3"), "per_rank_vs_unsharded"), 0.25);
     assert!(by("stage=3")["verification"]["detail"].as_str().unwrap().contains("simulated in-process"));
 }
 
