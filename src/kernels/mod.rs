@@ -6,6 +6,8 @@
 
 mod gemm;
 mod gemv;
+mod simd;
+pub(crate) use simd::simd_dispatch;
 pub mod quant;
 
 pub use gemm::{Layout, matmul, matmul_into, naive_matmul};

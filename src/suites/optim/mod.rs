@@ -19,43 +19,6 @@ use crate::plan::Case;
 use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
-/// Compiles the body for AVX-512, AVX2+FMA and the baseline target and picks
-/// one at run time: the crate is built for baseline x86-64, and the optimizer
-/// kernels only reach memory bandwidth with wide vectors. Helpers called from
-/// the body must be `#[inline(always)]`.
-macro_rules! multiversion {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
-        $(#[$meta])*
-        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
-            #[inline(always)]
-            fn body($($arg: $ty),*) $(-> $ret)? $body
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[cfg(tfbench_rust_1_89)]
-                {
-                    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
-                    unsafe fn v4($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                    if std::arch::is_x86_feature_detected!("avx512f")
-                        && std::arch::is_x86_feature_detected!("avx512vl")
-                        && std::arch::is_x86_feature_detected!("avx512dq")
-                        && std::arch::is_x86_feature_detected!("avx512bw")
-                    {
-                        // SAFETY: the CPU supports every feature v4 was compiled for.
-                        return unsafe { v4($($arg),*) };
-                    }
-                }
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn v3($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU supports every feature v3 was compiled for.
-                    return unsafe { v3($($arg),*) };
-                }
-            }
-            body($($arg),*)
-        }
-    };
-}
-
 pub mod optimizers;
 pub mod schedulers;
 

@@ -14,6 +14,7 @@
 //! loop (Rust never contracts `a * b + c` into an FMA), so both forms give
 //! bit-identical results, which the tests check.
 
+use crate::kernels::simd_dispatch;
 use rayon::prelude::*;
 
 /// Elements per rayon task: 128 KiB per array, so the four arrays of an Adam
@@ -445,7 +446,7 @@ fn pick<'a>(
     }
 }
 
-multiversion! {
+simd_dispatch! {
     /// One unfused operation over one chunk.
     fn pass(op: Op, x: &mut [f32], y: &[f32]) {
         let y = &y[..if y.is_empty() { 0 } else { x.len() }];
@@ -477,7 +478,7 @@ struct SgdConst {
     nesterov: bool,
 }
 
-multiversion! {
+simd_dispatch! {
     fn sgd_chunk(p: &mut [f32], g: &[f32], c: SgdConst) {
         p.iter_mut().zip(g).for_each(|(p, &g)| {
             let d = g + c.wd * *p;
@@ -486,7 +487,7 @@ multiversion! {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     fn momentum_chunk(p: &mut [f32], g: &[f32], buf: &mut [f32], c: SgdConst) {
         let n = p.len();
         let (g, buf) = (&g[..n], &mut buf[..n]);
@@ -540,7 +541,7 @@ impl AdamConst {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     /// Fused Adam/AdamW over one chunk (serial).
     pub(crate) fn adam_chunk(p: &mut [f32], g: &[f32], m: &mut [f32], v: &mut [f32], c: AdamConst) {
         let n = p.len();
@@ -579,7 +580,7 @@ impl LionConst {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     fn lion_chunk(p: &mut [f32], g: &[f32], m: &mut [f32], c: LionConst) {
         let n = p.len();
         let (g, m) = (&g[..n], &mut m[..n]);
@@ -591,7 +592,7 @@ multiversion! {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     /// Sum of squares with 16 independent lanes (vectorisable).
     fn sum_sq(x: &[f32]) -> f32 {
         let mut acc = [0.0f32; 16];
@@ -606,13 +607,13 @@ multiversion! {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     fn add_sq(acc: &mut [f32], row: &[f32]) {
         acc.iter_mut().zip(row).for_each(|(a, &x)| *a += x * x);
     }
 }
 
-multiversion! {
+simd_dispatch! {
     /// Sum over a row of `(g * ri * cinv)^2`.
     fn sum_sq_scaled(row: &[f32], cinv: &[f32], ri: f32) -> f32 {
         let mut acc = [0.0f32; 16];
@@ -628,7 +629,7 @@ multiversion! {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     fn adafactor_row(p: &mut [f32], g: &[f32], cinv: &[f32], ri: f32, scale: f32, decay: f32) {
         let n = p.len();
         let (g, cinv) = (&g[..n], &cinv[..n]);
