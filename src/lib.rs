@@ -18,6 +18,13 @@
 //! ```
 #![deny(missing_docs)]
 
+/// Unit tests run with the counting allocator installed, as the binary does,
+/// so workloads' allocator checks are exercised for real (`.cargo/config.toml`
+/// runs tests one at a time so the process-wide counters are not shared).
+#[cfg(test)]
+#[global_allocator]
+static TEST_ALLOC: harness::alloc::CountingAlloc = harness::alloc::CountingAlloc;
+
 pub mod analysis;
 pub mod app;
 pub mod baseline;

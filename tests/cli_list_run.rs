@@ -20,7 +20,7 @@ fn list_shows_suites_benchmarks_and_cases() {
 
 #[test]
 fn list_json_matches_the_filters() {
-    let r = tfbench(&["list", "--format", "json", "matmul"]);
+    let r = tfbench(&["list", "--suite", "tensor", "--format", "json", "matmul"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v: Value = serde_json::from_str(&r.stdout).expect("list json");
     let suites = v["suites"].as_array().expect("suites");

@@ -153,6 +153,15 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
         settings.insert(suite.name().to_string(), s);
 
         let mut spec = SuiteSpec::parse(suite.name(), suite.spec_toml())?;
+        // The quick profile may shrink a suite's grids (small models only);
+        // a config file's own grid overrides still win.
+        if let Some(qsec) = quick.as_ref().and_then(|q| q.suites.get(suite.name())) {
+            for (bench, params) in &qsec.benchmarks {
+                let params = params.iter().map(|(k, v)| (k.clone(), v.clone().into_vec())).collect();
+                spec.override_params(suite.name(), bench, &params)
+                    .map_err(|e| anyhow::anyhow!("configs/quick.toml: {e}"))?;
+            }
+        }
         if let Some(sec) = section {
             for (bench, params) in &sec.benchmarks {
                 let params = params.iter().map(|(k, v)| (k.clone(), v.clone().into_vec())).collect();

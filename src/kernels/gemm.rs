@@ -58,6 +58,9 @@ pub fn matmul_into(
         }
         return;
     }
+    if m == 1 && layout == Layout::NxK {
+        return super::gemv::gemv_nxk(threads, k, n, a, b, c, accumulate);
+    }
     // Strides of B seen as a k x n matrix (element (p, j)).
     let (b_col_stride, b_row_stride) = match layout {
         Layout::KxN => (1isize, n as isize),
@@ -124,7 +127,7 @@ mod tests {
 
     #[test]
     fn both_layouts_match_the_triple_loop_at_one_and_two_threads() {
-        for &(m, k, n) in &[(1, 7, 5), (13, 31, 17), (64, 64, 64), (3, 200, 1)] {
+        for &(m, k, n) in &[(1, 7, 5), (13, 31, 17), (64, 64, 64), (3, 200, 1), (1, 333, 300)] {
             let a = crate::util::randn(m * k, 1);
             let b = crate::util::randn(k * n, 2);
             for layout in [Layout::KxN, Layout::NxK] {

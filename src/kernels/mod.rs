@@ -5,6 +5,9 @@
 //! fused norms) put them here, each with unit tests against a naive loop.
 
 mod gemm;
+mod gemv;
+mod simd;
+pub(crate) use simd::simd_dispatch;
 pub mod quant;
 
 pub use gemm::{Layout, matmul, matmul_into, naive_matmul};

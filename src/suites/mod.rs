@@ -8,8 +8,12 @@ use crate::plan::Case;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
+pub mod inference;
+pub mod memory;
+pub mod optim;
 pub mod quant;
 pub mod tensor;
+pub mod tokenizer;
 
 /// A family of benchmarks (for example `tensor`), backed by a suite file that
 /// names its benchmarks and their default parameter grids.
@@ -248,7 +252,14 @@ impl Throughput {
 
 /// Every suite tfbench knows, in the order `list` shows them.
 pub fn registry() -> &'static [&'static dyn Suite] {
-    static SUITES: &[&dyn Suite] = &[&tensor::TensorSuite, &quant::QuantSuite];
+    static SUITES: &[&dyn Suite] = &[
+        &tensor::TensorSuite,
+        &inference::InferenceSuite,
+        &tokenizer::TokenizerSuite,
+        &quant::QuantSuite,
+        &optim::OptimSuite,
+        &memory::MemorySuite,
+    ];
     SUITES
 }
 

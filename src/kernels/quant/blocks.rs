@@ -18,7 +18,7 @@
 //! same as ggml's array of blocks.
 
 use super::clamp_to_i32;
-use super::simd::multiversion;
+use crate::kernels::simd_dispatch;
 use anyhow::{Result, bail};
 use half::f16;
 use rayon::prelude::*;
@@ -184,7 +184,7 @@ fn q4_1_block(x: &[f32], qs: &mut [u8]) -> (f16, f16) {
     (f16::from_f32(d), f16::from_f32(min))
 }
 
-multiversion! {
+simd_dispatch! {
     /// Quantizes whole blocks of `x` (serial): one scale per block in `d`,
     /// one minimum in `m` (Q4_1 only), codes in `q`.
     pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], q: &mut [u8]) {
@@ -199,7 +199,7 @@ multiversion! {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     /// Dequantizes whole blocks (serial) into `out`.
     pub fn dequantize_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], out: &mut [f32]) {
         let cb = f.code_bytes();

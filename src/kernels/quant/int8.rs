@@ -10,8 +10,8 @@
 //!
 //! Large tensors are split over the current rayon pool.
 
-use super::simd::multiversion;
 use super::{bound, clamp_to_i32, rne};
+use crate::kernels::simd_dispatch;
 use rayon::prelude::*;
 
 /// Elements per parallel task (256 KiB of f32): below this, fork/join costs
@@ -130,7 +130,7 @@ impl Int8Tensor {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     /// Minimum and maximum of a slice (serial); NaNs are ignored.
     pub fn min_max_serial(x: &[f32]) -> (f32, f32) {
         let mut lo = [f32::INFINITY; 16];
@@ -160,7 +160,7 @@ pub fn min_max(x: &[f32]) -> (f32, f32) {
         .reduce(|| (f32::INFINITY, f32::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
 }
 
-multiversion! {
+simd_dispatch! {
     /// `out = clamp(round(x / scale) + zero_point, lo, hi)` (serial).
     pub fn quantize_with(x: &[f32], p: QParams, lo: i32, hi: i32, out: &mut [i8]) {
         assert_eq!(x.len(), out.len(), "quantize_with: length mismatch");
@@ -175,7 +175,7 @@ multiversion! {
     }
 }
 
-multiversion! {
+simd_dispatch! {
     /// `out = (q - zero_point) * scale` (serial).
     pub fn dequantize_with(q: &[i8], p: QParams, out: &mut [f32]) {
         assert_eq!(q.len(), out.len(), "dequantize_with: length mismatch");
@@ -250,7 +250,7 @@ pub fn dequantize_into(t: &Int8Tensor, out: &mut [f32]) {
         });
 }
 
-multiversion! {
+simd_dispatch! {
     /// Symmetric per-token quantization of activations `x` (`[m, k]`):
     /// `scales[i] = max|x_i| / 127`, codes in [-127, 127] (serial; an
     /// activation matrix is small next to the weights it multiplies).

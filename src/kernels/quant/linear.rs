@@ -379,10 +379,10 @@ impl QMatrix {
 /// Portable decode kernels: plain loops with independent accumulators,
 /// compiled per ISA level so AVX2-only machines still get vector code.
 mod portable {
-    use super::super::simd::multiversion;
     use super::*;
+    use crate::kernels::simd_dispatch;
 
-    multiversion! {
+    simd_dispatch! {
         pub fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
             let mut acc = [0.0f32; 16];
             for (w, x) in w.chunks_exact(16).zip(x.chunks_exact(16)) {
@@ -396,7 +396,7 @@ mod portable {
         }
     }
 
-    multiversion! {
+    simd_dispatch! {
         pub fn dot_i8(w: &[i8], x: &[f32]) -> f32 {
             let mut acc = [0.0f32; 16];
             for (w, x) in w.chunks_exact(16).zip(x.chunks_exact(16)) {
@@ -424,7 +424,7 @@ mod portable {
         s
     }
 
-    multiversion! {
+    simd_dispatch! {
         pub fn dot_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
             let cb = f.code_bytes();
             let mut total = 0.0f32;

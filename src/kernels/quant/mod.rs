@@ -24,8 +24,6 @@ pub mod int8;
 pub mod linear;
 pub mod ternary;
 
-mod simd;
-
 pub use igemm::{I8Weights, Int8Path, gemm_i8};
 pub use linear::{DynamicLinear, QMatrix, WeightFormat};
 

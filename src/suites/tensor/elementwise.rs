@@ -2,6 +2,7 @@
 //! row-vector broadcast add.
 
 use super::{CHUNK, PAR_MIN, choice, shape2};
+use crate::kernels::simd_dispatch;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;

@@ -24,43 +24,6 @@ use crate::plan::{Case, ParamValue};
 use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
-/// Defines a function whose body is compiled for AVX-512 (when the compiler
-/// supports it, `tfbench_rust_1_89` from build.rs), AVX2+FMA and the baseline
-/// target, dispatching at run time on the detected CPU features. Helpers
-/// called from the body must be `#[inline(always)]` to benefit.
-macro_rules! simd_dispatch {
-    ($(#[$meta:meta])* $vis:vis fn $name:ident($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
-        $(#[$meta])*
-        $vis fn $name($($arg: $ty),*) $(-> $ret)? {
-            #[inline(always)]
-            fn body($($arg: $ty),*) $(-> $ret)? $body
-            #[cfg(target_arch = "x86_64")]
-            {
-                #[cfg(tfbench_rust_1_89)]
-                {
-                    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma")]
-                    unsafe fn v4($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                    if std::arch::is_x86_feature_detected!("avx512f")
-                        && std::arch::is_x86_feature_detected!("avx512vl")
-                        && std::arch::is_x86_feature_detected!("avx512dq")
-                        && std::arch::is_x86_feature_detected!("avx512bw")
-                    {
-                        // SAFETY: the CPU supports every feature v4 was compiled for.
-                        return unsafe { v4($($arg),*) };
-                    }
-                }
-                #[target_feature(enable = "avx2,fma")]
-                unsafe fn v3($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
-                    // SAFETY: the CPU supports every feature v3 was compiled for.
-                    return unsafe { v3($($arg),*) };
-                }
-            }
-            body($($arg),*)
-        }
-    };
-}
-
 mod creation;
 mod elementwise;
 mod half_precision;

@@ -2,6 +2,7 @@
 
 use super::unary::exp_f32;
 use super::{CHUNK, PAR_MIN, choice, reference, shape2};
+use crate::kernels::simd_dispatch;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;

@@ -6,6 +6,7 @@
 //! `verify` (relative 1e-5 or better, see [`tolerance`]).
 
 use super::{CHUNK, PAR_MIN, choice, elements};
+use crate::kernels::simd_dispatch;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;

@@ -1,11 +1,12 @@
-//! Multiversioning for the plain-loop kernels (quantize, dequantize): the
-//! crate is built for baseline x86-64, so without this their loops would be
-//! SSE2-only (and rounding would call libm).
+//! Run-time multiversioning for plain-loop kernels: the crate is built for
+//! baseline x86-64, so without this their loops would be SSE2-only.
 
-/// Defines a function whose body is compiled for AVX-512, AVX2+FMA and the
+/// Defines a function whose body is compiled for AVX-512 (when the compiler
+/// supports it, `tfbench_rust_1_89` from build.rs), AVX2+FMA+F16C and the
 /// baseline target, dispatching at run time on the detected CPU features.
-/// Helpers called from the body must be `#[inline(always)]` to benefit.
-macro_rules! multiversion {
+/// Generic parameters take one trait bound each. Helpers called from the body
+/// must be `#[inline(always)]` to benefit.
+macro_rules! simd_dispatch {
     ($(#[$meta:meta])* $vis:vis fn $name:ident $(<$($g:ident : $bound:path),*>)? ($($arg:ident : $ty:ty),* $(,)?) $(-> $ret:ty)? $body:block) => {
         $(#[$meta])*
         $vis fn $name $(<$($g: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? {
@@ -17,7 +18,11 @@ macro_rules! multiversion {
                 {
                     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")]
                     unsafe fn v4 $(<$($g: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                    if crate::kernels::quant::has_avx512() && std::arch::is_x86_feature_detected!("avx512dq") {
+                    if std::arch::is_x86_feature_detected!("avx512f")
+                        && std::arch::is_x86_feature_detected!("avx512vl")
+                        && std::arch::is_x86_feature_detected!("avx512dq")
+                        && std::arch::is_x86_feature_detected!("avx512bw")
+                    {
                         // SAFETY: the CPU supports every feature v4 was compiled for.
                         return unsafe { v4($($arg),*) };
                     }
@@ -37,4 +42,4 @@ macro_rules! multiversion {
     };
 }
 
-pub(crate) use multiversion;
+pub(crate) use simd_dispatch;

@@ -1,0 +1,280 @@
+//! Linear layers (`y = x W^T + b`, `W` stored `[out, in]`) over several weight
+//! storages with f32 activations and f32 accumulation.
+//!
+//! [`Weights`] is the one place a storage format plugs in: the int8 and
+//! 4-bit weight-only formats of the quantization suite (`src/kernels/quant/`)
+//! become one more arm there plus one arm in [`Linear::forward`], `row_into`
+//! and [`Weights::bytes_per_param`]; nothing else in the models changes.
+
+use crate::kernels::{Layout, matmul};
+use half::slice::HalfFloatSliceExt;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// Storage precision of the weight matrices (activations stay f32).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DType {
+    /// 4-byte IEEE single.
+    F32,
+    /// IEEE half.
+    F16,
+    /// bfloat16 (f32's exponent, 8-bit mantissa).
+    BF16,
+}
+
+/// Names accepted by the `dtype` parameter.
+pub const DTYPES: &[&str] = &["f32", "f16", "bf16"];
+
+impl DType {
+    /// Parses a `dtype` parameter value.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "f32" => Some(Self::F32),
+            "f16" => Some(Self::F16),
+            "bf16" => Some(Self::BF16),
+            _ => None,
+        }
+    }
+    /// Bytes per stored weight.
+    pub fn bytes(self) -> usize {
+        match self {
+            Self::F32 => 4,
+            Self::F16 | Self::BF16 => 2,
+        }
+    }
+    /// The parameter spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+            Self::BF16 => "bf16",
+        }
+    }
+}
+
+/// A weight matrix in one storage format.
+pub enum Weights {
+    /// Plain f32: projections go straight to the shared GEMM.
+    F32(Vec<f32>),
+    /// IEEE half, widened to f32 block by block.
+    F16(Vec<f16>),
+    /// bfloat16, widened to f32 block by block.
+    BF16(Vec<bf16>),
+}
+
+impl Weights {
+    /// Stores `values` in `dtype`.
+    pub fn from_f32(values: Vec<f32>, dtype: DType) -> Self {
+        match dtype {
+            DType::F32 => Self::F32(values),
+            DType::F16 => Self::F16(values.iter().map(|&v| f16::from_f32(v)).collect()),
+            DType::BF16 => Self::BF16(values.iter().map(|&v| bf16::from_f32(v)).collect()),
+        }
+    }
+
+    /// Bytes per stored parameter (fractional for future block formats).
+    pub fn bytes_per_param(&self) -> f64 {
+        match self {
+            Self::F32(_) => 4.0,
+            Self::F16(_) | Self::BF16(_) => 2.0,
+        }
+    }
+
+    /// Number of stored parameters.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::F32(w) => w.len(),
+            Self::F16(w) => w.len(),
+            Self::BF16(w) => w.len(),
+        }
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Widens elements `start..start + out.len()` into `out`.
+    pub fn row_into(&self, start: usize, out: &mut [f32]) {
+        let n = out.len();
+        match self {
+            Self::F32(w) => out.copy_from_slice(&w[start..start + n]),
+            // `half`'s slice conversions use F16C / AVX-512 when the CPU has
+            // them (detected at run time); per-element `to_f32` is ~20x slower.
+            Self::F16(w) => w[start..start + n].convert_to_f32_slice(out),
+            Self::BF16(w) => w[start..start + n].convert_to_f32_slice(out),
+        }
+    }
+
+    /// Every value as f32 (for references and tests).
+    pub fn to_f32(&self) -> Vec<f32> {
+        let mut out = vec![0.0; self.len()];
+        self.row_into(0, &mut out);
+        out
+    }
+}
+
+/// Output rows of a half-precision weight widened per task: 16 rows of a
+/// 4096-wide matrix are 256 KiB of f32, which stays in L2 while the GEMM
+/// reads it back.
+pub const BLOCK_ROWS: usize = 16;
+
+/// Per-thread scratch for half-precision projections, sized once.
+pub struct LinearScratch {
+    slots: Vec<Vec<f32>>,
+    blocks: Vec<f32>,
+}
+
+impl LinearScratch {
+    /// Scratch for `threads` workers, inputs up to `max_in` wide, outputs up
+    /// to `max_out` wide, `max_rows` activation rows. Empty when every
+    /// weight is f32 (the GEMM needs none).
+    pub fn new(threads: usize, max_rows: usize, max_in: usize, max_out: usize, half: bool) -> Self {
+        if !half {
+            return Self { slots: Vec::new(), blocks: Vec::new() };
+        }
+        let slot = BLOCK_ROWS * max_in + max_rows * BLOCK_ROWS;
+        Self {
+            slots: (0..threads.max(1)).map(|_| vec![0.0; slot]).collect(),
+            blocks: vec![0.0; max_rows * max_out.next_multiple_of(BLOCK_ROWS)],
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        (self.slots.iter().map(Vec::len).sum::<usize>() + self.blocks.len()) * 4
+    }
+
+    /// f32 values [`LinearScratch::new`] allocates for these sizes.
+    pub fn bytes_for(threads: usize, max_rows: usize, max_in: usize, max_out: usize, half: bool) -> usize {
+        if !half {
+            return 0;
+        }
+        (threads.max(1) * (BLOCK_ROWS * max_in + max_rows * BLOCK_ROWS)
+            + max_rows * max_out.next_multiple_of(BLOCK_ROWS))
+            * 4
+    }
+}
+
+/// A linear layer `y = x W^T + b` with `W` `[out, in]`.
+pub struct Linear {
+    /// Output features.
+    pub out: usize,
+    /// Input features.
+    pub inp: usize,
+    /// `[out, in]` weights.
+    pub w: Weights,
+    /// Optional bias of `out`.
+    pub bias: Option<Vec<f32>>,
+}
+
+impl Linear {
+    /// `y[m x out] = x[m x in] W^T (+ b)`. f32 weights use the shared GEMM on
+    /// `threads` threads; half weights are widened [`BLOCK_ROWS`] output rows
+    /// at a time, each block a single-threaded GEMM, blocks in parallel (so
+    /// there is never a threaded GEMM inside a parallel loop).
+    pub fn forward(&self, threads: usize, x: &[f32], m: usize, y: &mut [f32], scratch: &mut LinearScratch) {
+        let (k, n) = (self.inp, self.out);
+        match &self.w {
+            Weights::F32(w) => matmul(threads, (m, k, n), x, w, Layout::NxK, y),
+            Weights::F16(_) | Weights::BF16(_) => self.forward_blocked(x, m, y, scratch),
+        }
+        if let Some(b) = &self.bias {
+            for row in y.chunks_mut(n) {
+                row.iter_mut().zip(b).for_each(|(v, &bb)| *v += bb);
+            }
+        }
+    }
+
+    fn forward_blocked(&self, x: &[f32], m: usize, y: &mut [f32], scratch: &mut LinearScratch) {
+        let (k, n) = (self.inp, self.out);
+        assert_eq!(x.len(), m * k, "linear: x is not {m}x{k}");
+        assert_eq!(y.len(), m * n, "linear: y is not {m}x{n}");
+        let nblocks = n.div_ceil(BLOCK_ROWS);
+        let need_slot = BLOCK_ROWS * k + m * BLOCK_ROWS;
+        if scratch.slots.is_empty()
+            || scratch.slots[0].len() < need_slot
+            || scratch.blocks.len() < nblocks * m * BLOCK_ROWS
+        {
+            // Only when a caller outgrows its sizing; correct, just allocating.
+            let threads = scratch.slots.len().max(rayon::current_num_threads());
+            *scratch = LinearScratch::new(threads, m, k, n, true);
+        }
+        let workers = scratch.slots.len().min(nblocks).max(1);
+        let per = nblocks.div_ceil(workers);
+        let blocks = &mut scratch.blocks[..nblocks * m * BLOCK_ROWS];
+        // Block b's result lands in blocks[b*m*BLOCK_ROWS..]: disjoint chunks per worker.
+        blocks
+            .par_chunks_mut(per * m * BLOCK_ROWS)
+            .zip(scratch.slots[..workers].par_iter_mut())
+            .enumerate()
+            .for_each(|(wi, (dst, slot))| {
+                let (wbuf, cbuf) = slot.split_at_mut(BLOCK_ROWS * k);
+                for (bi, out) in dst.chunks_mut(m * BLOCK_ROWS).enumerate() {
+                    let b = wi * per + bi;
+                    let r0 = b * BLOCK_ROWS;
+                    let rows = BLOCK_ROWS.min(n - r0);
+                    self.w.row_into(r0 * k, &mut wbuf[..rows * k]);
+                    let c = &mut cbuf[..m * rows];
+                    matmul(1, (m, k, rows), x, &wbuf[..rows * k], Layout::NxK, c);
+                    out[..m * rows].copy_from_slice(c);
+                }
+            });
+        for b in 0..nblocks {
+            let r0 = b * BLOCK_ROWS;
+            let rows = BLOCK_ROWS.min(n - r0);
+            let src = &blocks[b * m * BLOCK_ROWS..];
+            for i in 0..m {
+                y[i * n + r0..i * n + r0 + rows].copy_from_slice(&src[i * rows..(i + 1) * rows]);
+            }
+        }
+    }
+
+    /// Bytes of weights and bias.
+    pub fn bytes(&self) -> f64 {
+        self.w.len() as f64 * self.w.bytes_per_param()
+            + self.bias.as_ref().map_or(0.0, |b| 4.0 * b.len() as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::util::randn;
+
+    #[test]
+    fn every_dtype_matches_the_naive_product_of_its_stored_weights() {
+        for &(m, k, n) in &[(1, 33, 50), (5, 64, 17), (9, 40, 16)] {
+            let x = randn(m * k, 1);
+            let w = randn(n * k, 2);
+            let b = randn(n, 3);
+            for dtype in [DType::F32, DType::F16, DType::BF16] {
+                let lin =
+                    Linear { out: n, inp: k, w: Weights::from_f32(w.clone(), dtype), bias: Some(b.clone()) };
+                let stored = lin.w.to_f32();
+                let mut want = crate::kernels::naive_matmul((m, k, n), &x, &stored, Layout::NxK);
+                for r in want.chunks_mut(n) {
+                    r.iter_mut().zip(&b).for_each(|(v, &bb)| *v += bb);
+                }
+                for threads in [1, 2, 3] {
+                    let mut scratch = LinearScratch::new(threads, m, k, n, dtype != DType::F32);
+                    let mut y = vec![f32::NAN; m * n];
+                    lin.forward(threads, &x, m, &mut y, &mut scratch);
+                    for (i, (g, w)) in y.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
+                            "{dtype:?} {m}x{k}x{n} t{threads} [{i}]: {g} vs {w}"
+                        );
+                    }
+                }
+                // Rounding to the storage format is bounded by its epsilon.
+                let eps = match dtype {
+                    DType::F32 => 0.0,
+                    DType::F16 => 1.0 / 2048.0,
+                    DType::BF16 => 1.0 / 256.0,
+                };
+                assert!(w.iter().zip(&stored).all(|(a, b)| (a - b).abs() <= eps * a.abs() + 1e-7));
+            }
+        }
+    }
+}

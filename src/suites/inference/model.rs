@@ -1,0 +1,611 @@
+//! One transformer implementation configured by shape: BERT (post-norm
+//! encoder), GPT-2 (pre-norm decoder, tied LM head) and LLaMA (RMSNorm, RoPE,
+//! SwiGLU, grouped-query attention, untied head), with a KV cache for decoding.
+//!
+//! All tokens of a call go through each projection as one GEMM (prefill is
+//! `batch * prompt` rows, a decode step `batch` rows). Buffers live in a
+//! [`Workspace`] sized once, so the timed loop does not allocate.
+
+use super::linear::{DType, Linear, LinearScratch, Weights};
+use super::ops::{self, AttnScratch, AttnShape, Rope};
+use crate::models::{Arch, ModelConfig};
+
+/// LayerNorm (with bias) or RMSNorm (without) weights.
+pub struct Norm {
+    /// Scale.
+    pub w: Vec<f32>,
+    /// Shift; `None` for RMSNorm.
+    pub b: Option<Vec<f32>>,
+}
+
+/// One transformer block.
+pub struct Block {
+    /// Query projection.
+    pub q: Linear,
+    /// Key projection (`kv_heads * head_dim` outputs).
+    pub k: Linear,
+    /// Value projection.
+    pub v: Linear,
+    /// Attention output projection.
+    pub o: Linear,
+    /// SwiGLU gate (LLaMA only).
+    pub gate: Option<Linear>,
+    /// FFN up projection.
+    pub up: Linear,
+    /// FFN down projection.
+    pub down: Linear,
+    /// Norm before attention (pre-norm) or after it (BERT).
+    pub n1: Norm,
+    /// Norm before the FFN (pre-norm) or after it (BERT).
+    pub n2: Norm,
+}
+
+/// A model with its weights.
+pub struct Model {
+    /// The shape.
+    pub cfg: ModelConfig,
+    /// Storage of the matrices and the token embedding.
+    pub dtype: DType,
+    /// Token embedding `[vocab, hidden]`; GPT-2's LM head is tied to it.
+    pub tokens: Linear,
+    /// Learned positions `[max_positions, hidden]` (BERT, GPT-2).
+    pub positions: Option<Vec<f32>>,
+    /// Segment embeddings `[type_vocab, hidden]` (BERT).
+    pub types: Option<Vec<f32>>,
+    /// LayerNorm after the embeddings (BERT).
+    pub emb_norm: Option<Norm>,
+    /// The blocks.
+    pub blocks: Vec<Block>,
+    /// Norm before the LM head (decoders).
+    pub final_norm: Option<Norm>,
+    /// Untied LM head (LLaMA).
+    pub lm_head: Option<Linear>,
+    /// BERT pooler (`tanh(W h_cls + b)`).
+    pub pooler: Option<Linear>,
+    /// Rotary tables (LLaMA).
+    pub rope: Option<Rope>,
+}
+
+/// Preallocated activations for calls of up to `rows` tokens in total.
+pub struct Workspace {
+    threads: usize,
+    rows: usize,
+    x: Vec<f32>,
+    xn: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    tmp: Vec<f32>,
+    f1: Vec<f32>,
+    f2: Vec<f32>,
+    /// Head-major K/V of one layer for the encoder (no cache).
+    enc_k: Vec<f32>,
+    enc_v: Vec<f32>,
+    last: Vec<f32>,
+    /// Logits of the last position of each sequence, `[batch x vocab]`.
+    pub logits: Vec<f32>,
+    /// BERT pooler output `[batch x hidden]`.
+    pub pooled: Vec<f32>,
+    attn: AttnScratch,
+    lin: LinearScratch,
+}
+
+/// Sizes a [`Workspace`] is built for.
+#[derive(Debug, Clone, Copy)]
+pub struct WorkspaceSize {
+    /// Sequences per call.
+    pub batch: usize,
+    /// Most new tokens per sequence in one call.
+    pub tokens: usize,
+    /// Most key positions attention sees (cache plus new).
+    pub keys: usize,
+    /// Worker threads.
+    pub threads: usize,
+}
+
+impl WorkspaceSize {
+    /// f32 values of each buffer, in [`Workspace::new`]'s order; the memory
+    /// estimate and the allocation share this list.
+    fn buffers(&self, cfg: &ModelConfig, encoder: bool) -> [usize; 13] {
+        let rows = self.batch * self.tokens;
+        let (h, kvd) = (cfg.hidden, cfg.kv_heads * cfg.head_dim());
+        let f2 = if cfg.arch == Arch::Llama { rows * cfg.ffn } else { 0 };
+        let enc = if encoder { self.batch * self.tokens * kvd } else { 0 };
+        [
+            rows * h,
+            rows * h,
+            rows * h,
+            rows * kvd,
+            rows * kvd,
+            rows * h,
+            rows * h,
+            rows * cfg.ffn,
+            f2,
+            enc,
+            enc,
+            self.batch * h,
+            self.batch * cfg.vocab,
+        ]
+    }
+
+    /// Bytes [`Workspace::new`] allocates for `cfg` at this size.
+    pub fn bytes(&self, cfg: &ModelConfig, dtype: DType) -> usize {
+        let encoder = cfg.arch == Arch::Bert;
+        let vals: usize = self.buffers(cfg, encoder).iter().sum::<usize>() + self.batch * cfg.hidden;
+        let attn = self.threads.max(1) * AttnScratch::slot_len(self.tokens, self.keys, cfg.head_dim()) * 4;
+        let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab);
+        let lin = LinearScratch::bytes_for(
+            self.threads,
+            self.batch * self.tokens,
+            max_dim,
+            max_dim,
+            dtype != DType::F32,
+        );
+        vals * 4 + attn + lin
+    }
+}
+
+impl Workspace {
+    /// Buffers for `model` at `size`.
+    pub fn new(model: &Model, size: WorkspaceSize) -> Self {
+        let cfg = &model.cfg;
+        let b = size.buffers(cfg, cfg.arch == Arch::Bert).map(|n| vec![0.0f32; n]);
+        let [x, xn, q, k, v, att, tmp, f1, f2, enc_k, enc_v, last, logits] = b;
+        let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab);
+        Self {
+            threads: size.threads.max(1),
+            rows: size.batch * size.tokens,
+            x,
+            xn,
+            q,
+            k,
+            v,
+            att,
+            tmp,
+            f1,
+            f2,
+            enc_k,
+            enc_v,
+            last,
+            logits,
+            pooled: vec![0.0; size.batch * cfg.hidden],
+            attn: AttnScratch::new(size.threads, size.tokens, size.keys, cfg.head_dim()),
+            lin: LinearScratch::new(
+                size.threads,
+                size.batch * size.tokens,
+                max_dim,
+                max_dim,
+                model.dtype != DType::F32,
+            ),
+        }
+    }
+
+    /// The final hidden states of the last encoder call, `[batch*seq x hidden]`.
+    pub fn hidden(&self, rows: usize, h: usize) -> &[f32] {
+        &self.x[..rows * h]
+    }
+}
+
+/// Keys and values of every layer, head-major `[layer][batch][kv_heads][capacity][head_dim]`.
+pub struct KvCache {
+    k: Vec<f32>,
+    v: Vec<f32>,
+    batch: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    /// Positions each sequence can hold.
+    pub capacity: usize,
+    /// Positions filled (the same for every sequence of the batch).
+    pub len: usize,
+}
+
+impl KvCache {
+    /// An empty cache for `batch` sequences of up to `capacity` positions.
+    pub fn new(cfg: &ModelConfig, batch: usize, capacity: usize) -> Self {
+        let n = cfg.layers * batch * cfg.kv_heads * capacity * cfg.head_dim();
+        Self {
+            k: vec![0.0; n],
+            v: vec![0.0; n],
+            batch,
+            kv_heads: cfg.kv_heads,
+            head_dim: cfg.head_dim(),
+            capacity,
+            len: 0,
+        }
+    }
+
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        (self.k.len() + self.v.len()) * 4
+    }
+
+    fn layer_len(&self) -> usize {
+        self.batch * self.kv_heads * self.capacity * self.head_dim
+    }
+}
+
+/// Copies token-major `[batch*n x kv_heads*hd]` rows into head-major
+/// `[batch][kv_heads][cap][hd]` at positions `start..start+n`.
+#[allow(clippy::too_many_arguments)]
+fn scatter_heads(
+    src: &[f32],
+    dst: &mut [f32],
+    batch: usize,
+    n: usize,
+    kvh: usize,
+    hd: usize,
+    cap: usize,
+    start: usize,
+) {
+    for b in 0..batch {
+        for t in 0..n {
+            let row = &src[(b * n + t) * kvh * hd..][..kvh * hd];
+            for (h, head) in row.chunks(hd).enumerate() {
+                let o = ((b * kvh + h) * cap + start + t) * hd;
+                dst[o..o + hd].copy_from_slice(head);
+            }
+        }
+    }
+}
+
+fn add_into(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(a, &b)| *a += b);
+}
+
+impl Model {
+    /// Parameters actually stored (equals `cfg.param_count()`).
+    pub fn stored_params(&self) -> usize {
+        let lin = |l: &Linear| l.w.len() + l.bias.as_ref().map_or(0, Vec::len);
+        let norm = |n: &Norm| n.w.len() + n.b.as_ref().map_or(0, Vec::len);
+        let mut n = lin(&self.tokens)
+            + self.positions.as_ref().map_or(0, Vec::len)
+            + self.types.as_ref().map_or(0, Vec::len)
+            + self.emb_norm.as_ref().map_or(0, norm)
+            + self.final_norm.as_ref().map_or(0, norm)
+            + self.lm_head.as_ref().map_or(0, lin)
+            + self.pooler.as_ref().map_or(0, lin);
+        for b in &self.blocks {
+            n += [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].iter().map(|l| lin(l)).sum::<usize>();
+            n += b.gate.as_ref().map_or(0, lin) + norm(&b.n1) + norm(&b.n2);
+        }
+        n
+    }
+
+    /// Bytes of all weights as stored (plus RoPE tables).
+    pub fn weight_bytes(&self) -> f64 {
+        let norm = |n: &Norm| 4.0 * (n.w.len() + n.b.as_ref().map_or(0, Vec::len)) as f64;
+        let mut n = self.tokens.bytes()
+            + 4.0
+                * (self.positions.as_ref().map_or(0, Vec::len) + self.types.as_ref().map_or(0, Vec::len))
+                    as f64
+            + self.emb_norm.as_ref().map_or(0.0, norm)
+            + self.final_norm.as_ref().map_or(0.0, norm)
+            + self.lm_head.as_ref().map_or(0.0, Linear::bytes)
+            + self.pooler.as_ref().map_or(0.0, Linear::bytes);
+        for b in &self.blocks {
+            n += [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].iter().map(|l| l.bytes()).sum::<f64>();
+            n += b.gate.as_ref().map_or(0.0, Linear::bytes) + norm(&b.n1) + norm(&b.n2);
+        }
+        n + self.rope.as_ref().map_or(0, Rope::bytes) as f64
+    }
+
+    /// Bytes of weights one decode step streams from memory: every block
+    /// matrix and the LM head (embedding and position lookups read one row).
+    pub fn decode_weight_bytes(&self) -> f64 {
+        let head = self.lm_head.as_ref().unwrap_or(&self.tokens).bytes();
+        let per_block: f64 = self
+            .blocks
+            .iter()
+            .map(|b| {
+                [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].iter().map(|l| l.bytes()).sum::<f64>()
+                    + b.gate.as_ref().map_or(0.0, Linear::bytes)
+            })
+            .sum();
+        head + per_block
+    }
+
+    /// Multiply-adds x2 of the projections for `tokens` tokens (attention extra).
+    pub fn matrix_flops(&self, tokens: usize) -> f64 {
+        let per: usize = self
+            .blocks
+            .iter()
+            .map(|b| {
+                [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].iter().map(|l| l.w.len()).sum::<usize>()
+                    + b.gate.as_ref().map_or(0, |g| g.w.len())
+            })
+            .sum();
+        2.0 * per as f64 * tokens as f64
+    }
+
+    fn embed(&self, ws: &mut Workspace, ids: &[u32], n: usize, start: usize) {
+        let h = self.cfg.hidden;
+        for (r, &id) in ids.iter().enumerate() {
+            let row = &mut ws.x[r * h..(r + 1) * h];
+            self.tokens.w.row_into(id as usize * h, row);
+            if let Some(p) = &self.positions {
+                let pos = start + r % n;
+                add_into(row, &p[pos * h..(pos + 1) * h]);
+            }
+            if let Some(t) = &self.types {
+                add_into(row, &t[..h]);
+            }
+        }
+    }
+
+    /// BERT forward over `batch` sequences of `seq` tokens (`ids` and
+    /// `mask` are `[batch*seq]`; mask 0 = padding key). The last hidden states
+    /// are left in the workspace ([`Workspace::hidden`]), the pooler output in
+    /// `ws.pooled`.
+    pub fn encode(&self, ws: &mut Workspace, ids: &[u32], mask: &[u8], batch: usize, seq: usize) {
+        let cfg = &self.cfg;
+        let (h, rows, t) = (cfg.hidden, batch * seq, ws.threads);
+        assert!(rows <= ws.rows && ids.len() == rows && mask.len() == rows, "encode: workspace too small");
+        let (hd, kvd) = (cfg.head_dim(), cfg.kv_heads * cfg.head_dim());
+        self.embed(ws, ids, seq, 0);
+        if let Some(nm) = &self.emb_norm {
+            ops::layer_norm(&mut ws.x[..rows * h], &nm.w, nm.b.as_deref().unwrap_or(&[]), cfg.norm_eps);
+        }
+        let shape = AttnShape {
+            batch,
+            heads: cfg.heads,
+            kv_heads: cfg.kv_heads,
+            head_dim: hd,
+            queries: seq,
+            keys: seq,
+            capacity: seq,
+            causal: false,
+        };
+        for blk in &self.blocks {
+            let x = &ws.x[..rows * h];
+            blk.q.forward(t, x, rows, &mut ws.q[..rows * h], &mut ws.lin);
+            blk.k.forward(t, x, rows, &mut ws.k[..rows * kvd], &mut ws.lin);
+            blk.v.forward(t, x, rows, &mut ws.v[..rows * kvd], &mut ws.lin);
+            scatter_heads(&ws.k[..rows * kvd], &mut ws.enc_k, batch, seq, cfg.kv_heads, hd, seq, 0);
+            scatter_heads(&ws.v[..rows * kvd], &mut ws.enc_v, batch, seq, cfg.kv_heads, hd, seq, 0);
+            ops::attention(
+                shape,
+                &ws.q[..rows * h],
+                &ws.enc_k,
+                &ws.enc_v,
+                Some(mask),
+                &mut ws.att[..rows * h],
+                &mut ws.attn,
+            );
+            blk.o.forward(t, &ws.att[..rows * h], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
+            add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
+            ops::layer_norm(
+                &mut ws.x[..rows * h],
+                &blk.n1.w,
+                blk.n1.b.as_deref().unwrap_or(&[]),
+                cfg.norm_eps,
+            );
+            let f = cfg.ffn;
+            blk.up.forward(t, &ws.x[..rows * h], rows, &mut ws.f1[..rows * f], &mut ws.lin);
+            ops::gelu_erf(&mut ws.f1[..rows * f], f);
+            blk.down.forward(t, &ws.f1[..rows * f], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
+            add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
+            ops::layer_norm(
+                &mut ws.x[..rows * h],
+                &blk.n2.w,
+                blk.n2.b.as_deref().unwrap_or(&[]),
+                cfg.norm_eps,
+            );
+        }
+        if let Some(p) = &self.pooler {
+            for b in 0..batch {
+                ws.last[b * h..(b + 1) * h].copy_from_slice(&ws.x[b * seq * h..(b * seq + 1) * h]);
+            }
+            p.forward(t, &ws.last[..batch * h], batch, &mut ws.pooled[..batch * h], &mut ws.lin);
+            ws.pooled[..batch * h].iter_mut().for_each(|v| *v = v.tanh());
+        }
+    }
+
+    /// Decoder forward of `n` new tokens per sequence (`ids` `[batch*n]`) at
+    /// positions `cache.len..cache.len+n`, appending to the cache. Logits of
+    /// each sequence's last new position go to `ws.logits`; with
+    /// `all_logits`, the logits of every new position are also returned
+    /// (verification only: that path allocates).
+    pub fn decode(
+        &self,
+        ws: &mut Workspace,
+        cache: &mut KvCache,
+        ids: &[u32],
+        n: usize,
+        all_logits: bool,
+    ) -> Option<Vec<f32>> {
+        let cfg = &self.cfg;
+        let batch = cache.batch;
+        let (h, rows, t, past) = (cfg.hidden, batch * n, ws.threads, cache.len);
+        assert!(rows <= ws.rows && ids.len() == rows, "decode: workspace too small");
+        assert!(
+            past + n <= cache.capacity,
+            "decode: cache holds {} positions, asked for {}",
+            cache.capacity,
+            past + n
+        );
+        let (hd, kvd, f) = (cfg.head_dim(), cfg.kv_heads * cfg.head_dim(), cfg.ffn);
+        self.embed(ws, ids, n, past);
+        let shape = AttnShape {
+            batch,
+            heads: cfg.heads,
+            kv_heads: cfg.kv_heads,
+            head_dim: hd,
+            queries: n,
+            keys: past + n,
+            capacity: cache.capacity,
+            causal: true,
+        };
+        let ll = cache.layer_len();
+        let norm = |nm: &Norm, x: &[f32], out: &mut [f32]| match &nm.b {
+            Some(b) => ops::layer_norm_into(x, out, &nm.w, b, cfg.norm_eps),
+            None => ops::rms_norm_into(x, out, &nm.w, cfg.norm_eps),
+        };
+        for (l, blk) in self.blocks.iter().enumerate() {
+            norm(&blk.n1, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
+            let xn = &ws.xn[..rows * h];
+            blk.q.forward(t, xn, rows, &mut ws.q[..rows * h], &mut ws.lin);
+            blk.k.forward(t, xn, rows, &mut ws.k[..rows * kvd], &mut ws.lin);
+            blk.v.forward(t, xn, rows, &mut ws.v[..rows * kvd], &mut ws.lin);
+            if let Some(rope) = &self.rope {
+                rope.apply(&mut ws.q[..rows * h], h, |r| past + r % n);
+                rope.apply(&mut ws.k[..rows * kvd], kvd, |r| past + r % n);
+            }
+            let (kc, vc) = (&mut cache.k[l * ll..(l + 1) * ll], &mut cache.v[l * ll..(l + 1) * ll]);
+            scatter_heads(&ws.k[..rows * kvd], kc, batch, n, cfg.kv_heads, hd, cache.capacity, past);
+            scatter_heads(&ws.v[..rows * kvd], vc, batch, n, cfg.kv_heads, hd, cache.capacity, past);
+            ops::attention(shape, &ws.q[..rows * h], kc, vc, None, &mut ws.att[..rows * h], &mut ws.attn);
+            blk.o.forward(t, &ws.att[..rows * h], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
+            add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
+            norm(&blk.n2, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
+            let xn = &ws.xn[..rows * h];
+            blk.up.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
+            match &blk.gate {
+                Some(g) => {
+                    blk.up.forward(t, xn, rows, &mut ws.f2[..rows * f], &mut ws.lin);
+                    g.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
+                    ops::swiglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
+                }
+                None => ops::gelu_tanh(&mut ws.f1[..rows * f], f),
+            }
+            blk.down.forward(t, &ws.f1[..rows * f], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
+            add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
+        }
+        cache.len += n;
+        let head = self.lm_head.as_ref().unwrap_or(&self.tokens);
+        let fnorm = self.final_norm.as_ref().expect("decoders have a final norm");
+        // Only the last position of each sequence feeds the LM head: a
+        // generator never needs the others.
+        for b in 0..batch {
+            let r = b * n + n - 1;
+            ws.tmp[b * h..(b + 1) * h].copy_from_slice(&ws.x[r * h..(r + 1) * h]);
+        }
+        norm(fnorm, &ws.tmp[..batch * h], &mut ws.last[..batch * h]);
+        head.forward(t, &ws.last[..batch * h], batch, &mut ws.logits[..batch * cfg.vocab], &mut ws.lin);
+        all_logits.then(|| {
+            let mut normed = vec![0.0; rows * h];
+            norm(fnorm, &ws.x[..rows * h], &mut normed);
+            let mut out = vec![0.0; rows * cfg.vocab];
+            let mut scratch =
+                LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype != DType::F32);
+            head.forward(t, &normed, rows, &mut out, &mut scratch);
+            out
+        })
+    }
+
+    /// Builds a model from a function giving each tensor by name and shape
+    /// (names and shapes from [`ModelConfig::weights`]); matrices and the
+    /// token embedding are stored in `dtype`.
+    pub fn build(cfg: &ModelConfig, dtype: DType, get: &mut Getter<'_>) -> anyhow::Result<Self> {
+        let specs = cfg.weights();
+        let mut l = Loader { specs: &specs, get, dtype, model: &cfg.name };
+        let tokens = l.linear("embed.tokens")?;
+        let positions = l.vector("embed.positions")?;
+        let types = l.vector("embed.types")?;
+        let emb_norm = l.norm("embed.norm")?;
+        let llama = cfg.arch == Arch::Llama;
+        let mut blocks = Vec::with_capacity(cfg.layers);
+        for i in 0..cfg.layers {
+            let p = |s: &str| format!("layers.{i}.{s}");
+            let (a, b) = if llama { ("attn_norm", "ffn_norm") } else { ("norm1", "norm2") };
+            blocks.push(Block {
+                q: l.linear(&p("attn.q"))?,
+                k: l.linear(&p("attn.k"))?,
+                v: l.linear(&p("attn.v"))?,
+                o: l.linear(&p("attn.o"))?,
+                gate: if llama { Some(l.linear(&p("ffn.gate"))?) } else { None },
+                up: l.linear(&p("ffn.up"))?,
+                down: l.linear(&p("ffn.down"))?,
+                n1: l
+                    .norm(&p(a))?
+                    .ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {a}", cfg.name))?,
+                n2: l
+                    .norm(&p(b))?
+                    .ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {b}", cfg.name))?,
+            });
+        }
+        let final_norm = l.norm("final_norm")?;
+        let lm_head = if l.has("lm_head.weight") { Some(l.linear("lm_head")?) } else { None };
+        let pooler = if l.has("pooler.weight") { Some(l.linear("pooler")?) } else { None };
+        let rope = llama.then(|| Rope::new(cfg.max_positions, cfg.head_dim(), cfg.rope_theta));
+        Ok(Self {
+            cfg: cfg.clone(),
+            dtype,
+            tokens,
+            positions,
+            types,
+            emb_norm,
+            blocks,
+            final_norm,
+            lm_head,
+            pooler,
+            rope,
+        })
+    }
+}
+
+/// Gives one tensor by name and shape, and whether it is stored in the
+/// model's `dtype` (matrices, token embedding) or stays f32.
+pub type Getter<'a> = dyn FnMut(&str, &[usize], bool) -> anyhow::Result<Tensor> + 'a;
+
+struct Loader<'a, 'b> {
+    specs: &'a [crate::models::WeightSpec],
+    get: &'a mut Getter<'b>,
+    dtype: DType,
+    model: &'a str,
+}
+
+impl Loader<'_, '_> {
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.specs.iter().find(|w| w.name == name).map(|w| w.shape.clone())
+    }
+    fn has(&self, name: &str) -> bool {
+        self.shape(name).is_some()
+    }
+    fn vector(&mut self, name: &str) -> anyhow::Result<Option<Vec<f32>>> {
+        match self.shape(name) {
+            Some(s) => Ok(Some((self.get)(name, &s, false)?.into_f32())),
+            None => Ok(None),
+        }
+    }
+    fn norm(&mut self, prefix: &str) -> anyhow::Result<Option<Norm>> {
+        Ok(match self.vector(&format!("{prefix}.weight"))? {
+            Some(w) => Some(Norm { w, b: self.vector(&format!("{prefix}.bias"))? }),
+            None => None,
+        })
+    }
+    fn linear(&mut self, prefix: &str) -> anyhow::Result<Linear> {
+        // The token embedding is named without `.weight` in the catalogue.
+        let name = if self.has(prefix) { prefix.to_string() } else { format!("{prefix}.weight") };
+        let shape =
+            self.shape(&name).ok_or_else(|| anyhow::anyhow!("model {}: no tensor {name}", self.model))?;
+        let w = (self.get)(&name, &shape, true)?.into_weights(self.dtype);
+        let bias = self.vector(&format!("{prefix}.bias"))?;
+        Ok(Linear { out: shape[0], inp: shape[1], w, bias })
+    }
+}
+
+/// A tensor handed to [`Model::build`]: f32 values, or already stored in the
+/// target precision (random init writes halves directly, never holding a
+/// full f32 copy of a large matrix).
+pub enum Tensor {
+    /// f32 values.
+    F32(Vec<f32>),
+    /// Values already in their storage format.
+    Stored(Weights),
+}
+
+impl Tensor {
+    fn into_f32(self) -> Vec<f32> {
+        match self {
+            Self::F32(v) => v,
+            Self::Stored(w) => w.to_f32(),
+        }
+    }
+    fn into_weights(self, dtype: DType) -> Weights {
+        match self {
+            Self::F32(v) => Weights::from_f32(v, dtype),
+            Self::Stored(w) => w,
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Pointer chasing: the load-to-use latency of one dependent load per cache
+//! line, in a random cycle over a working set, so neither the prefetchers
+//! nor out-of-order execution can hide it. Over a sweep of working-set
+//! sizes the curve steps up where each cache level ends; `cache_levels`
+//! finds those steps and sets them beside the sizes sysfs reports.
+//!
+//! Pages are the default 4 KiB ones, so large working sets also pay TLB
+//! misses, as tensors in ordinary allocations do.
+
+use super::bandwidth::caches;
+use crate::plan::Case;
+use crate::results::Metric;
+use crate::suites::{Throughput, Verification, Workload, skip};
+use anyhow::{Result, ensure};
+use rand::RngExt;
+use std::time::Instant;
+
+/// usize slots per 64-byte line: one pointer per line.
+const LINE: usize = 8;
+
+/// A random cyclic permutation (Sattolo) of the lines of `bytes`: slot
+/// `LINE * i` holds the slot of the line visited after line `i`.
+pub(crate) fn cycle(bytes: usize, seed: u64) -> Vec<usize> {
+    let lines = (bytes / 64).max(2);
+    let mut order: Vec<usize> = (0..lines).collect();
+    let mut rng = crate::util::rng(seed);
+    for i in (1..lines).rev() {
+        let j = rng.random_range(0..i);
+        order.swap(i, j);
+    }
+    let mut next = vec![0usize; lines * LINE];
+    for w in 0..lines {
+        next[order[w] * LINE] = order[(w + 1) % lines] * LINE;
+    }
+    next
+}
+
+/// Follows `n` links from `p`; returns where it stopped.
+#[inline(never)]
+fn chase(next: &[usize], mut p: usize, n: u64) -> usize {
+    for _ in 0..n {
+        p = next[p];
+    }
+    p
+}
+
+/// Checks `next` is one cycle through every line: `lines` steps from the
+/// start visit each line once and come back.
+fn check_cycle(next: &[usize]) -> Result<()> {
+    let lines = next.len() / LINE;
+    let mut seen = vec![false; lines];
+    let mut p = 0;
+    for step in 0..lines {
+        ensure!(p % LINE == 0 && p < next.len(), "step {step}: link {p} is not a line start");
+        ensure!(!seen[p / LINE], "line {} visited twice after {step} steps", p / LINE);
+        seen[p / LINE] = true;
+        p = next[p];
+    }
+    ensure!(p == 0, "the chain does not close after {lines} steps");
+    Ok(())
+}
+
+fn too_big(bytes: usize) -> Result<()> {
+    let avail = crate::env::Environment::gather().available_memory_bytes.unwrap_or(u64::MAX) as usize;
+    if bytes > avail / 4 {
+        return Err(skip(format!(
+            "{} MiB working set needs more than a quarter of the available memory",
+            bytes >> 20
+        )));
+    }
+    Ok(())
+}
+
+/// `latency`: one iteration is one dependent load, so the reported time per
+/// iteration is the latency, with the harness's interval.
+struct Latency {
+    next: Vec<usize>,
+    p: usize,
+}
+
+pub(crate) fn prepare_latency(case: &Case) -> Result<Box<dyn Workload>> {
+    let bytes = super::bytes_param(case, "size")?;
+    ensure!(bytes >= 128, "case {}: `size` must be at least two 64-byte lines", case.id);
+    too_big(bytes)?;
+    Ok(Box::new(Latency { next: cycle(bytes, crate::suites::tensor::seed(case)), p: 0 }))
+}
+
+impl Workload for Latency {
+    fn verify(&mut self) -> Result<Verification> {
+        check_cycle(&self.next)?;
+        // Warm the working set into whatever cache holds it.
+        self.p = chase(&self.next, 0, (self.next.len() / LINE) as u64 * 2);
+        Ok(Verification::pass(format!(
+            "the chain visits each of {} lines once and closes",
+            self.next.len() / LINE
+        )))
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        vec![Throughput::items(1.0)]
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        self.p = std::hint::black_box(chase(&self.next, self.p, iters));
+        Ok(())
+    }
+    fn metrics(&mut self) -> Vec<Metric> {
+        vec![Metric::new("working_set_bytes", (self.next.len() * 8) as f64, "B")]
+    }
+}
+
+/// Where the latency curve steps up: the last size before each run of
+/// consecutive rises by more than `ratio`. Sizes ascending.
+pub(crate) fn level_ends(sizes: &[usize], ns: &[f64], ratio: f64) -> Vec<usize> {
+    let mut ends = Vec::new();
+    let mut in_step = false;
+    for i in 0..ns.len().saturating_sub(1) {
+        let rising = ns[i + 1] > ns[i] * ratio;
+        if rising && !in_step {
+            ends.push(sizes[i]);
+        }
+        in_step = rising;
+    }
+    ends
+}
+
+/// `cache_levels`: the whole curve, two points per octave from 4 KiB to
+/// 64 MiB, then one per octave up to twice the L3 (at least 64 MiB, at most
+/// 256 MiB). An iteration follows 4 x 512 links at every point; the minimum
+/// over all runs of 512 is the curve (interference only ever adds time).
+struct Levels {
+    sizes: Vec<usize>,
+    cycles: Vec<Vec<usize>>,
+    pos: Vec<usize>,
+    best: Vec<f64>,
+}
+
+const LINKS: u64 = 2048;
+
+pub(crate) fn prepare_levels(case: &Case) -> Result<Box<dyn Workload>> {
+    let (_, _, l3) = caches();
+    let top = (2 * l3.unwrap_or(32 << 20) as usize).clamp(64 << 20, 256 << 20);
+    let mut sizes = Vec::new();
+    let mut s = 4096usize;
+    while s <= top {
+        sizes.push(s);
+        // Two points per octave where caches end; one in DRAM, where the
+        // cycles are big to build and the curve is flat.
+        if s < 64 << 20 {
+            sizes.push(s * 3 / 2);
+        }
+        s *= 2;
+    }
+    sizes.retain(|&x| x <= top);
+    too_big(sizes.iter().sum())?;
+    let seed = crate::suites::tensor::seed(case);
+    let cycles: Vec<Vec<usize>> = sizes.iter().map(|&b| cycle(b, seed ^ b as u64)).collect();
+    let n = sizes.len();
+    Ok(Box::new(Levels { sizes, cycles, pos: vec![0; n], best: vec![f64::INFINITY; n] }))
+}
+
+impl Workload for Levels {
+    fn verify(&mut self) -> Result<Verification> {
+        for c in &self.cycles {
+            check_cycle(c)?;
+        }
+        // Synthetic curve with known steps: the detector must find them.
+        let sizes = [1, 2, 3, 4, 5, 6, 7];
+        let ns = [1.0, 1.05, 4.0, 4.1, 4.2, 12.0, 12.5];
+        let found = level_ends(&sizes, &ns, 1.25);
+        ensure!(found == [2, 5], "step detector found {found:?} on a curve with steps after 2 and 5");
+        Ok(Verification::pass(format!(
+            "{} chains each visit every line once and close; the step detector finds known steps",
+            self.cycles.len()
+        )))
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        vec![Throughput::items((self.sizes.len() as u64 * LINKS) as f64)]
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        for _ in 0..iters {
+            for i in 0..self.cycles.len() {
+                for _ in 0..4 {
+                    let t = Instant::now();
+                    self.pos[i] = std::hint::black_box(chase(&self.cycles[i], self.pos[i], LINKS / 4));
+                    let ns = t.elapsed().as_nanos() as f64 / (LINKS / 4) as f64;
+                    self.best[i] = self.best[i].min(ns);
+                }
+            }
+        }
+        Ok(())
+    }
+    fn metrics(&mut self) -> Vec<Metric> {
+        let mut m: Vec<Metric> = self
+            .sizes
+            .iter()
+            .zip(&self.best)
+            .map(|(s, ns)| Metric::new(format!("latency_ns_at_{}", human(*s)), *ns, "ns"))
+            .collect();
+        let ends = level_ends(&self.sizes, &self.best, 1.25);
+        let (l1, l2, l3) = caches();
+        for (k, (name, sysfs)) in [("l1", l1), ("l2", l2), ("l3", l3)].into_iter().enumerate() {
+            if let Some(&end) = ends.get(k) {
+                m.push(Metric::new(format!("{name}_end_detected_bytes"), end as f64, "B"));
+            }
+            if let Some(v) = sysfs {
+                m.push(Metric::new(format!("{name}_bytes_sysfs"), v as f64, "B"));
+            }
+        }
+        m.push(Metric::new("levels_detected", ends.len() as f64, ""));
+        m
+    }
+}
+
+fn human(b: usize) -> String {
+    if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
+        format!("{}MiB", b >> 20)
+    } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
+        format!("{}KiB", b >> 10)
+    } else {
+        format!("{b}B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cycles_visit_every_line_once() {
+        for bytes in [128, 4096, 100_000] {
+            let c = cycle(bytes, 3);
+            check_cycle(&c).unwrap();
+            assert_eq!(chase(&c, 0, (c.len() / LINE) as u64), 0);
+        }
+        let mut broken = cycle(4096, 1);
+        let first = broken[0];
+        broken[first] = first; // a self loop cuts the chain short
+        assert!(check_cycle(&broken).is_err());
+    }
+
+    #[test]
+    fn level_ends_on_constructed_curves() {
+        let sizes: Vec<usize> = (0..10).map(|i| 1 << i).collect();
+        let flat = [1.0; 10];
+        assert!(level_ends(&sizes, &flat, 1.25).is_empty());
+        // A step spread over two points counts once, at its start.
+        let ns = [1.0, 1.0, 1.0, 2.0, 4.0, 4.0, 4.1, 20.0, 20.0, 21.0];
+        assert_eq!(level_ends(&sizes, &ns, 1.25), vec![4, 64]);
+        assert_eq!(human(48 << 10), "48KiB");
+        assert_eq!(human(3 << 20), "3MiB");
+    }
+}

@@ -1,0 +1,103 @@
+//! The tokenizer suite: the Hugging Face `tokenizers` crate on real
+//! vocabularies (GPT-2 byte-level BPE, BERT WordPiece, LLaMA-style
+//! SentencePiece BPE) and a SentencePiece-style Unigram trained on the corpus,
+//! over real text (the King James Bible, a multilingual sample).
+//!
+//! | benchmark        | file          | what                                                    |
+//! |------------------|---------------|---------------------------------------------------------|
+//! | `encode`         | `encode.rs`   | one text at a time, one thread                          |
+//! | `encode_batch`   | `encode.rs`   | `encode_batch_char_offsets`, 1 or all threads           |
+//! | `decode`         | `encode.rs`   | ids back to text                                        |
+//! | `offsets`        | `encode.rs`   | encode without offsets, with byte or char offsets       |
+//! | `special_tokens` | `encode.rs`   | specials + truncation + padding to `max_length`         |
+//! | `normalize`      | `text.rs`     | NFC, NFKC, lowercase, strip accents, BERT normalizer    |
+//! | `pretokenize`    | `text.rs`     | byte-level (GPT-2 regex), whitespace, metaspace         |
+//! | `train`          | `train.rs`    | BPE, WordPiece, Unigram trainers at a vocab size        |
+//!
+//! Inputs come from `sources.rs`; independent references (known ids, a GPT-2
+//! splitter on another regex engine, the byte-to-unicode table) from
+//! `reference.rs`. A real vocabulary whose files are absent is replaced in
+//! the default grid by `NAME-trained` (a tokenizer of the same kind trained on
+//! the corpus), so the case id says what is measured.
+
+use crate::plan::{Case, ParamValue};
+use crate::suites::{Suite, Workload};
+use anyhow::{Result, bail};
+
+mod encode;
+mod reference;
+mod sources;
+mod text;
+mod train;
+
+pub use sources::{Length, segments};
+
+/// Tokenizer benchmarks on real vocabularies and text.
+pub struct TokenizerSuite;
+
+/// Benchmarks of `suites/tokenizer.toml`, in file order; `prepare` handles each.
+pub const BENCHMARKS: &[&str] =
+    &["encode", "encode_batch", "decode", "offsets", "special_tokens", "normalize", "pretokenize", "train"];
+
+/// The suite file as written, before absent real vocabularies are swapped
+/// for their trained fallbacks.
+const SPEC: &str = include_str!("../../../suites/tokenizer.toml");
+
+impl Suite for TokenizerSuite {
+    fn name(&self) -> &'static str {
+        "tokenizer"
+    }
+    fn describe(&self) -> &'static str {
+        "Tokenizers on real vocabularies and text: BPE, WordPiece, SentencePiece; encode, batch, decode, normalize, train"
+    }
+    fn spec_toml(&self) -> &'static str {
+        static SPEC_FOR_THIS_MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        SPEC_FOR_THIS_MACHINE.get_or_init(|| sources::with_fallbacks(SPEC, &crate::util::data_dir()))
+    }
+    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+        match case.benchmark.as_str() {
+            "encode" => encode::prepare_encode(case),
+            "encode_batch" => encode::prepare_batch(case),
+            "decode" => encode::prepare_decode(case),
+            "offsets" => encode::prepare_offsets(case),
+            "special_tokens" => encode::prepare_special(case),
+            "normalize" => text::prepare_normalize(case),
+            "pretokenize" => text::prepare_pretokenize(case),
+            "train" => train::prepare(case),
+            other => bail!("tokenizer suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
+        }
+    }
+}
+
+/// The string parameter `key`, which must be one of `valid`.
+pub(crate) fn choice<'a>(case: &Case, key: &str, valid: &[&'a str]) -> Result<&'a str> {
+    let got = case.str(key)?;
+    match valid.iter().find(|v| **v == got) {
+        Some(v) => Ok(v),
+        None => bail!("case {}: `{key}` = `{got}` is not valid; valid: {}", case.id, valid.join(", ")),
+    }
+}
+
+/// A dedicated pool of the case's `threads` (default 1: single-text
+/// benchmarks are sequential by definition), or `None` for `all`.
+pub(crate) fn thread_pool(case: &Case) -> Result<(Option<rayon::ThreadPool>, usize)> {
+    match case.params.get("threads") {
+        None => Ok((Some(rayon::ThreadPoolBuilder::new().num_threads(1).build()?), 1)),
+        Some(ParamValue::Int(_)) => {
+            let threads = case.threads()?;
+            Ok((Some(rayon::ThreadPoolBuilder::new().num_threads(threads).build()?), threads))
+        }
+        Some(_) => Ok((None, case.threads()?)),
+    }
+}
+
+/// Runs `f` inside `pool`, or on the current (global) pool when `None`.
+pub(crate) fn install<R: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
+    match pool {
+        Some(p) => p.install(f),
+        None => f(),
+    }
+}
+
+#[cfg(test)]
+mod tests;
