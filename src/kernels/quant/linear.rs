@@ -10,6 +10,11 @@
 //!   dequantized into an f32 scratch tile once and multiplied by the shared
 //!   f32 GEMM, amortising the dequantization over all tokens.
 //!
+//! The 4-bit formats (Q4_0, Q4_1, Q4_K) decode as llama.cpp does: the
+//! activations are quantized per call to int8 blocks of 32 and the nibbles
+//! dotted with them by VNNI ([`w4a8`](super::w4a8)); opt out with
+//! [`QMatrix::with_f32_activations`] for the exact weight-only product.
+//!
 //! Ternary weights always take the integer path (int8 activations, additions
 //! only); [`DynamicLinear`] is the W8A8 layer with per-call activation
 //! quantization on the int8 GEMM.
@@ -17,6 +22,8 @@
 use super::blocks::{BlockFormat, BlockTensor, QK};
 use super::igemm::{I8Weights, Int8Path, gemm_i8};
 use super::int8::{self, Granularity, Scheme};
+use super::kquant::{Q4KTensor, QK_K};
+use super::w4a8::{self, ActLayout, Q4Row, Q8Acts};
 use super::ternary::{self, TernaryMatrix};
 use crate::kernels::{Layout, matmul};
 use anyhow::{Result, bail};
@@ -44,14 +51,25 @@ pub enum WeightFormat {
     Q4_0,
     /// llama.cpp Q4_1 (5).
     Q4_1,
+    /// llama.cpp Q4_K (4.5): super-blocks of 256 with 6-bit sub-block scales and minimums.
+    Q4K,
     /// BitNet b1.58 ternary in bit planes (2, plus one f32 scale).
     Ternary,
 }
 
 impl WeightFormat {
     /// Every format, in the order reports list them.
-    pub const ALL: [WeightFormat; 8] =
-        [Self::F32, Self::F16, Self::Bf16, Self::Int8, Self::Q8_0, Self::Q4_0, Self::Q4_1, Self::Ternary];
+    pub const ALL: [WeightFormat; 9] = [
+        Self::F32,
+        Self::F16,
+        Self::Bf16,
+        Self::Int8,
+        Self::Q8_0,
+        Self::Q4_0,
+        Self::Q4_1,
+        Self::Ternary,
+        Self::Q4K,
+    ];
 
     /// Lowercase name used in case ids.
     pub fn name(self) -> &'static str {
@@ -64,6 +82,7 @@ impl WeightFormat {
             Self::Q4_0 => "q4_0",
             Self::Q4_1 => "q4_1",
             Self::Ternary => "ternary",
+            Self::Q4K => "q4_k",
         }
     }
 
@@ -96,6 +115,7 @@ enum Store {
     Int8 { q: Vec<i8>, scales: Vec<f32> },
     Block(BlockTensor),
     Ternary(TernaryMatrix),
+    Q4K(Q4KTensor),
 }
 
 /// A quantized `[rows, cols]` (`[out, in]`) weight matrix.
@@ -107,6 +127,8 @@ pub struct QMatrix {
     pub cols: usize,
     format: WeightFormat,
     store: Store,
+    /// Whether 4-bit decode quantizes activations to int8 (W4A8).
+    act8: bool,
 }
 
 /// Raw output pointer shared by tasks that write disjoint columns of `y`.
@@ -157,8 +179,54 @@ impl QMatrix {
                 Store::Block(t)
             }
             WeightFormat::Ternary => Store::Ternary(TernaryMatrix::quantize(w, rows, cols)),
+            WeightFormat::Q4K => {
+                let mut t = Q4KTensor::zeros(rows, cols)?;
+                t.quantize_from(w);
+                Store::Q4K(t)
+            }
         };
-        Ok(Self { rows, cols, format, store })
+        let act8 = matches!(format, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K);
+        Ok(Self { rows, cols, format, store, act8 })
+    }
+
+    /// The same matrix with 4-bit decode on f32 activations: exactly the
+    /// dequantize-then-matmul product, slower than the default W4A8 kernels.
+    pub fn with_f32_activations(mut self) -> Self {
+        self.act8 = false;
+        self
+    }
+
+    /// Whether a call with `m` tokens quantizes the activations to int8
+    /// blocks of 32 (4-bit formats at decode sizes, unless opted out).
+    pub fn quantizes_activations(&self, m: usize) -> bool {
+        self.act8 && m <= DECODE_MAX_M
+    }
+
+    /// The activations a call with `m` tokens multiplies: `x` itself, or its
+    /// Q8 round trip when [`quantizes_activations`](Self::quantizes_activations)
+    /// (references compare against `x^ W^T`).
+    pub fn kernel_activations(&self, x: &[f32], m: usize) -> Vec<f32> {
+        if !self.quantizes_activations(m) || m == 0 {
+            return x.to_vec();
+        }
+        let a = Q8Acts::new(x, m, self.cols, self.act_layout());
+        (0..m).flat_map(|t| a.dequantized(t)).collect()
+    }
+
+    /// Name of the decode kernel family for `m` tokens on this CPU:
+    /// `avx512_vnni` or `portable` for W4A8, `avx512` or `portable` otherwise.
+    pub fn decode_path(&self, m: usize) -> &'static str {
+        if self.quantizes_activations(m) {
+            if Int8Path::Avx512Vnni.available() && super::has_avx512() { "avx512_vnni" } else { "portable" }
+        } else if super::has_avx512() {
+            "avx512"
+        } else {
+            "portable"
+        }
+    }
+
+    fn act_layout(&self) -> ActLayout {
+        if self.format == WeightFormat::Q4K { ActLayout::K } else { ActLayout::Quad }
     }
 
     /// The storage format.
@@ -175,6 +243,7 @@ impl QMatrix {
             Store::Int8 { q, scales } => q.len() + scales.len() * 4,
             Store::Block(t) => t.storage_bytes(),
             Store::Ternary(t) => t.storage_bytes(),
+            Store::Q4K(t) => t.storage_bytes(),
         }
     }
 
@@ -209,6 +278,7 @@ impl QMatrix {
                     out,
                 );
             }
+            Store::Q4K(t) => t.dequantize_range(r0 * k / QK_K, r1 * k / QK_K, out),
             Store::Ternary(t) => {
                 for (r, o) in (r0..r1).zip(out.chunks_mut(k)) {
                     for (i, o) in o.iter_mut().enumerate() {
@@ -271,6 +341,9 @@ impl QMatrix {
             }
             return self.tiled_matmul(x, m, y);
         }
+        if self.act8 {
+            return self.w4a8_matmul(x, m, y, simd);
+        }
         // Per-token block sums of x for the 4-bit formats' offset terms.
         let xsums: Vec<f32> = if matches!(self.format, WeightFormat::Q4_0 | WeightFormat::Q4_1) {
             x.chunks(QK).map(|c| c.iter().sum()).collect()
@@ -290,6 +363,50 @@ impl QMatrix {
                 }
             }
         });
+    }
+
+    /// Decode path of the 4-bit formats: quantize x once, W4A8 dot per row.
+    fn w4a8_matmul(&self, x: &[f32], m: usize, y: &mut [f32], simd: bool) {
+        let (k, n) = (self.cols, self.rows);
+        let a = Q8Acts::new(x, m, k, self.act_layout());
+        let vnni = simd && Int8Path::Avx512Vnni.available() && super::has_avx512();
+        let out = OutPtr(y.as_mut_ptr());
+        const ROWS: usize = 16;
+        (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
+            let mut acc = [0.0f32; DECODE_MAX_M];
+            for r in b * ROWS..((b + 1) * ROWS).min(n) {
+                w4a8::dot_row(self.q4_row(r), &a, vnni, &mut acc[..m]);
+                for (t, &v) in acc[..m].iter().enumerate() {
+                    // SAFETY: (t, r) is inside y and row r belongs to this task.
+                    unsafe { *out.ptr().add(t * n + r) = v };
+                }
+            }
+        });
+    }
+
+    /// Row `r` of a 4-bit matrix as the W4A8 kernels take it.
+    fn q4_row(&self, r: usize) -> Q4Row<'_> {
+        let k = self.cols;
+        match &self.store {
+            Store::Block(t) => {
+                let (b0, b1) = (r * k / QK, (r + 1) * k / QK);
+                let (d, qs) = (&t.scales[b0..b1], &t.qs[b0 * QK / 2..b1 * QK / 2]);
+                match t.format {
+                    BlockFormat::Q4_1 => Q4Row::Q4_1 { d, m: &t.mins[b0..b1], qs },
+                    _ => Q4Row::Q4_0 { d, qs },
+                }
+            }
+            Store::Q4K(t) => {
+                let (s0, s1) = (r * k / QK_K, (r + 1) * k / QK_K);
+                Q4Row::Q4K {
+                    d: &t.d[s0..s1],
+                    dmin: &t.dmin[s0..s1],
+                    scales: &t.scales[s0 * 12..s1 * 12],
+                    qs: &t.qs[s0 * 128..s1 * 128],
+                }
+            }
+            _ => unreachable!("only 4-bit formats quantize activations"),
+        }
     }
 
     /// Prefill path: dequantize blocks of rows, multiply with the f32 GEMM.
@@ -356,6 +473,7 @@ impl QMatrix {
                             BlockFormat::Q4_1 => avx512::dot_q4(d, Some(&t.mins[b0..b1]), qs, x, xsums),
                         }
                     }
+                    Store::Q4K(t) => portable::dot_q4k(t, r, x),
                     Store::Ternary(_) => unreachable!("ternary rows take the integer path"),
                 };
             }
@@ -371,6 +489,7 @@ impl QMatrix {
                 let mins = if t.format == BlockFormat::Q4_1 { &t.mins[b0..b1] } else { &[][..] };
                 portable::dot_blocks(t.format, &t.scales[b0..b1], mins, &t.qs[b0 * cb..b1 * cb], x, xsums)
             }
+            Store::Q4K(t) => portable::dot_q4k(t, r, x),
             Store::Ternary(_) => unreachable!("ternary rows take the integer path"),
         }
     }
@@ -408,6 +527,19 @@ mod portable {
             let t: f32 = w[tail..].iter().zip(&x[tail..]).map(|(&a, b)| a as f32 * b).sum();
             acc.iter().sum::<f32>() + t
         }
+    }
+
+    /// Q4_K row `r` on f32 activations: each super-block dequantized on the
+    /// stack, then the f32 dot.
+    pub fn dot_q4k(t: &Q4KTensor, r: usize, x: &[f32]) -> f32 {
+        let per = t.cols / QK_K;
+        let mut buf = [0.0f32; QK_K];
+        let mut s = 0.0;
+        for (i, x) in x.chunks_exact(QK_K).enumerate() {
+            t.dequantize_range(r * per + i, r * per + i + 1, &mut buf);
+            s += dot_f32(&buf, x);
+        }
+        s
     }
 
     /// f16 / bf16 rows, widened 256 values at a time on the stack.
@@ -704,9 +836,11 @@ mod tests {
         (0..n).map(|i| (((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0).powi(3)).collect()
     }
 
-    /// f64 reference: x times the dequantized weight.
+    /// f64 reference: the activations the kernel multiplies (x, or its Q8
+    /// round trip for the W4A8 kernels) times the dequantized weight.
     fn reference(q: &QMatrix, x: &[f32], m: usize) -> (Vec<f32>, Vec<f64>) {
         let w = q.dequantize();
+        let x = &q.kernel_activations(x, m);
         let (k, n) = (q.cols, q.rows);
         let mut want = vec![0.0f32; m * n];
         let mut tol = vec![0.0f64; m * n];
@@ -727,12 +861,25 @@ mod tests {
 
     #[test]
     fn every_format_matches_dequantize_then_matmul_on_both_paths() {
-        let (k, n) = (320, 40);
+        // k = 768: 24 blocks of 32 (the W4A8 kernel's 16-block steps and a
+        // tail), 3 super-blocks of 256.
+        let (k, n) = (768, 40);
         let w = data(n * k, 1);
         for m in [1, 3, 8, 9, 20] {
             let x = data(m * k, 2 + m);
             for f in WeightFormat::ALL.into_iter().filter(|&f| f != WeightFormat::Ternary) {
                 let q = QMatrix::quantize(f, &w, n, k).unwrap();
+                let exact = q.clone().with_f32_activations();
+                assert_eq!(q.quantizes_activations(m), m <= 8 && matches!(f, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K));
+                let (want, tol) = reference(&exact, &x, m);
+                for simd in [true, false] {
+                    let mut y = vec![f32::NAN; m * n];
+                    exact.matmul_with(&x, m, &mut y, simd);
+                    for i in 0..m * n {
+                        let err = (y[i] as f64 - want[i] as f64).abs();
+                        assert!(err <= tol[i], "{} f32 activations m={m} simd={simd} [{i}]", f.name());
+                    }
+                }
                 let (want, tol) = reference(&q, &x, m);
                 for simd in [true, false] {
                     let mut y = vec![f32::NAN; m * n];
@@ -802,12 +949,15 @@ mod tests {
     fn formats_parse_with_valid_names_and_report_their_bits() {
         assert_eq!(WeightFormat::parse("q4_0").unwrap(), WeightFormat::Q4_0);
         let e = WeightFormat::parse("q3_k").unwrap_err().to_string();
-        assert!(e.contains("valid: f32, f16, bf16, int8, q8_0, q4_0, q4_1, ternary"), "{e}");
+        assert!(e.contains("valid: f32, f16, bf16, int8, q8_0, q4_0, q4_1, ternary, q4_k"), "{e}");
         let w = data(64 * 64, 9);
         let bits = |f| QMatrix::quantize(f, &w, 64, 64).unwrap().bits_per_weight();
         assert_eq!(bits(WeightFormat::F32), 32.0);
         assert_eq!(bits(WeightFormat::Bf16), 16.0);
         assert_eq!(bits(WeightFormat::Q4_0), 4.5);
+        assert!(QMatrix::quantize(WeightFormat::Q4K, &w, 64, 64).is_err(), "q4_k rows are multiples of 256");
+        let w = data(8 * 512, 9);
+        assert_eq!(QMatrix::quantize(WeightFormat::Q4K, &w, 8, 512).unwrap().bits_per_weight(), 4.5);
         assert_eq!(bits(WeightFormat::Int8), 8.0 + 32.0 / 64.0);
         assert!(QMatrix::quantize(WeightFormat::Q4_0, &w[..63 * 64], 63, 64).is_ok());
         assert!(QMatrix::quantize(WeightFormat::Q8_0, &w[..40], 2, 20).is_err());

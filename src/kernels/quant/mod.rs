@@ -6,6 +6,10 @@
 //!   quantize and dequantize, and per-token activation quantization.
 //! - [`blocks`]: llama.cpp block formats Q8_0, Q4_0 and Q4_1 (32 values per
 //!   block with an f16 scale, Q4_1 with an f16 minimum), 4-bit packing.
+//! - [`kquant`]: llama.cpp's Q4_K (super-blocks of 256, 6-bit sub-block
+//!   scales and minimums, 4.5 bits per weight).
+//! - [`w4a8`]: 4-bit weights times int8 activations (llama.cpp's Q4 x Q8
+//!   dot) on AVX-512 VNNI, the decode kernels of Q4_0 / Q4_1 / Q4_K.
 //! - [`ternary`]: BitNet b1.58 weights (absmean scale, values in {-1, 0, 1}),
 //!   2-bit bit-plane packing for compute and 5-trits-per-byte for storage.
 //! - [`igemm`]: int8 x int8 -> i32 GEMM on AVX-512 VNNI, AVX-VNNI, AVX2 or
@@ -21,8 +25,10 @@
 pub mod blocks;
 pub mod igemm;
 pub mod int8;
+pub mod kquant;
 pub mod linear;
 pub mod ternary;
+pub mod w4a8;
 
 pub use igemm::{I8Weights, Int8Path, gemm_i8};
 pub use linear::{DynamicLinear, QMatrix, WeightFormat};

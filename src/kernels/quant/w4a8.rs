@@ -1,0 +1,485 @@
+//! 4-bit weights times int8 activations (W4A8), llama.cpp's way of running
+//! Q4_0 / Q4_1 / Q4_K matrix-vector products: each call first quantizes
+//! every activation row to Q8_0-style blocks of 32 (`d_a = max|x| / 127`,
+//! codes `round(x / d_a)`, the scale kept in f32), then per weight block the
+//! nibbles are unpacked (AND 0x0F / shift) and dotted with the int8
+//! activations by `vpdpbusd` (AVX-512 VNNI: unsigned 4-bit codes times signed
+//! bytes, exact in i32), scaled by `d_w * d_a` in f32. The code offset (-8
+//! for Q4_0) and the minimums (Q4_1, Q4_K) are applied once per block through
+//! the block sum of the quantized activations, `s_a = d_a * sum(q_a)`.
+//!
+//! The result is exactly `sum_j w^_j x^_j` with `w^` the dequantized weight
+//! and `x^ = d_a q_a` the dequantized activation, up to f32 rounding of the
+//! scale products; [`Q8Acts::dequantized`] gives `x^` to references.
+//!
+//! The activations are stored in the order the kernels consume them
+//! ([`ActLayout`]), so one 64-byte load lines up with the unpacked nibbles
+//! of 64 code bytes.
+
+use super::{clamp_to_i32, rne};
+use half::f16;
+
+/// Values per activation block.
+const QB: usize = 32;
+
+/// Order of the int8 activation codes, matching a weight format's nibbles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActLayout {
+    /// Q4_0 / Q4_1: per group of 4 blocks, the first 16 values of each block
+    /// (the low nibbles of its 16 code bytes), then the last 16 (high nibbles).
+    Quad,
+    /// Q4_K: per 4 sub-blocks (128 values), sub-blocks 0, 2, 1, 3 (64 code
+    /// bytes hold 0 and 2 in the low nibbles, 1 and 3 in the high ones).
+    K,
+}
+
+impl ActLayout {
+    /// Position of value `j` of block `b` in a token's code array.
+    #[inline(always)]
+    pub fn pos(self, b: usize, j: usize) -> usize {
+        match self {
+            Self::Quad => (b / 4) * 128 + (j / 16) * 64 + (b % 4) * 16 + j % 16,
+            Self::K => (b / 4) * 128 + [0, 2, 1, 3][b % 4] * 32 + j,
+        }
+    }
+}
+
+/// `m` activation rows quantized to int8 blocks of 32.
+#[derive(Debug, Clone)]
+pub struct Q8Acts {
+    /// Tokens.
+    pub m: usize,
+    /// Values per token (a multiple of 32).
+    pub k: usize,
+    /// Code order.
+    pub layout: ActLayout,
+    /// Codes, `stride` per token (padded to whole groups of 4 blocks).
+    pub qs: Vec<i8>,
+    /// Bytes per token in `qs`.
+    pub stride: usize,
+    /// `d_a` per block, `k / 32` per token.
+    pub d: Vec<f32>,
+    /// `d_a * sum(q_a)` per block.
+    pub s: Vec<f32>,
+}
+
+impl Q8Acts {
+    /// Quantizes `x` (`m` rows of `k`, `k` a multiple of 32).
+    ///
+    /// # Panics
+    /// When `k` is not a multiple of 32 or `x` is not `m * k` long.
+    pub fn new(x: &[f32], m: usize, k: usize, layout: ActLayout) -> Self {
+        assert!(k.is_multiple_of(QB) && x.len() == m * k, "Q8Acts: x is not {m}x{k} with k % 32 == 0");
+        let nb = k / QB;
+        let stride = nb.div_ceil(4) * 128;
+        let mut a = Self {
+            m,
+            k,
+            layout,
+            qs: vec![0; m * stride],
+            stride,
+            d: vec![0.0; m * nb],
+            s: vec![0.0; m * nb],
+        };
+        let mut q = [0i8; QB];
+        for t in 0..m {
+            for b in 0..nb {
+                let xs = &x[t * k + b * QB..t * k + (b + 1) * QB];
+                let (d, sum) = quantize_block(xs, &mut q);
+                a.d[t * nb + b] = d;
+                a.s[t * nb + b] = d * sum as f32;
+                for (j, &c) in q.iter().enumerate() {
+                    a.qs[t * stride + layout.pos(b, j)] = c;
+                }
+            }
+        }
+        a
+    }
+
+    /// Token `t`'s activations as the kernels see them: `d_a * q_a`, in natural order.
+    pub fn dequantized(&self, t: usize) -> Vec<f32> {
+        let nb = self.k / QB;
+        (0..self.k)
+            .map(|i| {
+                let (b, j) = (i / QB, i % QB);
+                self.d[t * nb + b] * self.qs[t * self.stride + self.layout.pos(b, j)] as f32
+            })
+            .collect()
+    }
+}
+
+/// One block of 32 to int8 codes with `d = max|x| / 127` (ggml's Q8_0
+/// rule, ties to even): returns `(d, sum of codes)`.
+#[inline]
+fn quantize_block(x: &[f32], q: &mut [i8; QB]) -> (f32, i32) {
+    let amax = x.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+    let d = amax / 127.0;
+    let id = if d > 0.0 { 1.0 / d } else { 0.0 };
+    let mut sum = 0;
+    for (q, &v) in q.iter_mut().zip(x) {
+        let c = clamp_to_i32(rne(v * id), -127.0, 127.0);
+        *q = c as i8;
+        sum += c;
+    }
+    (d, sum)
+}
+
+/// Which 4-bit format a row is in.
+#[derive(Clone, Copy)]
+pub enum Q4Row<'a> {
+    /// Q4_0: per block an f16 scale; value `(q - 8) d`.
+    Q4_0 {
+        /// Scales.
+        d: &'a [f16],
+        /// 16 code bytes per block.
+        qs: &'a [u8],
+    },
+    /// Q4_1: value `q d + min`.
+    Q4_1 {
+        /// Scales.
+        d: &'a [f16],
+        /// Minimums.
+        m: &'a [f16],
+        /// 16 code bytes per block.
+        qs: &'a [u8],
+    },
+    /// Q4_K: per super-block of 256, `d`, `dmin`, 12 scale bytes, 128 code bytes.
+    Q4K {
+        /// Super-block scales.
+        d: &'a [f16],
+        /// Super-block minimum scales.
+        dmin: &'a [f16],
+        /// Packed 6-bit scales and minimums.
+        scales: &'a [u8],
+        /// Codes.
+        qs: &'a [u8],
+    },
+}
+
+/// `out[t] = row . x^_t` for every token of `a` (at most 8), with VNNI when
+/// `vnni` is set (the caller checked [`super::Int8Path::Avx512Vnni`] is
+/// available), else the portable integer loop.
+///
+/// # Panics
+/// When `a` has more than 8 tokens or `out` is not one value per token.
+pub fn dot_row(row: Q4Row, a: &Q8Acts, vnni: bool, out: &mut [f32]) {
+    assert!(a.m <= 8 && out.len() == a.m, "dot_row: at most 8 tokens, one output each");
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if vnni {
+        macro_rules! go {
+            ($f:ident) => {
+                // SAFETY: the caller checked AVX-512 F/BW/VL/VNNI, F16C and FMA;
+                // the row's slices hold k / 32 blocks (k / 256 super-blocks) like `a`.
+                unsafe {
+                    match a.m {
+                        1 => vnni512::$f::<1>(row, a, out),
+                        2 => vnni512::$f::<2>(row, a, out),
+                        3 => vnni512::$f::<3>(row, a, out),
+                        4 => vnni512::$f::<4>(row, a, out),
+                        5 => vnni512::$f::<5>(row, a, out),
+                        6 => vnni512::$f::<6>(row, a, out),
+                        7 => vnni512::$f::<7>(row, a, out),
+                        8 => vnni512::$f::<8>(row, a, out),
+                        _ => {}
+                    }
+                }
+            };
+        }
+        match row {
+            Q4Row::Q4K { .. } => go!(dot_q4k),
+            _ => go!(dot_q4),
+        }
+        return;
+    }
+    let _ = vnni;
+    out.fill(0.0);
+    portable(row, a, 0, out);
+}
+
+/// Scale of the integer dot, offset factor of the block sum, and the 32
+/// unsigned codes of block `b` (a sub-block for Q4_K).
+#[inline]
+fn block_params(row: Q4Row, b: usize) -> (f32, f32, [u8; QB]) {
+    let nibbles = |qs: &[u8]| -> [u8; QB] {
+        std::array::from_fn(|j| if j < 16 { qs[b * 16 + j] & 15 } else { qs[b * 16 + j - 16] >> 4 })
+    };
+    match row {
+        Q4Row::Q4_0 { d, qs } => (d[b].to_f32(), -8.0 * d[b].to_f32(), nibbles(qs)),
+        Q4Row::Q4_1 { d, m, qs } => (d[b].to_f32(), m[b].to_f32(), nibbles(qs)),
+        Q4Row::Q4K { d, dmin, scales, qs } => {
+            let (s, j8) = (b / 8, b % 8);
+            let (sc, mm) = super::kquant::unpack_scales(&scales[s * 12..s * 12 + 12]);
+            let bytes = &qs[s * 128 + (j8 / 2) * 32..s * 128 + (j8 / 2) * 32 + 32];
+            let codes = std::array::from_fn(|j| if j8 % 2 == 0 { bytes[j] & 15 } else { bytes[j] >> 4 });
+            (d[s].to_f32() * sc[j8] as f32, -(dmin[s].to_f32() * mm[j8] as f32), codes)
+        }
+    }
+}
+
+/// Portable W4A8 over blocks `b0..`, added to `out` (the VNNI Q4_0 / Q4_1
+/// kernel finishes its last `nb % 16` blocks here).
+fn portable(row: Q4Row, a: &Q8Acts, b0: usize, out: &mut [f32]) {
+    let nb = a.k / QB;
+    for b in b0..nb {
+        let (scale, off, codes) = block_params(row, b);
+        for (t, o) in out.iter_mut().enumerate() {
+            let qa = &a.qs[t * a.stride..(t + 1) * a.stride];
+            let dot: i32 = codes.iter().enumerate().map(|(j, &c)| c as i32 * qa[a.layout.pos(b, j)] as i32).sum();
+            *o += dot as f32 * (scale * a.d[t * nb + b]) + off * a.s[t * nb + b];
+        }
+    }
+}
+
+#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+mod vnni512 {
+    use super::{Q4Row, Q8Acts, QB, portable};
+    use std::arch::x86_64::*;
+
+    /// Lane -> block index vectors: lanes `4i..4i+4` of quad `q` belong to block `4q + i`.
+    const QUAD_IDX: [[i32; 16]; 4] = {
+        let mut t = [[0i32; 16]; 4];
+        let mut q = 0;
+        while q < 4 {
+            let mut l = 0;
+            while l < 16 {
+                t[q][l] = (4 * q + l / 4) as i32;
+                l += 1;
+            }
+            q += 1;
+        }
+        t
+    };
+
+    /// Q4_0 and Q4_1: 16 blocks (256 code bytes) per step, nibbles unpacked
+    /// once and dotted with every token.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c,fma")]
+    pub unsafe fn dot_q4<const M: usize>(row: Q4Row, a: &Q8Acts, out: &mut [f32]) {
+        let (d, mins, qs) = match row {
+            Q4Row::Q4_0 { d, qs } => (d, None, qs),
+            Q4Row::Q4_1 { d, m, qs } => (d, Some(m), qs),
+            Q4Row::Q4K { .. } => unreachable!("q4_k has its own kernel"),
+        };
+        let nb = a.k / QB;
+        let groups = nb / 16;
+        let nib = _mm512_set1_epi8(15);
+        // SAFETY (all loads below): group g covers blocks 16g..16g+16 < nb, so
+        // scales, minimums (16 f16 = 32 bytes), codes (256 bytes) and each
+        // token's activations (4 x 128 bytes from 16g * 32, inside the
+        // padded stride) and d / s (16 f32) are in bounds.
+        let idx: [__m512i; 4] = std::array::from_fn(|q| unsafe { _mm512_loadu_si512(QUAD_IDX[q].as_ptr().cast()) });
+        let mut acc = [_mm512_setzero_ps(); M];
+        let mut corr = [_mm512_setzero_ps(); M];
+        for g in 0..groups {
+            let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(d.as_ptr().add(16 * g).cast()) });
+            let off = match mins {
+                Some(mn) => _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(mn.as_ptr().add(16 * g).cast()) }),
+                None => _mm512_mul_ps(dw, _mm512_set1_ps(-8.0)),
+            };
+            let mut sc = [_mm512_setzero_ps(); M];
+            for t in 0..M {
+                let base = t * nb + 16 * g;
+                unsafe {
+                    sc[t] = _mm512_mul_ps(dw, _mm512_loadu_ps(a.d.as_ptr().add(base)));
+                    corr[t] = _mm512_fmadd_ps(off, _mm512_loadu_ps(a.s.as_ptr().add(base)), corr[t]);
+                }
+            }
+            for (q, idx) in idx.iter().enumerate() {
+                let v = unsafe { _mm512_loadu_si512(qs.as_ptr().add(256 * g + 64 * q).cast()) };
+                let lo = _mm512_and_si512(v, nib);
+                let hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+                for t in 0..M {
+                    let pa = unsafe { a.qs.as_ptr().add(t * a.stride + (4 * g + q) * 128) };
+                    let (alo, ahi) =
+                        unsafe { (_mm512_loadu_si512(pa.cast()), _mm512_loadu_si512(pa.add(64).cast())) };
+                    let dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(*idx, sc[t]), acc[t]);
+                }
+            }
+        }
+        for (t, o) in out.iter_mut().enumerate() {
+            *o = _mm512_reduce_add_ps(_mm512_add_ps(acc[t], corr[t]));
+        }
+        // The last nb % 16 blocks.
+        portable(row, a, 16 * groups, out);
+    }
+
+    /// Lane -> sub-block index for the low / high nibbles of code bytes
+    /// `64h..64h+64` of a super-block: lanes 0-7 and 8-15 hold sub-blocks
+    /// (4h, 4h+2) in the low nibbles and (4h+1, 4h+3) in the high ones.
+    const K_IDX: [[i32; 16]; 4] = {
+        let mut t = [[0i32; 16]; 4];
+        let mut h = 0;
+        while h < 2 {
+            let mut l = 0;
+            while l < 16 {
+                let top = (l / 8) as i32 * 2;
+                t[2 * h][l] = 4 * h as i32 + top;
+                t[2 * h + 1][l] = 4 * h as i32 + top + 1;
+                l += 1;
+            }
+            h += 1;
+        }
+        t
+    };
+
+    /// Q4_K: one super-block (256 values, 128 code bytes) per step.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
+    pub unsafe fn dot_q4k<const M: usize>(row: Q4Row, a: &Q8Acts, out: &mut [f32]) {
+        let Q4Row::Q4K { d, dmin, scales, qs } = row else { unreachable!("q4_k kernel") };
+        let nb = a.k / QB;
+        let nsb = a.k / 256;
+        let nib = _mm512_set1_epi8(15);
+        // SAFETY (all loads below): super-block s covers blocks 8s..8s+8 < nb,
+        // code bytes 128s..128s+128 and activation bytes 256s..256s+256.
+        let idx: [__m512i; 4] = std::array::from_fn(|i| unsafe { _mm512_loadu_si512(K_IDX[i].as_ptr().cast()) });
+        let mut acc = [_mm512_setzero_ps(); M];
+        let mut corr = [_mm256_setzero_ps(); M];
+        for s in 0..nsb {
+            let (sc, mm) = super::super::kquant::unpack_scales(&scales[12 * s..12 * s + 12]);
+            let (df, mf) = (d[s].to_f32(), dmin[s].to_f32());
+            let sw: [f32; 8] = std::array::from_fn(|j| df * sc[j] as f32);
+            let mw: [f32; 8] = std::array::from_fn(|j| -(mf * mm[j] as f32));
+            let (swv, mwv) = unsafe { (_mm256_loadu_ps(sw.as_ptr()), _mm256_loadu_ps(mw.as_ptr())) };
+            let mut scv = [_mm512_setzero_ps(); M];
+            for t in 0..M {
+                let base = t * nb + 8 * s;
+                unsafe {
+                    let s8 = _mm256_mul_ps(swv, _mm256_loadu_ps(a.d.as_ptr().add(base)));
+                    scv[t] = _mm512_castps256_ps512(s8);
+                    corr[t] = _mm256_fmadd_ps(mwv, _mm256_loadu_ps(a.s.as_ptr().add(base)), corr[t]);
+                }
+            }
+            for h in 0..2 {
+                let v = unsafe { _mm512_loadu_si512(qs.as_ptr().add(128 * s + 64 * h).cast()) };
+                let lo = _mm512_and_si512(v, nib);
+                let hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
+                for t in 0..M {
+                    let pa = unsafe { a.qs.as_ptr().add(t * a.stride + 256 * s + 128 * h) };
+                    let (alo, ahi) =
+                        unsafe { (_mm512_loadu_si512(pa.cast()), _mm512_loadu_si512(pa.add(64).cast())) };
+                    let dlo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo);
+                    let dhi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, ahi);
+                    let slo = _mm512_permutexvar_ps(idx[2 * h], scv[t]);
+                    let shi = _mm512_permutexvar_ps(idx[2 * h + 1], scv[t]);
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dlo), slo, acc[t]);
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dhi), shi, acc[t]);
+                }
+            }
+        }
+        for (t, o) in out.iter_mut().enumerate() {
+            let c = corr[t];
+            let c4 = _mm_add_ps(_mm256_castps256_ps128(c), _mm256_extractf128_ps(c, 1));
+            let mut cs = [0.0f32; 4];
+            unsafe { _mm_storeu_ps(cs.as_mut_ptr(), c4) };
+            *o = _mm512_reduce_add_ps(acc[t]) + cs.iter().sum::<f32>();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::quant::Int8Path;
+    use crate::kernels::quant::blocks::{BlockFormat, BlockTensor};
+    use crate::kernels::quant::kquant::Q4KTensor;
+
+    fn data(n: usize, seed: usize) -> Vec<f32> {
+        (0..n).map(|i| (((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0).powi(3)).collect()
+    }
+
+    #[test]
+    fn layouts_are_permutations_and_round_trip_within_half_a_step() {
+        for layout in [ActLayout::Quad, ActLayout::K] {
+            let k = 512;
+            let mut seen = vec![false; k];
+            for b in 0..k / QB {
+                for j in 0..QB {
+                    let p = layout.pos(b, j);
+                    assert!(!seen[p], "{layout:?} {b} {j}");
+                    seen[p] = true;
+                }
+            }
+            let x = data(2 * k, 3);
+            let a = Q8Acts::new(&x, 2, k, layout);
+            for t in 0..2 {
+                let back = a.dequantized(t);
+                for (i, (&v, &w)) in x[t * k..(t + 1) * k].iter().zip(&back).enumerate() {
+                    let d = a.d[t * k / QB + i / QB];
+                    assert!((v - w).abs() <= d * 0.5001, "{v} {w} {d}");
+                }
+            }
+        }
+    }
+
+    /// Both paths against f64 dot products of x^ with the dequantized rows.
+    #[test]
+    fn vnni_and_portable_equal_the_dequantized_product() {
+        let vnni = Int8Path::Avx512Vnni.available();
+        // k = 768: 24 blocks, so the Q4_0 VNNI kernel runs a 16-block group and a tail.
+        let (k, n) = (768, 3);
+        let w = data(n * k, 1);
+        for m in [1, 3, 8] {
+            let x = data(m * k, 2 + m);
+            for which in 0..3 {
+                let mut deq = vec![0.0f32; n * k];
+                let (bt, kt);
+                let layout = if which == 2 { ActLayout::K } else { ActLayout::Quad };
+                match which {
+                    0 | 1 => {
+                        let f = if which == 0 { BlockFormat::Q4_0 } else { BlockFormat::Q4_1 };
+                        let mut t = BlockTensor::zeros(f, n, k).unwrap();
+                        t.quantize_from(&w);
+                        t.dequantize_into(&mut deq);
+                        bt = Some(t);
+                        kt = None;
+                    }
+                    _ => {
+                        let mut t = Q4KTensor::zeros(n, k).unwrap();
+                        t.quantize_from(&w);
+                        t.dequantize_into(&mut deq);
+                        bt = None;
+                        kt = Some(t);
+                    }
+                }
+                let a = Q8Acts::new(&x, m, k, layout);
+                for r in 0..n {
+                    let row = match (&bt, &kt) {
+                        (Some(t), _) => {
+                            let (b0, b1) = (r * k / 32, (r + 1) * k / 32);
+                            let qs = &t.qs[b0 * 16..b1 * 16];
+                            if t.format == BlockFormat::Q4_0 {
+                                Q4Row::Q4_0 { d: &t.scales[b0..b1], qs }
+                            } else {
+                                Q4Row::Q4_1 { d: &t.scales[b0..b1], m: &t.mins[b0..b1], qs }
+                            }
+                        }
+                        (_, Some(t)) => {
+                            let (s0, s1) = (r * k / 256, (r + 1) * k / 256);
+                            Q4Row::Q4K {
+                                d: &t.d[s0..s1],
+                                dmin: &t.dmin[s0..s1],
+                                scales: &t.scales[s0 * 12..s1 * 12],
+                                qs: &t.qs[s0 * 128..s1 * 128],
+                            }
+                        }
+                        _ => unreachable!(),
+                    };
+                    for use_vnni in [false, vnni] {
+                        let mut out = vec![0.0f32; m];
+                        dot_row(row, &a, use_vnni, &mut out);
+                        for t in 0..m {
+                            let xh = a.dequantized(t);
+                            let (mut s, mut abs) = (0.0f64, 0.0f64);
+                            for (&xv, &wv) in xh.iter().zip(&deq[r * k..(r + 1) * k]) {
+                                s += xv as f64 * wv as f64;
+                                abs += (xv as f64 * wv as f64).abs();
+                            }
+                            let err = (out[t] as f64 - s).abs();
+                            assert!(err <= 1e-5 * abs, "format {which} m={m} row {r} tok {t} vnni={use_vnni}: {} vs {s}", out[t]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
