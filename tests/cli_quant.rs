@@ -72,7 +72,7 @@ fn list_shows_every_quant_benchmark_and_the_issue_shapes() {
     }
     let j = tfbench(&["list", "--suite", "quant", "--format", "json", "dequantize"]);
     let v: Value = serde_json::from_str(&j.stdout).expect("list json");
-    assert_eq!(v["cases"], 20, "10 formats x 2 thread settings");
+    assert_eq!(v["cases"], 22, "11 formats x 2 thread settings");
 }
 
 #[test]
@@ -104,6 +104,21 @@ fn whole_suite_on_small_shapes_verifies_and_reports_accuracy_in_every_row() {
     let bits =
         metric(find("quant/quantize/dist=heavy,format=q4_1,shape=64x256,threads=1"), "bits_per_weight");
     assert_eq!(bits, Some(5.0));
+    let k4 = find("quant/quantize/dist=heavy,format=q4_k,shape=64x256,threads=all");
+    assert_eq!(metric(k4, "bits_per_weight"), Some(4.5));
+    assert!(metric(k4, "sqnr").unwrap() > q4 - 3.0, "q4_k near q4_0's accuracy or better");
+    // The 4-bit decode kernels say which path ran and are checked against W4A8 math.
+    for f in ["q4_0", "q4_1", "q4_k"] {
+        let c = find(&format!("quant/linear/format={f},shape=1x256x128,threads=all"));
+        let names: Vec<&str> =
+            c["metrics"].as_array().unwrap().iter().filter_map(|m| m["name"].as_str()).collect();
+        assert!(
+            names.contains(&"decode_path_avx512_vnni") || names.contains(&"decode_path_portable"),
+            "{f}: {names:?}"
+        );
+        assert!(c["verification"]["reference"].as_str().unwrap().starts_with("W4A8"), "{f}");
+        assert!(metric(c, "cosine").unwrap() > 0.99, "{f}");
+    }
     let lin = find("quant/linear/format=int8,shape=1x256x128,threads=all");
     assert!(metric(lin, "speedup_vs_f32").unwrap() > 0.0);
     assert!(metric(lin, "cosine").unwrap() > 0.999);
@@ -200,11 +215,16 @@ fn llama_7b_streams_without_holding_the_model() {
 #[test]
 #[ignore]
 fn decode_shape_full_size() {
+    // The quick profile's grid is small; this config puts the issue's shape back.
+    let dir = scratch("quant-decode");
+    let cfg = write(&dir, "decode.toml", "[suites.quant.benchmarks.linear]\nshape = [\"1x4096x4096\"]\n");
     let r = tfbench(&[
         "run",
         "--suite",
         "quant",
         "--quick",
+        "--config",
+        &cfg,
         "--no-probe",
         "--format",
         "json",
@@ -215,7 +235,7 @@ fn decode_shape_full_size() {
     for c in v["cases"].as_array().unwrap() {
         assert_eq!(c["status"]["state"], "ok", "{}", c["id"]);
         let id = c["id"].as_str().unwrap();
-        if id.contains("int8") || id.contains("q4_0") {
+        if id.contains("int8") || id.contains("q4_") {
             assert!(metric(c, "speedup_vs_f32").unwrap() > 1.0, "{id}");
         }
     }

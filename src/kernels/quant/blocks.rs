@@ -125,9 +125,8 @@ impl BlockTensor {
     pub fn dequantize_into(&self, out: &mut [f32]) {
         assert_eq!(out.len(), self.rows * self.cols, "BlockTensor::dequantize_into: shape mismatch");
         let (f, cb) = (self.format, self.format.code_bytes());
-        out.par_chunks_mut(TASK_BLOCKS * QK).enumerate().for_each(|(t, o)| {
-            let b0 = t * TASK_BLOCKS;
-            let nb = o.len() / QK;
+        super::stream_fill(out, TASK_BLOCKS * QK, |off, o| {
+            let (b0, nb) = (off / QK, o.len() / QK);
             let mins = if f == BlockFormat::Q4_1 { &self.mins[b0..b0 + nb] } else { &[][..] };
             dequantize_blocks(f, &self.scales[b0..b0 + nb], mins, &self.qs[b0 * cb..(b0 + nb) * cb], o);
         });

@@ -239,15 +239,16 @@ pub fn quantize(x: &[f32], rows: usize, cols: usize, scheme: Scheme, granularity
 pub fn dequantize_into(t: &Int8Tensor, out: &mut [f32]) {
     assert_eq!(out.len(), t.data.len(), "dequantize_into: length mismatch");
     let cols = t.cols.max(1);
-    let rows_per_task = (CHUNK / cols).max(1);
-    out.par_chunks_mut(rows_per_task * cols)
-        .zip(t.data.par_chunks(rows_per_task * cols))
-        .enumerate()
-        .for_each(|(task, (o, q))| {
-            for (r, (o, q)) in o.chunks_mut(cols).zip(q.chunks(cols)).enumerate() {
-                dequantize_with(q, t.row_params(task * rows_per_task + r), o);
-            }
-        });
+    super::stream_fill(out, CHUNK, |off, o| {
+        // Row segments of this tile (a tile may span rows).
+        let mut i = 0;
+        while i < o.len() {
+            let (r, c) = ((off + i) / cols, (off + i) % cols);
+            let n = (cols - c).min(o.len() - i);
+            dequantize_with(&t.data[off + i..off + i + n], t.row_params(r), &mut o[i..i + n]);
+            i += n;
+        }
+    });
 }
 
 simd_dispatch! {

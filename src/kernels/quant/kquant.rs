@@ -122,9 +122,8 @@ impl Q4KTensor {
     /// When `out` has the wrong length.
     pub fn dequantize_into(&self, out: &mut [f32]) {
         assert_eq!(out.len(), self.rows * self.cols, "Q4KTensor::dequantize_into: shape mismatch");
-        out.par_chunks_mut(TASK_BLOCKS * QK_K).enumerate().for_each(|(t, o)| {
-            let (b0, b1) = (t * TASK_BLOCKS, t * TASK_BLOCKS + o.len() / QK_K);
-            self.dequantize_range(b0, b1, o);
+        super::stream_fill(out, TASK_BLOCKS * QK_K, |off, o| {
+            self.dequantize_range(off / QK_K, (off + o.len()) / QK_K, o)
         });
     }
 
@@ -284,7 +283,13 @@ mod tests {
             .map(|i| {
                 let v = ((i * 7919 % 1000) as f32 / 250.0 - 2.0).powi(3);
                 // Some all-positive sub-blocks (minimum pinned at 0) and a constant one.
-                if (i / 32) % 7 == 3 { v.abs() + 1.0 } else if (i / 32) % 11 == 5 { 0.5 } else { v }
+                if (i / 32) % 7 == 3 {
+                    v.abs() + 1.0
+                } else if (i / 32) % 11 == 5 {
+                    0.5
+                } else {
+                    v
+                }
             })
             .collect();
         let mut t = Q4KTensor::zeros(rows, cols).unwrap();

@@ -23,8 +23,8 @@ use super::blocks::{BlockFormat, BlockTensor, QK};
 use super::igemm::{I8Weights, Int8Path, gemm_i8};
 use super::int8::{self, Granularity, Scheme};
 use super::kquant::{Q4KTensor, QK_K};
-use super::w4a8::{self, ActLayout, Q4Row, Q8Acts};
 use super::ternary::{self, TernaryMatrix};
+use super::w4a8::{self, ActLayout, Q4Row, Q8Acts};
 use crate::kernels::{Layout, matmul};
 use anyhow::{Result, bail};
 use half::slice::HalfFloatSliceExt;
@@ -870,7 +870,10 @@ mod tests {
             for f in WeightFormat::ALL.into_iter().filter(|&f| f != WeightFormat::Ternary) {
                 let q = QMatrix::quantize(f, &w, n, k).unwrap();
                 let exact = q.clone().with_f32_activations();
-                assert_eq!(q.quantizes_activations(m), m <= 8 && matches!(f, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K));
+                assert_eq!(
+                    q.quantizes_activations(m),
+                    m <= 8 && matches!(f, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K)
+                );
                 let (want, tol) = reference(&exact, &x, m);
                 for simd in [true, false] {
                     let mut y = vec![f32::NAN; m * n];

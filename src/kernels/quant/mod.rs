@@ -32,6 +32,7 @@ pub mod w4a8;
 
 pub use igemm::{I8Weights, Int8Path, gemm_i8};
 pub use linear::{DynamicLinear, QMatrix, WeightFormat};
+use rayon::prelude::*;
 
 /// Whether the AVX-512 paths (F, BW, VL) can run on this CPU: the weight-only
 /// kernels use them when present, else their portable versions.
@@ -48,6 +49,70 @@ pub fn has_avx512() -> bool {
     {
         false
     }
+}
+
+/// Outputs at least this long (16 MiB of f32) are written by [`stream_fill`]
+/// with non-temporal stores; shorter ones are likely to be read again soon.
+pub const STREAM_MIN: usize = 1 << 22;
+
+/// Values per cache-resident tile of [`stream_fill`] (8 KiB: in L1).
+pub const STREAM_TILE: usize = 2048;
+
+/// Fills `out` in parallel tasks of `task` values (rounded to whole tiles):
+/// `fill(offset, tile)` computes the values `offset..offset + tile.len()`
+/// into an L1-resident tile (offsets are multiples of [`STREAM_TILE`]),
+/// which is then copied to `out` with non-temporal stores when `out` has at
+/// least [`STREAM_MIN`] values and the CPU has AVX-512. A bulk dequantizer's
+/// output is far larger than the caches, and ordinary stores would first read
+/// every destination line (read-for-ownership): 4 extra bytes of traffic per
+/// value written, more than the codes themselves.
+pub fn stream_fill(out: &mut [f32], task: usize, fill: impl Fn(usize, &mut [f32]) + Sync) {
+    let task = task.max(STREAM_TILE) / STREAM_TILE * STREAM_TILE;
+    let nt = out.len() >= STREAM_MIN && has_avx512();
+    out.par_chunks_mut(task).enumerate().for_each(|(t, o)| {
+        if !nt {
+            for (i, o) in o.chunks_mut(STREAM_TILE).enumerate() {
+                fill(t * task + i * STREAM_TILE, o);
+            }
+            return;
+        }
+        let mut tile = [0.0f32; STREAM_TILE];
+        for (i, o) in o.chunks_mut(STREAM_TILE).enumerate() {
+            let buf = &mut tile[..o.len()];
+            fill(t * task + i * STREAM_TILE, buf);
+            #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+            // SAFETY: nt implies has_avx512(); buf and o have the same length.
+            unsafe {
+                stream_copy(buf, o)
+            };
+            #[cfg(not(all(target_arch = "x86_64", tfbench_rust_1_89)))]
+            o.copy_from_slice(buf);
+        }
+        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        // SAFETY: sfence has no preconditions; it orders the streaming stores
+        // before the task's completion is published to other threads.
+        unsafe {
+            std::arch::x86_64::_mm_sfence()
+        };
+    });
+}
+
+/// `dst = src` with 64-byte non-temporal stores (unaligned edges plain).
+#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[target_feature(enable = "avx512f")]
+unsafe fn stream_copy(src: &[f32], dst: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let n = dst.len().min(src.len());
+    let head = ((16 - (dst.as_ptr() as usize / 4) % 16) % 16).min(n);
+    dst[..head].copy_from_slice(&src[..head]);
+    let mut i = head;
+    while i + 16 <= n {
+        // SAFETY: i + 16 <= n, and dst + i is 64-byte aligned (f32s are 4-aligned,
+        // head advanced to the next multiple of 16 values).
+        unsafe { _mm512_stream_ps(dst.as_mut_ptr().add(i), _mm512_loadu_ps(src.as_ptr().add(i))) };
+        i += 16;
+    }
+    dst[i..n].copy_from_slice(&src[i..n]);
 }
 
 /// Rounds to nearest, ties to even (the quantizers' rounding), for |x| < 2^22 (all quantizer inputs
@@ -82,6 +147,19 @@ pub fn clamp_to_i32(x: f32, lo: f32, hi: f32) -> i32 {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn stream_fill_writes_every_value_at_any_alignment() {
+        for (len, skip) in [(super::STREAM_MIN + 37, 1usize), (5000, 3), (super::STREAM_MIN, 0)] {
+            let mut v = vec![0.0f32; len + skip];
+            super::stream_fill(&mut v[skip..], 1 << 16, |off, t| {
+                for (i, o) in t.iter_mut().enumerate() {
+                    *o = (off + i) as f32;
+                }
+            });
+            assert!(v[skip..].iter().enumerate().all(|(i, &x)| x == i as f32), "len {len} skip {skip}");
+        }
+    }
+
     #[test]
     fn rne_matches_round_ties_even() {
         for i in -4000..4000 {

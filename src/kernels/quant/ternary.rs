@@ -10,6 +10,7 @@
 //! - storage: 5 trits per byte (`sum (t_i + 1) 3^i <= 242`), 1.6 bits per
 //!   weight, near the log2(3) = 1.585 bound.
 
+use crate::kernels::simd_dispatch;
 use rayon::prelude::*;
 
 /// BitNet's epsilon in `W / (gamma + eps)`.
@@ -98,17 +99,10 @@ impl TernaryMatrix {
     /// When `out` has the wrong length.
     pub fn dequantize_into(&self, out: &mut [f32]) {
         assert_eq!(out.len(), self.rows * self.cols, "TernaryMatrix::dequantize_into: shape mismatch");
-        let (words, g) = (self.words, self.gamma);
-        out.par_chunks_mut(self.cols.max(1))
-            .zip(self.plus.par_chunks(words))
-            .zip(self.minus.par_chunks(words))
-            .for_each(|((o, p), m)| {
-                for ((o, &p), &m) in o.chunks_mut(64).zip(p).zip(m) {
-                    for (i, o) in o.iter_mut().enumerate() {
-                        *o = (((p >> i) & 1) as f32 - ((m >> i) & 1) as f32) * g;
-                    }
-                }
-            });
+        let (words, g, cols) = (self.words, self.gamma, self.cols.max(1));
+        super::stream_fill(out, 1 << 16, |off, o| {
+            decode_range(&self.plus, &self.minus, words, cols, g, off, o)
+        });
     }
 
     /// Packs codes in {-1, 0, 1} into bit planes.
@@ -308,5 +302,23 @@ mod tests {
         let t = TernaryMatrix::from_codes(&vec![1; cols], 1, cols, 1.0);
         let x: Vec<i16> = (0..t.words * 64).map(|i| if i < cols { 127 } else { 0 }).collect();
         assert_eq!(t.dot_row(0, &x, true), 127 * cols as i32);
+    }
+}
+
+simd_dispatch! {
+    /// Values `off..off + out.len()` (row-major) of bit planes with `words`
+    /// words per row of `cols`, times `g`: runs of one row and one word each.
+    fn decode_range(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
+        let mut i = 0;
+        while i < out.len() {
+            let (r, c) = ((off + i) / cols, (off + i) % cols);
+            let n = (64 - c % 64).min(cols - c).min(out.len() - i);
+            let w = r * words + c / 64;
+            let (p, m) = (plus[w] >> (c % 64), minus[w] >> (c % 64));
+            for (j, o) in out[i..i + n].iter_mut().enumerate() {
+                *o = (((p >> j) & 1) as f32 - ((m >> j) & 1) as f32) * g;
+            }
+            i += n;
+        }
     }
 }

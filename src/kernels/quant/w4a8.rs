@@ -224,7 +224,8 @@ fn portable(row: Q4Row, a: &Q8Acts, b0: usize, out: &mut [f32]) {
         let (scale, off, codes) = block_params(row, b);
         for (t, o) in out.iter_mut().enumerate() {
             let qa = &a.qs[t * a.stride..(t + 1) * a.stride];
-            let dot: i32 = codes.iter().enumerate().map(|(j, &c)| c as i32 * qa[a.layout.pos(b, j)] as i32).sum();
+            let dot: i32 =
+                codes.iter().enumerate().map(|(j, &c)| c as i32 * qa[a.layout.pos(b, j)] as i32).sum();
             *o += dot as f32 * (scale * a.d[t * nb + b]) + off * a.s[t * nb + b];
         }
     }
@@ -266,7 +267,8 @@ mod vnni512 {
         // scales, minimums (16 f16 = 32 bytes), codes (256 bytes) and each
         // token's activations (4 x 128 bytes from 16g * 32, inside the
         // padded stride) and d / s (16 f32) are in bounds.
-        let idx: [__m512i; 4] = std::array::from_fn(|q| unsafe { _mm512_loadu_si512(QUAD_IDX[q].as_ptr().cast()) });
+        let idx: [__m512i; 4] =
+            std::array::from_fn(|q| unsafe { _mm512_loadu_si512(QUAD_IDX[q].as_ptr().cast()) });
         let mut acc = [_mm512_setzero_ps(); M];
         let mut corr = [_mm512_setzero_ps(); M];
         for g in 0..groups {
@@ -291,8 +293,10 @@ mod vnni512 {
                     let pa = unsafe { a.qs.as_ptr().add(t * a.stride + (4 * g + q) * 128) };
                     let (alo, ahi) =
                         unsafe { (_mm512_loadu_si512(pa.cast()), _mm512_loadu_si512(pa.add(64).cast())) };
-                    let dot = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
-                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(*idx, sc[t]), acc[t]);
+                    let dot =
+                        _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo), hi, ahi);
+                    acc[t] =
+                        _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(*idx, sc[t]), acc[t]);
                 }
             }
         }
@@ -331,7 +335,8 @@ mod vnni512 {
         let nib = _mm512_set1_epi8(15);
         // SAFETY (all loads below): super-block s covers blocks 8s..8s+8 < nb,
         // code bytes 128s..128s+128 and activation bytes 256s..256s+256.
-        let idx: [__m512i; 4] = std::array::from_fn(|i| unsafe { _mm512_loadu_si512(K_IDX[i].as_ptr().cast()) });
+        let idx: [__m512i; 4] =
+            std::array::from_fn(|i| unsafe { _mm512_loadu_si512(K_IDX[i].as_ptr().cast()) });
         let mut acc = [_mm512_setzero_ps(); M];
         let mut corr = [_mm256_setzero_ps(); M];
         for s in 0..nsb {
@@ -475,7 +480,11 @@ mod tests {
                                 abs += (xv as f64 * wv as f64).abs();
                             }
                             let err = (out[t] as f64 - s).abs();
-                            assert!(err <= 1e-5 * abs, "format {which} m={m} row {r} tok {t} vnni={use_vnni}: {} vs {s}", out[t]);
+                            assert!(
+                                err <= 1e-5 * abs,
+                                "format {which} m={m} row {r} tok {t} vnni={use_vnni}: {} vs {s}",
+                                out[t]
+                            );
                         }
                     }
                 }

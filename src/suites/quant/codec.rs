@@ -5,6 +5,8 @@ use super::data::{self, Dist, accuracy};
 use super::{choice, shape2};
 use crate::kernels::quant::blocks::{BlockFormat, BlockTensor, QK};
 use crate::kernels::quant::int8::{self, Granularity, Int8Tensor, QParams, Scheme};
+use crate::kernels::quant::kquant::{self, Q4KTensor, QK_K};
+use crate::kernels::quant::stream_fill;
 use crate::kernels::quant::ternary::{self, TernaryMatrix};
 use crate::plan::Case;
 use crate::results::Metric;
@@ -24,6 +26,7 @@ pub(crate) const FORMATS: &[&str] = &[
     "q8_0",
     "q4_0",
     "q4_1",
+    "q4_k",
     "ternary",
     "f16",
     "bf16",
@@ -34,6 +37,7 @@ pub(crate) const FORMATS: &[&str] = &[
 enum Codec {
     Int8(Int8Tensor),
     Block(BlockTensor),
+    Q4K(Q4KTensor),
     Ternary(TernaryMatrix),
     F16(Vec<f16>),
     Bf16(Vec<bf16>),
@@ -50,6 +54,7 @@ impl Codec {
             "q8_0" => Self::Block(BlockTensor::zeros(BlockFormat::Q8_0, rows, cols)?),
             "q4_0" => Self::Block(BlockTensor::zeros(BlockFormat::Q4_0, rows, cols)?),
             "q4_1" => Self::Block(BlockTensor::zeros(BlockFormat::Q4_1, rows, cols)?),
+            "q4_k" => Self::Q4K(Q4KTensor::zeros(rows, cols)?),
             "ternary" => Self::Ternary(TernaryMatrix::from_codes(&vec![0; rows * cols], rows, cols, 0.0)),
             "f16" => Self::F16(vec![f16::ZERO; rows * cols]),
             "bf16" => Self::Bf16(vec![bf16::ZERO; rows * cols]),
@@ -61,6 +66,7 @@ impl Codec {
         match self {
             Self::Int8(t) => int8::quantize_into(x, t),
             Self::Block(t) => t.quantize_from(x),
+            Self::Q4K(t) => t.quantize_from(x),
             Self::Ternary(t) => t.quantize_into(x),
             Self::F16(h) => h
                 .par_chunks_mut(1 << 16)
@@ -77,15 +83,12 @@ impl Codec {
         match self {
             Self::Int8(t) => int8::dequantize_into(t, out),
             Self::Block(t) => t.dequantize_into(out),
+            Self::Q4K(t) => t.dequantize_into(out),
             Self::Ternary(t) => t.dequantize_into(out),
-            Self::F16(h) => out
-                .par_chunks_mut(1 << 16)
-                .zip(h.par_chunks(1 << 16))
-                .for_each(|(o, h)| h.convert_to_f32_slice(o)),
-            Self::Bf16(h) => out
-                .par_chunks_mut(1 << 16)
-                .zip(h.par_chunks(1 << 16))
-                .for_each(|(o, h)| h.convert_to_f32_slice(o)),
+            Self::F16(h) => stream_fill(out, 1 << 16, |off, o| h[off..off + o.len()].convert_to_f32_slice(o)),
+            Self::Bf16(h) => {
+                stream_fill(out, 1 << 16, |off, o| h[off..off + o.len()].convert_to_f32_slice(o))
+            }
         }
     }
 
@@ -93,9 +96,20 @@ impl Codec {
         match self {
             Self::Int8(t) => t.storage_bytes(),
             Self::Block(t) => t.storage_bytes(),
+            Self::Q4K(t) => t.storage_bytes(),
             Self::Ternary(t) => t.storage_bytes(),
             Self::F16(h) => h.len() * 2,
             Self::Bf16(h) => h.len() * 2,
+        }
+    }
+
+    /// Passes `quantize` makes over the f32 input: per-tensor int8 finds the
+    /// range first, ternary its mean |W|; the rest read each value once.
+    fn quantize_passes(&self) -> usize {
+        match self {
+            Self::Int8(t) if t.granularity == Granularity::PerTensor => 2,
+            Self::Ternary(_) => 2,
+            _ => 1,
         }
     }
 
@@ -118,6 +132,20 @@ impl Codec {
                         if t.format == BlockFormat::Q4_0 { (c - 8.0) * d } else { c * d + t.mins[b].to_f32() }
                     }
                 }
+            }
+            Self::Q4K(t) => {
+                let (b, j) = (i / QK_K, i % QK_K);
+                let (sub, l) = (j / 32, j % 32);
+                let p = &t.scales[b * 12..b * 12 + 12];
+                // ggml's get_scale_min_k4, longhand.
+                let (sc, m) = if sub < 4 {
+                    (p[sub] & 63, p[sub + 4] & 63)
+                } else {
+                    ((p[sub + 4] & 15) | ((p[sub - 4] >> 6) << 4), (p[sub + 4] >> 4) | ((p[sub] >> 6) << 4))
+                };
+                let byte = t.qs[b * 128 + (sub / 2) * 32 + l];
+                let q = if sub % 2 == 0 { byte & 15 } else { byte >> 4 };
+                (t.d[b].to_f32() * sc as f32) * q as f32 - t.dmin[b].to_f32() * m as f32
             }
             Self::Ternary(t) => {
                 let (r, c) = (i / t.cols, i % t.cols);
@@ -220,6 +248,50 @@ impl Codec {
                 }
                 None
             }
+            Self::Q4K(t) => {
+                // Properties of the min/max quantizer, checked in f64: each
+                // sub-block's grid covers its range [min(0, min x), max x], d
+                // and dmin are the smallest f16s that allow it (within one f16
+                // step), and every code is the nearest grid point.
+                for (b, xs) in x.chunks(QK_K).enumerate() {
+                    let (sc, m) = kquant::unpack_scales(&t.scales[b * 12..b * 12 + 12]);
+                    let (d, dmin) = (t.d[b].to_f32() as f64, t.dmin[b].to_f32() as f64);
+                    let mut need_dmin = 0.0f64;
+                    let mut need_d = 0.0f64;
+                    for j in 0..8 {
+                        let s = &xs[32 * j..32 * j + 32];
+                        let lo = s.iter().fold(0.0f64, |a, &v| a.min(v as f64));
+                        let hi = s.iter().fold(f64::MIN, |a, &v| a.max(v as f64));
+                        need_dmin = need_dmin.max(-lo / 63.0);
+                        let (step, off) = (d * sc[j] as f64, dmin * m[j] as f64);
+                        need_d = need_d.max((hi + off) / 15.0 / 63.0);
+                        let tol = 1e-6 * (hi.abs() + off);
+                        if -off > lo + tol || step * 15.0 - off < hi - tol {
+                            return Some(format!(
+                                "super-block {b} sub-block {j}: grid does not cover [{lo}, {hi}]"
+                            ));
+                        }
+                        for (l, &v) in s.iter().enumerate() {
+                            let byte = t.qs[b * 128 + (j / 2) * 32 + l];
+                            let q = if j % 2 == 0 { byte & 15 } else { byte >> 4 } as f64;
+                            let err = (q * step - off - v as f64).abs();
+                            if err > step * 0.5 * (1.0 + 1e-5) + tol {
+                                return Some(format!(
+                                    "super-block {b} value {}: {v} -> code {q}, error {err} > step/2",
+                                    32 * j + l
+                                ));
+                            }
+                        }
+                    }
+                    let ulp = |v: f64| v * (1.0 / 1024.0) + 1e-30;
+                    if dmin > need_dmin + ulp(need_dmin) || d > need_d * (1.0 + 1e-5) + ulp(need_d) {
+                        return Some(format!(
+                            "super-block {b}: d {d} / dmin {dmin} larger than needed ({need_d} / {need_dmin})"
+                        ));
+                    }
+                }
+                None
+            }
             Self::Ternary(t) => {
                 let mean = x.iter().map(|v| v.abs() as f64).sum::<f64>() / x.len().max(1) as f64;
                 if ((t.gamma as f64 - mean) / mean.max(1e-30)).abs() > 1e-5 {
@@ -292,15 +364,24 @@ impl Workload for Convert {
             bail!("{} quantize: {e}", self.format);
         }
         codec.dequantize(back);
-        Ok(Verification::pass(format!(
-            "{}: scales and every code against a naive reference quantizer (f64 rounding; ties may differ by one)",
-            self.format
-        )))
+        Ok(Verification::pass(if self.format == "q4_k" {
+            "q4_k: every sub-block's grid covers its range with the smallest f16 d / dmin, every code the nearest grid point (f64)".into()
+        } else {
+            format!(
+                "{}: scales and every code against a naive reference quantizer (f64 rounding; ties may differ by one)",
+                self.format
+            )
+        }))
     }
 
     fn throughput(&self) -> Vec<Throughput> {
         let n = self.x.len() as f64;
-        vec![Throughput::elements(n), Throughput::bytes(4.0 * n + self.codec.storage_bytes() as f64)]
+        // Bytes really moved: every pass over the f32 data, and the codes once.
+        let passes = if self.dequant { 1 } else { self.codec.quantize_passes() };
+        vec![
+            Throughput::elements(n),
+            Throughput::bytes(4.0 * n * passes as f64 + self.codec.storage_bytes() as f64),
+        ]
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {

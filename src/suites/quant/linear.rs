@@ -18,7 +18,7 @@ use std::time::Instant;
 /// (the plain f32 dot-product kernel the quantized decode kernels are built
 /// like; `f32` is the shared gemm-crate GEMM).
 pub(crate) const FORMATS: &[&str] =
-    &["f32", "f32_gemv", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1", "ternary"];
+    &["f32", "f32_gemv", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1", "q4_k", "ternary"];
 
 /// `MxKxN` from the `shape` parameter.
 fn dims(case: &Case) -> Result<(usize, usize, usize)> {
@@ -101,6 +101,9 @@ pub(crate) fn prepare_linear(case: &Case) -> Result<Box<dyn Workload>> {
     if matches!(format, "q8_0" | "q4_0" | "q4_1") && !k.is_multiple_of(32) {
         bail!("case {}: {format} needs K to be a multiple of 32, got {k}", case.id);
     }
+    if format == "q4_k" && !k.is_multiple_of(256) {
+        bail!("case {}: q4_k needs K to be a multiple of 256, got {k}", case.id);
+    }
     build(case, format.to_string(), |w, (_, k, n)| {
         Ok(match format {
             "f32" => Kernel::Gemm,
@@ -180,6 +183,12 @@ impl Workload for Linear {
         let mut row = vec![0.0f32; k];
         let mut xq = vec![0i8; m * k];
         let mut sx = vec![0.0f32; m];
+        // The W4A8 kernels multiply Q8 round-tripped activations: the reference does too.
+        let w4a8 = matches!(&self.kernel, Kernel::Q(q) if q.quantizes_activations(m));
+        let xk = match &self.kernel {
+            Kernel::Q(q) if w4a8 => q.kernel_activations(&self.x, m),
+            _ => Vec::new(),
+        };
         // Both integer paths quantize activations per token the same way.
         let ternary = match &self.kernel {
             Kernel::Q(q) => q.ternary().map(|t| (t.codes(), t.gamma)),
@@ -196,7 +205,7 @@ impl Workload for Linear {
             }
             for t in 0..m {
                 let got = self.y[t * n + j] as f64;
-                let xs = &self.x[t * k..(t + 1) * k];
+                let xs = if w4a8 { &xk[t * k..(t + 1) * k] } else { &self.x[t * k..(t + 1) * k] };
                 let (want, tol) = match &self.kernel {
                     Kernel::Dynamic(d) => {
                         let acc = dot_scalar(&xq[t * k..(t + 1) * k], &d.weights.data[j * k..(j + 1) * k]);
@@ -235,6 +244,10 @@ impl Workload for Linear {
             Kernel::Q(q) if q.ternary().is_some() => {
                 "exact integer sum of ternary codes x int8 activations".into()
             }
+            Kernel::Q(q) if w4a8 => format!(
+                "W4A8 ({}): f64 dot products of the Q8_0-quantized activations with the dequantized weight rows",
+                q.decode_path(m)
+            ),
             _ => "f64 dot products of x with the dequantized weight rows (dequantize-then-matmul)".into(),
         };
         Ok(Verification {
@@ -282,6 +295,11 @@ impl Workload for Linear {
         let mut out = accuracy(&self.y32, &self.y).metrics(bits);
         if let Kernel::Dynamic(d) = &self.kernel {
             out.push(Metric::new(format!("int8_path_{}", d.path.name()), 1.0, ""));
+        }
+        if let Kernel::Q(q) = &self.kernel
+            && m <= crate::kernels::quant::linear::DECODE_MAX_M
+        {
+            out.push(Metric::new(format!("decode_path_{}", q.decode_path(m)), 1.0, ""));
         }
         // Enough repetitions for a stable minimum, within a fraction of a second.
         let per = 2.0 * (m * k * n) as f64 / 100e9 + 4.0 * (n * k) as f64 / 20e9;

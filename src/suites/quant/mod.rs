@@ -138,11 +138,12 @@ mod tests {
                 for (k, v) in g.iter_mut() {
                     match (b.name.as_str(), k.as_str()) {
                         ("linear" | "dynamic" | "int8_gemm", "shape") => {
-                            *v = vec![s("3x96x40"), s("17x64x24")]
+                            // K = 256 so q4_k (super-blocks of 256) runs too.
+                            *v = vec![s("3x256x40"), s("17x256x24")]
                         }
                         ("mixed", "shape") => *v = vec![s("12x64x48")],
                         ("mixed", "elements") => *v = vec![ParamValue::Int(70_001)],
-                        (_, "shape") => *v = vec![s("48x160")],
+                        (_, "shape") => *v = vec![s("48x256")],
                         ("model", "model") => *v = vec![s("llama-tiny"), s("gpt2-tiny")],
                         ("int8_gemm" | "dynamic", "path") => {
                             *v = ["auto", "avx512_vnni", "avx_vnni", "avx2", "scalar"]
