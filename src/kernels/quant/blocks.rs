@@ -148,13 +148,22 @@ fn q8_0_block(x: &[f32], qs: &mut [u8]) -> f16 {
 /// ggml's Q4_0 reference quantizer for one block.
 #[inline(always)]
 fn q4_0_block(x: &[f32], qs: &mut [u8]) -> f16 {
-    let (mut amax, mut max) = (0.0f32, 0.0f32);
+    // ggml keeps the first value of largest magnitude; with vector min and
+    // max only a tie between +a and -a needs the (rare) scalar search.
+    let (mut mx, mut mn) = (-f32::MAX, f32::MAX);
     for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-            max = v;
-        }
+        mx = mx.max(v);
+        mn = mn.min(v);
     }
+    let max = if mx > -mn {
+        mx
+    } else if -mn > mx {
+        mn
+    } else if mx == 0.0 {
+        0.0
+    } else {
+        x.iter().copied().find(|v| v.abs() == mx).unwrap_or(mx)
+    };
     let d = max / -8.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     for j in 0..QK / 2 {
@@ -331,6 +340,18 @@ mod tests {
                     assert!(err <= tol, "{f:?} block {b}: {a} -> {y}, err {err} > {tol}");
                 }
             }
+        }
+    }
+
+    #[test]
+    fn q4_0_keeps_the_first_value_of_largest_magnitude() {
+        for (a, b) in [(0.5f32, -0.5f32), (-0.5, 0.5), (0.0, -0.0)] {
+            let mut x = vec![0.1f32; 32];
+            (x[3], x[9]) = (a, b);
+            let mut t = BlockTensor::zeros(BlockFormat::Q4_0, 1, 32).unwrap();
+            t.quantize_from(&x);
+            let want = if a == 0.0 { 0.1 } else { a };
+            assert_eq!(t.scales[0], f16::from_f32(want / -8.0), "{a} {b}");
         }
     }
 
