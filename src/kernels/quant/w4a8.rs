@@ -472,18 +472,17 @@ mod tests {
                     for use_vnni in [false, vnni] {
                         let mut out = vec![0.0f32; m];
                         dot_row(row, &a, use_vnni, &mut out);
-                        for t in 0..m {
+                        for (t, &got) in out.iter().enumerate() {
                             let xh = a.dequantized(t);
                             let (mut s, mut abs) = (0.0f64, 0.0f64);
                             for (&xv, &wv) in xh.iter().zip(&deq[r * k..(r + 1) * k]) {
                                 s += xv as f64 * wv as f64;
                                 abs += (xv as f64 * wv as f64).abs();
                             }
-                            let err = (out[t] as f64 - s).abs();
+                            let err = (got as f64 - s).abs();
                             assert!(
                                 err <= 1e-5 * abs,
-                                "format {which} m={m} row {r} tok {t} vnni={use_vnni}: {} vs {s}",
-                                out[t]
+                                "format {which} m={m} row {r} tok {t} vnni={use_vnni}: {got} vs {s}"
                             );
                         }
                     }
