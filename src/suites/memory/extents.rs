@@ -104,6 +104,7 @@ impl Extents {
     }
 
     /// Number of arenas.
+    #[cfg(test)]
     pub fn arenas(&self) -> usize {
         self.arenas.len()
     }
