@@ -24,6 +24,11 @@ pub trait BlockAlloc: Send {
     type Block: Send;
     /// A block of `size` bytes aligned to `align` (the pool always gives 64).
     fn alloc(&mut self, size: usize, align: usize, zeroed: bool) -> Result<Self::Block, PoolError>;
+    /// A block for a temporary (freed before the next long-lived block);
+    /// only the pool uses the hint, placing it apart from long-lived blocks.
+    fn alloc_scratch(&mut self, size: usize) -> Result<Self::Block, PoolError> {
+        self.alloc(size, ALIGN, false)
+    }
     /// Frees a block.
     fn free(&mut self, b: Self::Block) -> Result<(), PoolError>;
     /// Start of a live block.
@@ -82,6 +87,9 @@ impl BlockAlloc for TensorPool {
     fn alloc(&mut self, size: usize, align: usize, zeroed: bool) -> Result<Block, PoolError> {
         debug_assert!(align <= ALIGN);
         if zeroed { self.alloc_zeroed(size) } else { TensorPool::alloc(self, size) }
+    }
+    fn alloc_scratch(&mut self, size: usize) -> Result<Block, PoolError> {
+        TensorPool::alloc_scratch(self, size)
     }
     #[inline]
     fn free(&mut self, b: Block) -> Result<(), PoolError> {

@@ -7,6 +7,7 @@
 //! |---------------------|-----------------|
 //! | `alloc`, `tracking_overhead`, `tensor_alloc`, `alloc_overhead` | `alloc_bench.rs` |
 //! | `pattern`, `pool_pressure` | `patterns.rs` |
+//! | (the pool) | `pool.rs`, `extents.rs` |
 //! | `footprint`         | `footprint.rs`  |
 //! | `bandwidth`         | `bandwidth.rs`  |
 //! | `latency`, `cache_levels` | `latency.rs` |
@@ -23,6 +24,7 @@ use anyhow::{Result, bail};
 mod alloc_bench;
 pub mod allocators;
 mod bandwidth;
+mod extents;
 mod footprint;
 mod latency;
 mod patterns;

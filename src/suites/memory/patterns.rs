@@ -19,8 +19,9 @@ use rand::RngExt;
 /// One step of a pattern.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum Op {
-    /// Allocate `size` bytes into `slot`.
-    Alloc { slot: u32, size: usize },
+    /// Allocate `size` bytes into `slot`; `scratch` marks a temporary
+    /// (freed before the next long-lived block), a hint only the pool uses.
+    Alloc { slot: u32, size: usize, scratch: bool },
     /// Free the block in `slot`.
     Free { slot: u32 },
 }
@@ -40,7 +41,7 @@ impl OpList {
         let mut sizes = std::collections::HashMap::new();
         for op in &ops {
             match *op {
-                Op::Alloc { slot, size } => {
+                Op::Alloc { slot, size, .. } => {
                     live += size;
                     peak = peak.max(live);
                     allocs += 1;
@@ -58,8 +59,9 @@ impl OpList {
 pub(crate) fn sequential() -> OpList {
     let sizes = [64, 256, 1024, 4096, 16384, 65536, 262_144, 1 << 20];
     let n = 512u32;
-    let mut ops: Vec<Op> =
-        (0..n).map(|i| Op::Alloc { slot: i, size: sizes[i as usize % sizes.len()] }).collect();
+    let mut ops: Vec<Op> = (0..n)
+        .map(|i| Op::Alloc { slot: i, size: sizes[i as usize % sizes.len()], scratch: false })
+        .collect();
     ops.extend((0..n).map(|slot| Op::Free { slot }));
     OpList::build(ops)
 }
@@ -76,7 +78,7 @@ pub(crate) fn random(seed: u64, steps: usize) -> OpList {
         if alloc {
             let slot = free_slots.pop().unwrap_or(0);
             let size = (64.0 * 2f64.powf(rng.random::<f64>() * 14.0)) as usize;
-            ops.push(Op::Alloc { slot, size });
+            ops.push(Op::Alloc { slot, size, scratch: false });
             live.push(slot);
         } else {
             let slot = live.swap_remove(rng.random_range(0..live.len()));
@@ -100,32 +102,33 @@ pub(crate) fn mixed(m: &ModelConfig, batch: usize, seq: usize) -> OpList {
     let kv = m.kv_heads * m.head_dim() * 4;
     let mut ops = Vec::new();
     let mut next = 0u32;
-    let mut alloc = |ops: &mut Vec<Op>, size: usize| {
+    let mut alloc = |ops: &mut Vec<Op>, size: usize, scratch: bool| {
         let slot = next;
         next += 1;
-        ops.push(Op::Alloc { slot, size });
+        ops.push(Op::Alloc { slot, size, scratch });
         slot
     };
-    let mut kept = vec![alloc(&mut ops, t * h)]; // embeddings
+    let (keep, temp) = (false, true);
+    let mut kept = vec![alloc(&mut ops, t * h, keep)]; // embeddings
     for _ in 0..m.layers {
         let temps = [
-            alloc(&mut ops, t * h),                           // norm 1
-            alloc(&mut ops, t * (h + 2 * kv)),                // qkv
-            alloc(&mut ops, batch * m.heads * seq * seq * 4), // scores
-            alloc(&mut ops, batch * m.heads * seq * seq * 4), // probabilities
-            alloc(&mut ops, t * h),                           // attention output
+            alloc(&mut ops, t * h, temp),                           // norm 1
+            alloc(&mut ops, t * (h + 2 * kv), temp),                // qkv
+            alloc(&mut ops, batch * m.heads * seq * seq * 4, temp), // scores
+            alloc(&mut ops, batch * m.heads * seq * seq * 4, temp), // probabilities
+            alloc(&mut ops, t * h, temp),                           // attention output
         ];
-        kept.push(alloc(&mut ops, t * h)); // residual after attention
-        let n2 = alloc(&mut ops, t * h);
-        kept.push(alloc(&mut ops, t * f)); // FFN up (kept for backward)
-        let act = alloc(&mut ops, t * f);
-        let down = alloc(&mut ops, t * h);
-        kept.push(alloc(&mut ops, t * h)); // residual after FFN
+        kept.push(alloc(&mut ops, t * h, keep)); // residual after attention
+        let n2 = alloc(&mut ops, t * h, temp);
+        kept.push(alloc(&mut ops, t * f, keep)); // FFN up (kept for backward)
+        let act = alloc(&mut ops, t * f, temp);
+        let down = alloc(&mut ops, t * h, temp);
+        kept.push(alloc(&mut ops, t * h, keep)); // residual after FFN
         for slot in temps.into_iter().chain([n2, act, down]) {
             ops.push(Op::Free { slot });
         }
     }
-    let logits = alloc(&mut ops, t * m.vocab * 4);
+    let logits = alloc(&mut ops, t * m.vocab * 4, temp);
     ops.push(Op::Free { slot: logits });
     ops.extend(kept.into_iter().rev().map(|slot| Op::Free { slot }));
     OpList::build(ops)
@@ -160,31 +163,35 @@ struct ReplayStats {
 /// Replays `list` through `a`, `live` holding the blocks by slot. With
 /// `check`, tags every block and checks the tag when it is freed. A budget
 /// refusal is counted (the pattern goes on without that block); any other
-/// error stops the replay.
+/// error stops the replay. With `hints`, scratch allocations go through
+/// [`BlockAlloc::alloc_scratch`].
 fn replay<A: BlockAlloc>(
     a: &mut A,
     live: &mut [Option<(A::Block, usize)>],
     list: &OpList,
     check: bool,
     sample_util: bool,
+    hints: bool,
 ) -> Result<ReplayStats> {
     let mut st = ReplayStats::default();
     for (i, op) in list.ops.iter().enumerate() {
         match *op {
-            Op::Alloc { slot, size } => match a.alloc(size, 64, false) {
-                Ok(b) => {
-                    if check {
-                        tag(A::ptr(&b), size, (slot as u64) << 32 | i as u64);
+            Op::Alloc { slot, size, scratch } => {
+                match if scratch && hints { a.alloc_scratch(size) } else { a.alloc(size, 64, false) } {
+                    Ok(b) => {
+                        if check {
+                            tag(A::ptr(&b), size, (slot as u64) << 32 | i as u64);
+                        }
+                        live[slot as usize] = Some((b, i));
+                        if sample_util && let Some(s) = a.pool_stats() {
+                            st.util_sum += s.utilization();
+                            st.util_n += 1;
+                        }
                     }
-                    live[slot as usize] = Some((b, i));
-                    if sample_util && let Some(s) = a.pool_stats() {
-                        st.util_sum += s.utilization();
-                        st.util_n += 1;
-                    }
+                    Err(PoolError::OverBudget { .. }) => st.refusals += 1,
+                    Err(e) => return Err(e.into()),
                 }
-                Err(PoolError::OverBudget { .. }) => st.refusals += 1,
-                Err(e) => return Err(e.into()),
-            },
+            }
             Op::Free { slot } => {
                 if let Some((b, at)) = live[slot as usize].take() {
                     if check {
@@ -219,7 +226,7 @@ impl Body for ReplayBody<'_> {
         }
         for list in self.lists {
             let mut live: Vec<Option<(A::Block, usize)>> = (0..list.slots).map(|_| None).collect();
-            replay(a, &mut live, list, true, false)?;
+            replay(a, &mut live, list, true, false, true)?;
         }
         for b in w {
             a.free(b)?;
@@ -319,7 +326,7 @@ pub(crate) fn prepare_pressure(case: &Case) -> Result<Box<dyn Workload>> {
     while (asked as f64) < target {
         if live.is_empty() || rng.random_bool(0.7) {
             let size = (4096.0 * 2f64.powf(rng.random::<f64>() * 9.0)) as usize;
-            ops.push(Op::Alloc { slot: next, size });
+            ops.push(Op::Alloc { slot: next, size, scratch: false });
             live.push((next, size));
             asked += size;
             next += 1;
@@ -331,6 +338,24 @@ pub(crate) fn prepare_pressure(case: &Case) -> Result<Box<dyn Workload>> {
     }
     ops.extend(live.into_iter().map(|(slot, _)| Op::Free { slot }));
     boxed(TensorPool::new(budget), "pool", "pressure", vec![OpList::build(ops)], Vec::new(), Some(budget))
+}
+
+/// Pool fragmentation after the weights and three passes of every list on a
+/// fresh pool that places scratch blocks like any other.
+fn fragmentation_without_hints(lists: &[OpList], weights: &[usize]) -> Result<f64> {
+    let mut pool = TensorPool::default();
+    let mut w = Vec::new();
+    for &s in weights {
+        w.push(pool.alloc(s)?);
+    }
+    for list in lists.iter().cycle().take(3 * lists.len()) {
+        let mut live: Vec<Option<(super::pool::Block, usize)>> = (0..list.slots).map(|_| None).collect();
+        replay(&mut pool, &mut live, list, false, false, false)?;
+    }
+    for b in w {
+        pool.free(b)?;
+    }
+    Ok(pool.stats().fragmentation())
 }
 
 impl<A: BlockAlloc> Pattern<A> {
@@ -352,12 +377,21 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
             let mut refused = 0;
             for op in &list.ops {
                 match *op {
-                    Op::Alloc { slot, size } => match pool.alloc(size) {
+                    Op::Alloc { slot, size, .. } => match pool.alloc(size) {
                         Ok(b) => live[slot as usize] = Some((b, 0)),
-                        Err(PoolError::OverBudget { class, in_use, budget: b, .. }) => {
+                        Err(PoolError::OverBudget { class, in_use, held, budget: b, .. }) => {
+                            // Forced: after giving back all cached memory, what
+                            // is still held plus the request exceeds the budget,
+                            // and no free extent could have served it.
+                            let s = pool.stats();
                             ensure!(
-                                in_use + class > b,
-                                "refused {size} B with {in_use} B in use under {b} B"
+                                held + class > b && s.held == held && held >= in_use,
+                                "refused {size} B with {held} B held ({in_use} B in use) under {b} B"
+                            );
+                            ensure!(
+                                pool.largest_free_extent() < size,
+                                "refused {size} B while a free extent of {} B could hold it",
+                                pool.largest_free_extent()
                             );
                             refused += 1;
                         }
@@ -382,7 +416,7 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
                 list.peak
             );
             reference = format!(
-                "fresh pool with the same budget: held never above {budget} B, {refused} refusals each forced (in use + class > budget)"
+                "fresh pool with the same budget: held never above {budget} B, {refused} refusals each forced (held after giving back the cache + request > budget, no free extent large enough)"
             );
         } else {
             reference = "tags at both ends of every block checked at its free".to_string();
@@ -391,7 +425,7 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
         // pool's cache and bookkeeping reach their steady size here and the
         // leak watch on the timed loop sees only real leaks.
         for list in &lists {
-            replay(&mut self.a, &mut self.live, list, true, false)?;
+            replay(&mut self.a, &mut self.live, list, true, false, true)?;
             ensure!(self.live.iter().all(Option::is_none), "blocks left live after a pass");
         }
         // A counted replay (tags checked) must free every allocation.
@@ -425,7 +459,7 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
         for _ in 0..iters {
             let list = &self.lists[self.next];
             self.next = (self.next + 1) % self.lists.len();
-            let st = replay(&mut self.a, &mut self.live, list, false, false)?;
+            let st = replay(&mut self.a, &mut self.live, list, false, false, true)?;
             self.refusals += st.refusals;
         }
         self.iters += iters;
@@ -448,7 +482,7 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
             m.push(Metric::new("peak_held_bytes", s.peak_held as f64, "B"));
             // One more (untimed) pass sampling requested / held at every allocation.
             let list = self.lists[self.next].clone();
-            if let Ok(st) = replay(&mut self.a, &mut self.live, &list, false, true)
+            if let Ok(st) = replay(&mut self.a, &mut self.live, &list, false, true, true)
                 && st.util_n > 0
             {
                 m.push(Metric::new("utilization_mean", st.util_sum / st.util_n as f64, "ratio"));
@@ -459,6 +493,16 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
                     external_fragmentation(&pool.free_block_sizes()),
                     "ratio",
                 ));
+            }
+            // The same replay on a fresh pool that ignores the scratch hints,
+            // so the hints' share of the figure is visible.
+            let hinted = self
+                .lists
+                .iter()
+                .flat_map(|l| &l.ops)
+                .any(|op| matches!(op, Op::Alloc { scratch: true, .. }));
+            if hinted && let Ok(f) = fragmentation_without_hints(&self.lists, &self.weight_sizes) {
+                m.push(Metric::new("fragmentation_without_hints", f, "ratio"));
             }
         }
         if let Some(budget) = self.budget {
@@ -525,18 +569,18 @@ mod tests {
             }
         }
         let list = OpList::build(vec![
-            Op::Alloc { slot: 0, size: 64 },
-            Op::Alloc { slot: 1, size: 64 },
+            Op::Alloc { slot: 0, size: 64, scratch: false },
+            Op::Alloc { slot: 1, size: 64, scratch: false },
             Op::Free { slot: 0 },
             Op::Free { slot: 1 },
         ]);
         let mut a = Broken(vec![0; 64]);
         let mut live = vec![None, None];
-        let err = replay(&mut a, &mut live, &list, true, false).unwrap_err().to_string();
+        let err = replay(&mut a, &mut live, &list, true, false, true).unwrap_err().to_string();
         assert!(err.contains("overwritten while live"), "{err}");
         let mut pool = TensorPool::default();
         let mut live = vec![None, None];
-        replay(&mut pool, &mut live, &list, true, false).unwrap();
+        replay(&mut pool, &mut live, &list, true, false, true).unwrap();
     }
 
     #[test]
@@ -546,11 +590,36 @@ mod tests {
         let mut pool = TensorPool::default();
         let mut live: Vec<Option<(super::super::pool::Block, usize)>> = (0..l.slots).map(|_| None).collect();
         for _ in 0..3 {
-            replay(&mut pool, &mut live, &l, true, false).unwrap();
+            replay(&mut pool, &mut live, &l, true, false, true).unwrap();
         }
         let s = pool.stats();
         assert_eq!(s.live_blocks, 0);
         assert!(s.hit_rate() > 0.6, "{}", s.hit_rate());
         assert!(s.peak_requested <= s.peak_held);
+    }
+
+    #[test]
+    fn scratch_hints_keep_the_mixed_pattern_compact_over_passes() {
+        // gpt2-tiny at 4x128: weights, then a forward whose logits (8 MiB) are
+        // allocated while the kept activations are live. With the hints the
+        // layer temporaries' arenas merge into room for the logits and stay
+        // there; without them they end up between kept activations.
+        let m = ModelConfig::preset("gpt2-tiny").unwrap();
+        let l = mixed(&m, 4, 128);
+        let weights: Vec<usize> = m.weights().iter().map(|w| w.numel() * 4).collect();
+        let mut pool = TensorPool::default();
+        let w: Vec<_> = weights.iter().map(|&s| pool.alloc(s).unwrap()).collect();
+        let mut live: Vec<Option<(super::super::pool::Block, usize)>> = (0..l.slots).map(|_| None).collect();
+        for _ in 0..4 {
+            replay(&mut pool, &mut live, &l, true, false, true).unwrap();
+        }
+        let s = pool.stats();
+        assert_eq!(s.peak_requested, l.peak + weights.iter().sum::<usize>());
+        assert!(s.fragmentation() < 0.05, "{s:?}");
+        let unhinted = fragmentation_without_hints(std::slice::from_ref(&l), &weights).unwrap();
+        assert!(unhinted > s.fragmentation(), "{unhinted}");
+        for b in w {
+            pool.free(b).unwrap();
+        }
     }
 }
