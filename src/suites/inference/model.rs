@@ -459,14 +459,16 @@ impl Model {
             add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
             norm(&blk.n2, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
             let xn = &ws.xn[..rows * h];
-            blk.up.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
             match &blk.gate {
                 Some(g) => {
                     blk.up.forward(t, xn, rows, &mut ws.f2[..rows * f], &mut ws.lin);
                     g.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
                     ops::swiglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
                 }
-                None => ops::gelu_tanh(&mut ws.f1[..rows * f], f),
+                None => {
+                    blk.up.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
+                    ops::gelu_tanh(&mut ws.f1[..rows * f], f)
+                }
             }
             blk.down.forward(t, &ws.f1[..rows * f], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
             add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
