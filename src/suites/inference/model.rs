@@ -140,7 +140,7 @@ impl WorkspaceSize {
             self.batch * self.tokens,
             max_dim,
             max_dim,
-            dtype != DType::F32,
+            dtype.needs_scratch(),
         );
         vals * 4 + attn + lin
     }
@@ -176,7 +176,7 @@ impl Workspace {
                 size.batch * size.tokens,
                 max_dim,
                 max_dim,
-                model.dtype != DType::F32,
+                model.dtype.needs_scratch(),
             ),
         }
     }
@@ -489,7 +489,7 @@ impl Model {
             norm(fnorm, &ws.x[..rows * h], &mut normed);
             let mut out = vec![0.0; rows * cfg.vocab];
             let mut scratch =
-                LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype != DType::F32);
+                LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype.needs_scratch());
             head.forward(t, &normed, rows, &mut out, &mut scratch);
             out
         })
@@ -581,7 +581,7 @@ impl Loader<'_, '_> {
         let name = if self.has(prefix) { prefix.to_string() } else { format!("{prefix}.weight") };
         let shape =
             self.shape(&name).ok_or_else(|| anyhow::anyhow!("model {}: no tensor {name}", self.model))?;
-        let w = (self.get)(&name, &shape, true)?.into_weights(self.dtype);
+        let w = (self.get)(&name, &shape, true)?.into_weights(self.dtype, shape[0], shape[1])?;
         let bias = self.vector(&format!("{prefix}.bias"))?;
         Ok(Linear { out: shape[0], inp: shape[1], w, bias })
     }
@@ -604,10 +604,10 @@ impl Tensor {
             Self::Stored(w) => w.to_f32(),
         }
     }
-    fn into_weights(self, dtype: DType) -> Weights {
+    fn into_weights(self, dtype: DType, rows: usize, cols: usize) -> anyhow::Result<Weights> {
         match self {
-            Self::F32(v) => Weights::from_f32(v, dtype),
-            Self::Stored(w) => w,
+            Self::F32(v) => Weights::from_f32(v, rows, cols, dtype),
+            Self::Stored(w) => Ok(w),
         }
     }
 }
