@@ -47,7 +47,12 @@ impl Accuracy {
                 .count();
             same as f64 / rows.max(1) as f64
         });
-        Self { max_abs, max_rel: max_abs / scale.max(f64::MIN_POSITIVE), cosine: dot / (ng * nw).sqrt(), top1 }
+        Self {
+            max_abs,
+            max_rel: max_abs / scale.max(f64::MIN_POSITIVE),
+            cosine: dot / (ng * nw).sqrt(),
+            top1,
+        }
     }
 
     /// Case metrics, prefixed `vs_f32_`.

@@ -337,7 +337,10 @@ mod tests {
                     DType::Q4_0 => absmax / 8.0 * 1.01,
                     _ => 1e-7,
                 };
-                assert!(w.iter().zip(&stored).all(|(a, b)| (a - b).abs() <= eps * a.abs() + abs), "{dtype:?}");
+                assert!(
+                    w.iter().zip(&stored).all(|(a, b)| (a - b).abs() <= eps * a.abs() + abs),
+                    "{dtype:?}"
+                );
             }
         }
     }

@@ -24,10 +24,12 @@ pub mod accuracy;
 mod encoder;
 mod generate;
 pub mod linear;
+pub mod loader;
 pub mod model;
 pub mod ops;
 pub mod reference;
 pub mod weights;
+pub mod workspace;
 
 /// Transformer inference on the CPU.
 pub struct InferenceSuite;

@@ -217,8 +217,7 @@ pub fn weight_bytes(cfg: &ModelConfig, dtype: DType) -> f64 {
         .weights()
         .iter()
         .map(|w| {
-            w.numel() as f64
-                * if w.is_matrix() || w.name == "embed.tokens" { dtype.bytes() } else { 4.0 }
+            w.numel() as f64 * if w.is_matrix() || w.name == "embed.tokens" { dtype.bytes() } else { 4.0 }
         })
         .sum();
     let rope = if cfg.arch == Arch::Llama { (cfg.max_positions * cfg.head_dim() * 4) as f64 } else { 0.0 };
