@@ -141,7 +141,10 @@ impl Weights {
             Self::BF16(w) => w[start..start + n].convert_to_f32_slice(out),
             Self::Quant(q) => {
                 let k = q.cols.max(1);
-                assert!(start % k == 0 && n % k == 0, "row_into: quantized weights are read by whole rows");
+                assert!(
+                    start.is_multiple_of(k) && n.is_multiple_of(k),
+                    "row_into: quantized weights are read by whole rows"
+                );
                 q.dequantize_rows(start / k, (start + n) / k, out);
             }
         }
@@ -297,7 +300,7 @@ mod tests {
             let w = randn(n * k, 2);
             let b = randn(n, 3);
             for dtype in [DType::F32, DType::F16, DType::BF16, DType::Int8, DType::Q4_0] {
-                if dtype == DType::Q4_0 && k % 32 != 0 {
+                if dtype == DType::Q4_0 && !k.is_multiple_of(32) {
                     assert!(Weights::from_f32(w.clone(), n, k, dtype).is_err(), "Q4_0 needs k % 32 == 0");
                     continue;
                 }
