@@ -26,6 +26,9 @@ struct Encoder {
     full_layers: usize,
     real: bool,
     fixture_error: Option<(f64, f64)>,
+    seed: u64,
+    /// Reduced precision: errors against the f32 model (case metrics).
+    accuracy: Vec<Metric>,
 }
 
 /// Builds an `encoder` (random weights) or `embed` (weights from a file) case.
@@ -92,6 +95,8 @@ pub fn prepare(case: &Case, real: bool) -> Result<Box<dyn Workload>> {
         full_layers,
         real,
         fixture_error: None,
+        seed,
+        accuracy: Vec::new(),
     }))
 }
 
@@ -192,6 +197,11 @@ impl Workload for Encoder {
         if self.model.cfg.layers != self.full_layers {
             notes.push(format!("layers reduced to {} of {}", self.model.cfg.layers, self.full_layers));
         }
+        if !self.real {
+            let (m, note) = super::accuracy_vs_f32(&self.model, self.seed, &self.plan)?;
+            self.accuracy = m;
+            notes.extend(note);
+        }
         v.detail = format!("{}; {}", v.detail, notes.join("; "));
         Ok(v)
     }
@@ -222,6 +232,7 @@ impl Workload for Encoder {
             m.push(Metric::new("fixture_max_abs_error", err, ""));
             m.push(Metric::new("fixture_min_cosine", cos, "ratio"));
         }
+        m.extend(self.accuracy.iter().cloned());
         m
     }
 }

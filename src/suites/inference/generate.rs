@@ -69,6 +69,9 @@ struct Gen {
     full_layers: usize,
     /// Reused buffer for one prefill chunk's ids.
     chunk: Vec<u32>,
+    seed: u64,
+    /// Reduced precision: errors against the f32 model (case metrics).
+    accuracy: Vec<Metric>,
 }
 
 fn build(case: &Case, prompt_len: usize, extra: usize) -> Result<Gen> {
@@ -98,7 +101,7 @@ fn build(case: &Case, prompt_len: usize, extra: usize) -> Result<Gen> {
     })?;
     let prompt = super::random_ids(batch * prompt_len, cfg.vocab, seed ^ 0x9e37);
     let chunk = Vec::with_capacity(batch * PREFILL_CHUNK);
-    Ok(Gen { model, ws, cache, batch, prompt, plan, peak, full_layers, chunk })
+    Ok(Gen { model, ws, cache, batch, prompt, plan, peak, full_layers, chunk, seed, accuracy: Vec::new() })
 }
 
 impl Gen {
@@ -172,11 +175,14 @@ impl Gen {
         Ok(())
     }
 
-    fn notes(&self) -> Result<Vec<String>> {
+    fn notes(&mut self) -> Result<Vec<String>> {
         let mut n = vec![super::check_plan(&self.plan, self.peak)?];
         if self.model.cfg.layers != self.full_layers {
             n.push(format!("layers reduced to {} of {}", self.model.cfg.layers, self.full_layers));
         }
+        let (m, note) = super::accuracy_vs_f32(&self.model, self.seed, &self.plan)?;
+        self.accuracy = m;
+        n.extend(note);
         Ok(n)
     }
 }
@@ -239,6 +245,7 @@ impl Workload for Prefill {
     fn metrics(&mut self) -> Vec<Metric> {
         let mut m = super::memory_metrics(&self.g.model, &self.g.plan, self.g.peak, self.g.full_layers);
         m.extend(self.ttft.summary("ttft"));
+        m.extend(self.g.accuracy.iter().cloned());
         m
     }
 }
@@ -352,6 +359,7 @@ impl Workload for Decode {
         }
         m.extend(summary);
         m.push(Metric::new("decode_vs_recompute_max_error", self.recompute_error, ""));
+        m.extend(self.g.accuracy.iter().cloned());
         m
     }
 }

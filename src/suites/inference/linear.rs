@@ -1,12 +1,14 @@
 //! Linear layers (`y = x W^T + b`, `W` stored `[out, in]`) over several weight
 //! storages with f32 activations and f32 accumulation.
 //!
-//! [`Weights`] is the one place a storage format plugs in: the int8 and
-//! 4-bit weight-only formats of the quantization suite (`src/kernels/quant/`)
-//! become one more arm there plus one arm in [`Linear::forward`], `row_into`
-//! and [`Weights::bytes_per_param`]; nothing else in the models changes.
+//! [`Weights`] is the one place a storage format plugs in. The int8 and
+//! 4-bit (Q4_0) weight-only formats are the shared kernels of
+//! `src/kernels/quant/` ([`QMatrix`]: fused dequantize-and-dot for decode,
+//! dequantized tiles through the f32 GEMM for prefill), not copies of them.
 
+use crate::kernels::quant::{QMatrix, WeightFormat};
 use crate::kernels::{Layout, matmul};
+use anyhow::Result;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
@@ -20,10 +22,14 @@ pub enum DType {
     F16,
     /// bfloat16 (f32's exponent, 8-bit mantissa).
     BF16,
+    /// int8 weight-only, symmetric, one f32 scale per output row.
+    Int8,
+    /// llama.cpp Q4_0 weight-only: blocks of 32 4-bit codes with an f16 scale.
+    Q4_0,
 }
 
 /// Names accepted by the `dtype` parameter.
-pub const DTYPES: &[&str] = &["f32", "f16", "bf16"];
+pub const DTYPES: &[&str] = &["f32", "f16", "bf16", "int8", "q4_0"];
 
 impl DType {
     /// Parses a `dtype` parameter value.
@@ -32,15 +38,33 @@ impl DType {
             "f32" => Some(Self::F32),
             "f16" => Some(Self::F16),
             "bf16" => Some(Self::BF16),
+            "int8" => Some(Self::Int8),
+            "q4_0" => Some(Self::Q4_0),
             _ => None,
         }
     }
-    /// Bytes per stored weight.
-    pub fn bytes(self) -> usize {
+    /// Bytes per stored weight (Q4_0: 18 bytes per block of 32; int8's
+    /// per-row scales are left out, under 1% for any width above 400).
+    pub fn bytes(self) -> f64 {
         match self {
-            Self::F32 => 4,
-            Self::F16 | Self::BF16 => 2,
+            Self::F32 => 4.0,
+            Self::F16 | Self::BF16 => 2.0,
+            Self::Int8 => 1.0,
+            Self::Q4_0 => 18.0 / 32.0,
         }
+    }
+    /// The quantization kernels' format for the weight-only dtypes.
+    pub fn quant_format(self) -> Option<WeightFormat> {
+        match self {
+            Self::Int8 => Some(WeightFormat::Int8),
+            Self::Q4_0 => Some(WeightFormat::Q4_0),
+            _ => None,
+        }
+    }
+    /// Whether projections widen weights into a [`LinearScratch`] (the half
+    /// formats; f32 goes straight to the GEMM, quantized formats to [`QMatrix`]).
+    pub fn needs_scratch(self) -> bool {
+        matches!(self, Self::F16 | Self::BF16)
     }
     /// The parameter spelling.
     pub fn name(self) -> &'static str {
@@ -48,6 +72,8 @@ impl DType {
             Self::F32 => "f32",
             Self::F16 => "f16",
             Self::BF16 => "bf16",
+            Self::Int8 => "int8",
+            Self::Q4_0 => "q4_0",
         }
     }
 }
@@ -60,16 +86,23 @@ pub enum Weights {
     F16(Vec<f16>),
     /// bfloat16, widened to f32 block by block.
     BF16(Vec<bf16>),
+    /// int8 or Q4_0 through the shared quantization kernels.
+    Quant(QMatrix),
 }
 
 impl Weights {
-    /// Stores `values` in `dtype`.
-    pub fn from_f32(values: Vec<f32>, dtype: DType) -> Self {
-        match dtype {
+    /// Stores `values`, a `[rows, cols]` matrix, in `dtype` (Q4_0 needs
+    /// `cols` to be a multiple of 32).
+    pub fn from_f32(values: Vec<f32>, rows: usize, cols: usize, dtype: DType) -> Result<Self> {
+        Ok(match dtype {
             DType::F32 => Self::F32(values),
             DType::F16 => Self::F16(values.iter().map(|&v| f16::from_f32(v)).collect()),
             DType::BF16 => Self::BF16(values.iter().map(|&v| bf16::from_f32(v)).collect()),
-        }
+            DType::Int8 | DType::Q4_0 => {
+                let format = dtype.quant_format().expect("quantized dtypes have a format");
+                Self::Quant(QMatrix::quantize(format, &values, rows, cols)?)
+            }
+        })
     }
 
     /// Bytes per stored parameter (fractional for future block formats).
@@ -77,6 +110,7 @@ impl Weights {
         match self {
             Self::F32(_) => 4.0,
             Self::F16(_) | Self::BF16(_) => 2.0,
+            Self::Quant(q) => q.storage_bytes() as f64 / (q.rows * q.cols).max(1) as f64,
         }
     }
 
@@ -86,6 +120,7 @@ impl Weights {
             Self::F32(w) => w.len(),
             Self::F16(w) => w.len(),
             Self::BF16(w) => w.len(),
+            Self::Quant(q) => q.rows * q.cols,
         }
     }
 
@@ -94,7 +129,8 @@ impl Weights {
         self.len() == 0
     }
 
-    /// Widens elements `start..start + out.len()` into `out`.
+    /// Widens elements `start..start + out.len()` into `out` (whole rows for
+    /// the quantized formats, which store rows as blocks).
     pub fn row_into(&self, start: usize, out: &mut [f32]) {
         let n = out.len();
         match self {
@@ -103,11 +139,23 @@ impl Weights {
             // them (detected at run time); per-element `to_f32` is ~20x slower.
             Self::F16(w) => w[start..start + n].convert_to_f32_slice(out),
             Self::BF16(w) => w[start..start + n].convert_to_f32_slice(out),
+            Self::Quant(q) => {
+                let k = q.cols.max(1);
+                assert!(
+                    start.is_multiple_of(k) && n.is_multiple_of(k),
+                    "row_into: quantized weights are read by whole rows"
+                );
+                q.dequantize_rows(start / k, (start + n) / k, out);
+            }
         }
     }
 
-    /// Every value as f32 (for references and tests).
+    /// Every value as f32 (for references and tests): for the quantized
+    /// formats, the dequantized model every check compares against.
     pub fn to_f32(&self) -> Vec<f32> {
+        if let Self::Quant(q) = self {
+            return q.dequantize();
+        }
         let mut out = vec![0.0; self.len()];
         self.row_into(0, &mut out);
         out
@@ -178,6 +226,9 @@ impl Linear {
         match &self.w {
             Weights::F32(w) => matmul(threads, (m, k, n), x, w, Layout::NxK, y),
             Weights::F16(_) | Weights::BF16(_) => self.forward_blocked(x, m, y, scratch),
+            // The shared kernels pick the fused decode dot (m <= 8) or
+            // dequantized tiles through the GEMM, on the current pool.
+            Weights::Quant(q) => q.matmul(x, m, y),
         }
         if let Some(b) = &self.bias {
             for row in y.chunks_mut(n) {
@@ -244,20 +295,28 @@ mod tests {
 
     #[test]
     fn every_dtype_matches_the_naive_product_of_its_stored_weights() {
-        for &(m, k, n) in &[(1, 33, 50), (5, 64, 17), (9, 40, 16)] {
+        for &(m, k, n) in &[(1, 33, 50), (5, 64, 17), (9, 40, 16), (1, 96, 70), (12, 64, 33)] {
             let x = randn(m * k, 1);
             let w = randn(n * k, 2);
             let b = randn(n, 3);
-            for dtype in [DType::F32, DType::F16, DType::BF16] {
-                let lin =
-                    Linear { out: n, inp: k, w: Weights::from_f32(w.clone(), dtype), bias: Some(b.clone()) };
+            for dtype in [DType::F32, DType::F16, DType::BF16, DType::Int8, DType::Q4_0] {
+                if dtype == DType::Q4_0 && !k.is_multiple_of(32) {
+                    assert!(Weights::from_f32(w.clone(), n, k, dtype).is_err(), "Q4_0 needs k % 32 == 0");
+                    continue;
+                }
+                let lin = Linear {
+                    out: n,
+                    inp: k,
+                    w: Weights::from_f32(w.clone(), n, k, dtype).unwrap(),
+                    bias: Some(b.clone()),
+                };
                 let stored = lin.w.to_f32();
                 let mut want = crate::kernels::naive_matmul((m, k, n), &x, &stored, Layout::NxK);
                 for r in want.chunks_mut(n) {
                     r.iter_mut().zip(&b).for_each(|(v, &bb)| *v += bb);
                 }
                 for threads in [1, 2, 3] {
-                    let mut scratch = LinearScratch::new(threads, m, k, n, dtype != DType::F32);
+                    let mut scratch = LinearScratch::new(threads, m, k, n, dtype.needs_scratch());
                     let mut y = vec![f32::NAN; m * n];
                     lin.forward(threads, &x, m, &mut y, &mut scratch);
                     for (i, (g, w)) in y.iter().zip(&want).enumerate() {
@@ -272,8 +331,19 @@ mod tests {
                     DType::F32 => 0.0,
                     DType::F16 => 1.0 / 2048.0,
                     DType::BF16 => 1.0 / 256.0,
+                    // Absolute: half a step of a scale of absmax/127 or /8.
+                    DType::Int8 | DType::Q4_0 => 0.0,
                 };
-                assert!(w.iter().zip(&stored).all(|(a, b)| (a - b).abs() <= eps * a.abs() + 1e-7));
+                let absmax = w.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
+                let abs = match dtype {
+                    DType::Int8 => absmax / 127.0 * 0.51,
+                    DType::Q4_0 => absmax / 8.0 * 1.01,
+                    _ => 1e-7,
+                };
+                assert!(
+                    w.iter().zip(&stored).all(|(a, b)| (a - b).abs() <= eps * a.abs() + abs),
+                    "{dtype:?}"
+                );
             }
         }
     }

@@ -3,12 +3,17 @@
 //! SwiGLU, grouped-query attention, untied head), with a KV cache for decoding.
 //!
 //! All tokens of a call go through each projection as one GEMM (prefill is
-//! `batch * prompt` rows, a decode step `batch` rows). Buffers live in a
-//! [`Workspace`] sized once, so the timed loop does not allocate.
+//! `batch * prompt` rows, a decode step `batch` rows: a batch decodes through
+//! the same GEMMs, never a loop over sequences). Buffers live in a
+//! [`Workspace`] sized once (`workspace.rs`, with the KV cache), so the timed
+//! loop does not allocate; `loader.rs` builds a model from named tensors.
 
-use super::linear::{DType, Linear, LinearScratch, Weights};
-use super::ops::{self, AttnScratch, AttnShape, Rope};
-use crate::models::{Arch, ModelConfig};
+use super::linear::{DType, Linear, LinearScratch};
+use super::ops::{self, AttnShape, Rope};
+use crate::models::ModelConfig;
+
+pub use super::loader::{Getter, Tensor};
+pub use super::workspace::{KvCache, Workspace, WorkspaceSize};
 
 /// LayerNorm (with bias) or RMSNorm (without) weights.
 pub struct Norm {
@@ -64,165 +69,6 @@ pub struct Model {
     pub pooler: Option<Linear>,
     /// Rotary tables (LLaMA).
     pub rope: Option<Rope>,
-}
-
-/// Preallocated activations for calls of up to `rows` tokens in total.
-pub struct Workspace {
-    threads: usize,
-    rows: usize,
-    x: Vec<f32>,
-    xn: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    att: Vec<f32>,
-    tmp: Vec<f32>,
-    f1: Vec<f32>,
-    f2: Vec<f32>,
-    /// Head-major K/V of one layer for the encoder (no cache).
-    enc_k: Vec<f32>,
-    enc_v: Vec<f32>,
-    last: Vec<f32>,
-    /// Logits of the last position of each sequence, `[batch x vocab]`.
-    pub logits: Vec<f32>,
-    /// BERT pooler output `[batch x hidden]`.
-    pub pooled: Vec<f32>,
-    attn: AttnScratch,
-    lin: LinearScratch,
-}
-
-/// Sizes a [`Workspace`] is built for.
-#[derive(Debug, Clone, Copy)]
-pub struct WorkspaceSize {
-    /// Sequences per call.
-    pub batch: usize,
-    /// Most new tokens per sequence in one call.
-    pub tokens: usize,
-    /// Most key positions attention sees (cache plus new).
-    pub keys: usize,
-    /// Worker threads.
-    pub threads: usize,
-}
-
-impl WorkspaceSize {
-    /// f32 values of each buffer, in [`Workspace::new`]'s order; the memory
-    /// estimate and the allocation share this list.
-    fn buffers(&self, cfg: &ModelConfig, encoder: bool) -> [usize; 13] {
-        let rows = self.batch * self.tokens;
-        let (h, kvd) = (cfg.hidden, cfg.kv_heads * cfg.head_dim());
-        let f2 = if cfg.arch == Arch::Llama { rows * cfg.ffn } else { 0 };
-        let enc = if encoder { self.batch * self.tokens * kvd } else { 0 };
-        [
-            rows * h,
-            rows * h,
-            rows * h,
-            rows * kvd,
-            rows * kvd,
-            rows * h,
-            rows * h,
-            rows * cfg.ffn,
-            f2,
-            enc,
-            enc,
-            self.batch * h,
-            self.batch * cfg.vocab,
-        ]
-    }
-
-    /// Bytes [`Workspace::new`] allocates for `cfg` at this size.
-    pub fn bytes(&self, cfg: &ModelConfig, dtype: DType) -> usize {
-        let encoder = cfg.arch == Arch::Bert;
-        let vals: usize = self.buffers(cfg, encoder).iter().sum::<usize>() + self.batch * cfg.hidden;
-        let attn = self.threads.max(1) * AttnScratch::slot_len(self.tokens, self.keys, cfg.head_dim()) * 4;
-        let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab);
-        let lin = LinearScratch::bytes_for(
-            self.threads,
-            self.batch * self.tokens,
-            max_dim,
-            max_dim,
-            dtype != DType::F32,
-        );
-        vals * 4 + attn + lin
-    }
-}
-
-impl Workspace {
-    /// Buffers for `model` at `size`.
-    pub fn new(model: &Model, size: WorkspaceSize) -> Self {
-        let cfg = &model.cfg;
-        let b = size.buffers(cfg, cfg.arch == Arch::Bert).map(|n| vec![0.0f32; n]);
-        let [x, xn, q, k, v, att, tmp, f1, f2, enc_k, enc_v, last, logits] = b;
-        let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab);
-        Self {
-            threads: size.threads.max(1),
-            rows: size.batch * size.tokens,
-            x,
-            xn,
-            q,
-            k,
-            v,
-            att,
-            tmp,
-            f1,
-            f2,
-            enc_k,
-            enc_v,
-            last,
-            logits,
-            pooled: vec![0.0; size.batch * cfg.hidden],
-            attn: AttnScratch::new(size.threads, size.tokens, size.keys, cfg.head_dim()),
-            lin: LinearScratch::new(
-                size.threads,
-                size.batch * size.tokens,
-                max_dim,
-                max_dim,
-                model.dtype != DType::F32,
-            ),
-        }
-    }
-
-    /// The final hidden states of the last encoder call, `[batch*seq x hidden]`.
-    pub fn hidden(&self, rows: usize, h: usize) -> &[f32] {
-        &self.x[..rows * h]
-    }
-}
-
-/// Keys and values of every layer, head-major `[layer][batch][kv_heads][capacity][head_dim]`.
-pub struct KvCache {
-    k: Vec<f32>,
-    v: Vec<f32>,
-    batch: usize,
-    kv_heads: usize,
-    head_dim: usize,
-    /// Positions each sequence can hold.
-    pub capacity: usize,
-    /// Positions filled (the same for every sequence of the batch).
-    pub len: usize,
-}
-
-impl KvCache {
-    /// An empty cache for `batch` sequences of up to `capacity` positions.
-    pub fn new(cfg: &ModelConfig, batch: usize, capacity: usize) -> Self {
-        let n = cfg.layers * batch * cfg.kv_heads * capacity * cfg.head_dim();
-        Self {
-            k: vec![0.0; n],
-            v: vec![0.0; n],
-            batch,
-            kv_heads: cfg.kv_heads,
-            head_dim: cfg.head_dim(),
-            capacity,
-            len: 0,
-        }
-    }
-
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        (self.k.len() + self.v.len()) * 4
-    }
-
-    fn layer_len(&self) -> usize {
-        self.batch * self.kv_heads * self.capacity * self.head_dim
-    }
 }
 
 /// Copies token-major `[batch*n x kv_heads*hd]` rows into head-major
@@ -459,14 +305,16 @@ impl Model {
             add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
             norm(&blk.n2, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
             let xn = &ws.xn[..rows * h];
-            blk.up.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
             match &blk.gate {
                 Some(g) => {
                     blk.up.forward(t, xn, rows, &mut ws.f2[..rows * f], &mut ws.lin);
                     g.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
                     ops::swiglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
                 }
-                None => ops::gelu_tanh(&mut ws.f1[..rows * f], f),
+                None => {
+                    blk.up.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
+                    ops::gelu_tanh(&mut ws.f1[..rows * f], f)
+                }
             }
             blk.down.forward(t, &ws.f1[..rows * f], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
             add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
@@ -487,125 +335,9 @@ impl Model {
             norm(fnorm, &ws.x[..rows * h], &mut normed);
             let mut out = vec![0.0; rows * cfg.vocab];
             let mut scratch =
-                LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype != DType::F32);
+                LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype.needs_scratch());
             head.forward(t, &normed, rows, &mut out, &mut scratch);
             out
         })
-    }
-
-    /// Builds a model from a function giving each tensor by name and shape
-    /// (names and shapes from [`ModelConfig::weights`]); matrices and the
-    /// token embedding are stored in `dtype`.
-    pub fn build(cfg: &ModelConfig, dtype: DType, get: &mut Getter<'_>) -> anyhow::Result<Self> {
-        let specs = cfg.weights();
-        let mut l = Loader { specs: &specs, get, dtype, model: &cfg.name };
-        let tokens = l.linear("embed.tokens")?;
-        let positions = l.vector("embed.positions")?;
-        let types = l.vector("embed.types")?;
-        let emb_norm = l.norm("embed.norm")?;
-        let llama = cfg.arch == Arch::Llama;
-        let mut blocks = Vec::with_capacity(cfg.layers);
-        for i in 0..cfg.layers {
-            let p = |s: &str| format!("layers.{i}.{s}");
-            let (a, b) = if llama { ("attn_norm", "ffn_norm") } else { ("norm1", "norm2") };
-            blocks.push(Block {
-                q: l.linear(&p("attn.q"))?,
-                k: l.linear(&p("attn.k"))?,
-                v: l.linear(&p("attn.v"))?,
-                o: l.linear(&p("attn.o"))?,
-                gate: if llama { Some(l.linear(&p("ffn.gate"))?) } else { None },
-                up: l.linear(&p("ffn.up"))?,
-                down: l.linear(&p("ffn.down"))?,
-                n1: l
-                    .norm(&p(a))?
-                    .ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {a}", cfg.name))?,
-                n2: l
-                    .norm(&p(b))?
-                    .ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {b}", cfg.name))?,
-            });
-        }
-        let final_norm = l.norm("final_norm")?;
-        let lm_head = if l.has("lm_head.weight") { Some(l.linear("lm_head")?) } else { None };
-        let pooler = if l.has("pooler.weight") { Some(l.linear("pooler")?) } else { None };
-        let rope = llama.then(|| Rope::new(cfg.max_positions, cfg.head_dim(), cfg.rope_theta));
-        Ok(Self {
-            cfg: cfg.clone(),
-            dtype,
-            tokens,
-            positions,
-            types,
-            emb_norm,
-            blocks,
-            final_norm,
-            lm_head,
-            pooler,
-            rope,
-        })
-    }
-}
-
-/// Gives one tensor by name and shape, and whether it is stored in the
-/// model's `dtype` (matrices, token embedding) or stays f32.
-pub type Getter<'a> = dyn FnMut(&str, &[usize], bool) -> anyhow::Result<Tensor> + 'a;
-
-struct Loader<'a, 'b> {
-    specs: &'a [crate::models::WeightSpec],
-    get: &'a mut Getter<'b>,
-    dtype: DType,
-    model: &'a str,
-}
-
-impl Loader<'_, '_> {
-    fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.specs.iter().find(|w| w.name == name).map(|w| w.shape.clone())
-    }
-    fn has(&self, name: &str) -> bool {
-        self.shape(name).is_some()
-    }
-    fn vector(&mut self, name: &str) -> anyhow::Result<Option<Vec<f32>>> {
-        match self.shape(name) {
-            Some(s) => Ok(Some((self.get)(name, &s, false)?.into_f32())),
-            None => Ok(None),
-        }
-    }
-    fn norm(&mut self, prefix: &str) -> anyhow::Result<Option<Norm>> {
-        Ok(match self.vector(&format!("{prefix}.weight"))? {
-            Some(w) => Some(Norm { w, b: self.vector(&format!("{prefix}.bias"))? }),
-            None => None,
-        })
-    }
-    fn linear(&mut self, prefix: &str) -> anyhow::Result<Linear> {
-        // The token embedding is named without `.weight` in the catalogue.
-        let name = if self.has(prefix) { prefix.to_string() } else { format!("{prefix}.weight") };
-        let shape =
-            self.shape(&name).ok_or_else(|| anyhow::anyhow!("model {}: no tensor {name}", self.model))?;
-        let w = (self.get)(&name, &shape, true)?.into_weights(self.dtype);
-        let bias = self.vector(&format!("{prefix}.bias"))?;
-        Ok(Linear { out: shape[0], inp: shape[1], w, bias })
-    }
-}
-
-/// A tensor handed to [`Model::build`]: f32 values, or already stored in the
-/// target precision (random init writes halves directly, never holding a
-/// full f32 copy of a large matrix).
-pub enum Tensor {
-    /// f32 values.
-    F32(Vec<f32>),
-    /// Values already in their storage format.
-    Stored(Weights),
-}
-
-impl Tensor {
-    fn into_f32(self) -> Vec<f32> {
-        match self {
-            Self::F32(v) => v,
-            Self::Stored(w) => w.to_f32(),
-        }
-    }
-    fn into_weights(self, dtype: DType) -> Weights {
-        match self {
-            Self::F32(v) => Weights::from_f32(v, dtype),
-            Self::Stored(w) => w,
-        }
     }
 }

@@ -105,11 +105,17 @@ fn tiny_models_prepare_verify_and_run_in_every_dtype() {
             assert!(get("tpot_p50_ns") > 0.0 && get("tpot_p50_ns") <= get("tpot_p99_ns"));
             assert_eq!(get("tpot_count"), 6.0, "2 iterations x 3 steps");
             assert!(get("decode_vs_recompute_max_error") < 1e-3);
+            // Reduced precisions report their error against the f32 model.
+            let cos = m.iter().find(|x| x.name == "vs_f32_cosine").map(|x| x.value);
+            match dtype {
+                "f32" => assert!(cos.is_none()),
+                _ => assert!(cos.is_some_and(|c| c > 0.9 && c <= 1.0 + 1e-9), "{model} {dtype}: {cos:?}"),
+            }
         }
     }
 }
 
-const DTYPES_ALL: [&str; 3] = ["f32", "f16", "bf16"];
+const DTYPES_ALL: [&str; 5] = ["f32", "f16", "bf16", "int8", "q4_0"];
 
 #[test]
 fn deep_caches_fill_in_chunks_and_depth_zero_starts_from_a_seeded_token() {

@@ -50,6 +50,15 @@ pub fn random_model(cfg: &ModelConfig, dtype: DType, seed: u64) -> Result<Model>
                 chunks.for_each(|c| out.extend(c.iter().map(|&x| bf16::from_f32(x))));
                 Weights::BF16(out)
             }
+            // The quantizers take a whole matrix: its f32 copy lives only
+            // while it is quantized (`MemoryPlan::transient`).
+            DType::Int8 | DType::Q4_0 => {
+                let mut out = Vec::with_capacity(n);
+                chunks.for_each(|c| out.extend_from_slice(&c));
+                let (rows, cols) = (shape[0], n / shape[0].max(1));
+                Weights::from_f32(out, rows, cols, dtype)
+                    .with_context(|| format!("{}: {name} [{rows} x {cols}] in {}", cfg.name, dtype.name()))?
+            }
         }))
     };
     Model::build(cfg, dtype, &mut get)
@@ -185,11 +194,18 @@ pub struct MemoryPlan {
     pub kv_cache: f64,
     /// Activations and scratch of the workspace.
     pub activations: f64,
+    /// Held only while the model is built: the f32 copy of the largest
+    /// matrix while it is quantized (int8, q4_0), else 0.
+    pub transient: f64,
 }
 
 impl MemoryPlan {
-    /// Everything.
+    /// The most the case holds at once (an upper bound with a transient).
     pub fn total(&self) -> f64 {
+        self.resident() + self.transient
+    }
+    /// What stays allocated once the case is built.
+    pub fn resident(&self) -> f64 {
         self.weights + self.kv_cache + self.activations
     }
 }
@@ -201,8 +217,7 @@ pub fn weight_bytes(cfg: &ModelConfig, dtype: DType) -> f64 {
         .weights()
         .iter()
         .map(|w| {
-            w.numel() as f64
-                * if w.is_matrix() || w.name == "embed.tokens" { dtype.bytes() as f64 } else { 4.0 }
+            w.numel() as f64 * if w.is_matrix() || w.name == "embed.tokens" { dtype.bytes() } else { 4.0 }
         })
         .sum();
     let rope = if cfg.arch == Arch::Llama { (cfg.max_positions * cfg.head_dim() * 4) as f64 } else { 0.0 };
@@ -216,6 +231,15 @@ pub fn plan(cfg: &ModelConfig, dtype: DType, size: WorkspaceSize, kv_capacity: u
         weights: weight_bytes(cfg, dtype),
         kv_cache: cfg.kv_cache_bytes(size.batch, kv_capacity, 4) as f64,
         activations: size.bytes(cfg, dtype) as f64,
+        transient: if dtype.quant_format().is_some() {
+            cfg.weights()
+                .iter()
+                .filter(|w| w.is_matrix() || w.name == "embed.tokens")
+                .map(|w| w.numel() as f64 * 4.0)
+                .fold(0.0, f64::max)
+        } else {
+            0.0
+        },
     }
 }
 
