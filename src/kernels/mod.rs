@@ -7,6 +7,7 @@
 mod gemm;
 mod gemv;
 mod simd;
+pub mod sgemm;
 pub(crate) use simd::simd_dispatch;
 pub mod quant;
 
