@@ -6,8 +6,8 @@
 
 mod gemm;
 mod gemv;
-mod simd;
 pub mod sgemm;
+mod simd;
 pub(crate) use simd::simd_dispatch;
 pub mod quant;
 

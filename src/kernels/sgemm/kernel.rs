@@ -17,6 +17,11 @@ pub(super) const NV: usize = 2;
 /// Columns of C per microkernel call (vector dimension).
 pub(super) const NR: usize = 16 * NV;
 
+/// Prefetch distance in k steps (16 steps of B = 2 KiB ahead).
+const PF: usize = 16;
+/// k steps per loop iteration.
+const UNROLL: usize = 4;
+
 /// Computes the `rows x cols` top-left part of a `MR x NR` tile:
 /// `c (+)= a_panel * b_panel`, adding to C when `load_c`.
 ///
@@ -40,27 +45,45 @@ pub(super) unsafe fn tile(
     // Touch the C tile now so its lines arrive while the FMAs run.
     for i in 0..rows {
         for v in 0..NV {
-            // SAFETY: prefetch never faults; the address is within C's row.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc + v * 16) as *const i8) };
+            // A prefetch never faults, and the address is within C's row.
+            _mm_prefetch::<_MM_HINT_T0>(c.wrapping_add(i * ldc + v * 16) as *const i8);
         }
     }
     let (mut ap, mut bp) = (a, b);
-    for _ in 0..kc {
-        // SAFETY: the caller guarantees kc steps of MR (A) and NR (B) floats.
-        unsafe {
-            let mut bv = [_mm512_setzero_ps(); NV];
-            for (v, x) in bv.iter_mut().enumerate() {
-                *x = _mm512_load_ps(bp.add(v * 16));
-            }
-            for (i, row) in acc.iter_mut().enumerate() {
-                let ai = _mm512_set1_ps(*ap.add(i));
-                for v in 0..NV {
-                    row[v] = _mm512_fmadd_ps(ai, bv[v], row[v]);
+    // One k step: prefetch, load the B row, MR broadcasts x NV FMAs.
+    macro_rules! step {
+        () => {
+            // B panels stream from L2 (and A's on its first use): ask for
+            // them PF steps early; measured a few % faster than hardware
+            // prefetch alone. A prefetch never faults, even past the end.
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(PF * NR) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(bp.wrapping_add(PF * NR + 16) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(ap.wrapping_add(PF * MR) as *const i8);
+            // SAFETY: the caller guarantees kc steps of MR (A) and NR (B) floats.
+            unsafe {
+                let mut bv = [_mm512_setzero_ps(); NV];
+                for (v, x) in bv.iter_mut().enumerate() {
+                    *x = _mm512_load_ps(bp.add(v * 16));
                 }
+                for (i, row) in acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*ap.add(i));
+                    for v in 0..NV {
+                        row[v] = _mm512_fmadd_ps(ai, bv[v], row[v]);
+                    }
+                }
+                ap = ap.add(MR);
+                bp = bp.add(NR);
             }
-            ap = ap.add(MR);
-            bp = bp.add(NR);
+        };
+    }
+    // Unrolled by UNROLL to spread the loop overhead.
+    for _ in 0..kc / UNROLL {
+        for _ in 0..UNROLL {
+            step!();
         }
+    }
+    for _ in 0..kc % UNROLL {
+        step!();
     }
     // SAFETY: the caller guarantees C covers rows x cols.
     unsafe { store(&acc, c, ldc, rows, cols, load_c) };

@@ -1,10 +1,15 @@
 //! tfbench's own packed f32 GEMM for AVX-512, BLIS-style: `C (+)= A op(B)`.
 //!
 //! Loops, outermost first: `NC` columns of C; `KC` steps of the inner
-//! dimension (B's `KC x NC` block packed into NR-column panels); `MC` rows
-//! (A's `MC x KC` block packed into MR-row panels, sized to stay in L2);
-//! then one NR-column B panel (kept in L1) against every MR-row A panel,
-//! each a [`kernel::tile`] call on a 12 x 32 register tile.
+//! dimension (B's `KC x NC` block packed into NR-column panels, sized to
+//! stay in L2); `MC` rows (A's `MC x KC` block packed into MR-row panels);
+//! then one MR-row A panel (kept in L1) against every NR-column B panel
+//! streamed from L2, each a [`kernel::tile`] call on a 12 x 32 register tile.
+//! This is BLIS's order for its 32 x 12 Skylake-X kernel, transposed: the
+//! broadcast operand stays in L1, the vector operand streams. Measured on
+//! the 2-core AVX-512 dev machine (1024^3, one thread, best of several runs
+//! in thread CPU time, the machine being loaded) it beat the opposite order
+//! (B panel in L1, A streaming) by about 15%, and KC = 384 beat 256 and 512.
 //!
 //! Threading: the caller's thread plus `threads - 1` scoped threads pack
 //! each block together (disjoint panels), meet at a barrier, then each
@@ -21,13 +26,18 @@ use pack::View;
 use std::cell::RefCell;
 use std::sync::Barrier;
 
-/// Inner-dimension block: a `KC x NR` B panel (32 KiB) stays in the 48 KiB
-/// L1 while A panels stream past it.
-const KC: usize = 256;
-/// Rows per A block: `MC x KC` floats (768 KiB) fit the 2 MiB L2.
-const MC: usize = 64 * MR;
-/// Columns per B block; bounds the packed-B workspace (4 MiB at KC = 256).
-const NC: usize = 128 * NR;
+/// Inner-dimension block: an `MR x KC` A panel (18 KiB) stays in the 48 KiB
+/// L1 while B panels stream past it; longer blocks also mean fewer passes
+/// over C.
+const KC: usize = 384;
+/// Rows per A block, a whole number of MR-row panels. A panels are read
+/// once per block from wherever they are, so this only bounds the workspace
+/// (6 MiB).
+const MC: usize = 340 * MR;
+/// Columns per B block, a whole number of NR-column panels: `KC x NC`
+/// floats (1.5 MiB) stay in the 2 MiB L2, half of it per core when two
+/// threads split the block's columns.
+const NC: usize = 32 * NR;
 /// Below this many multiply-adds one thread is faster than spawning others.
 const PAR_MIN_MKN: usize = 1 << 20;
 
@@ -101,7 +111,9 @@ pub fn matmul_into(
         Layout::NxK => View { ptr: b.as_ptr(), rs: k, cs: 1 },
     };
     let threads = if m * k * n < PAR_MIN_MKN { 1 } else { threads.max(1) };
-    let (kc_max, mc_max, nc_max) = (KC.min(k), MC.min(m.next_multiple_of(MR)), NC.min(n.next_multiple_of(NR)));
+    // Whole panels: a ragged last block still packs full MR / NR panels.
+    let (kc_max, mc_max, nc_max) =
+        (KC.min(k), MC.min(m).next_multiple_of(MR), NC.min(n).next_multiple_of(NR));
     let b_len = kc_max * nc_max;
     let a_len = mc_max * kc_max;
     WORKSPACE.with_borrow_mut(|ws| {
@@ -113,7 +125,8 @@ pub fn matmul_into(
         // SAFETY: the workspace holds b_len + a_len floats, the B part first
         // (b_len is a multiple of NR = 32, so the A part stays aligned).
         let (bp, ap) = (Shared(base), Shared(unsafe { base.add(b_len) }));
-        let job = Job { m, k, n, a: av, b: bv, c: Shared(c.as_mut_ptr()), ldc: n, accumulate, ap, bp, threads };
+        let job =
+            Job { m, k, n, a: av, b: bv, c: Shared(c.as_mut_ptr()), ldc: n, accumulate, ap, bp, threads };
         if threads == 1 {
             job.work(0, None);
         } else {
@@ -161,26 +174,40 @@ impl Job {
             }
         };
         let (m, k, n, nt) = (self.m, self.k, self.n, self.threads);
-        for jc in (0..n).step_by(NC) {
-            let nc = NC.min(n - jc);
+        let (kcb, mcb, ncb) = (KC, MC, NC);
+        for jc in (0..n).step_by(ncb) {
+            let nc = ncb.min(n - jc);
             let jpanels = nc.div_ceil(NR);
-            for pc in (0..k).step_by(KC) {
-                let kc = KC.min(k - pc);
+            for pc in (0..k).step_by(kcb) {
+                let kc = kcb.min(k - pc);
                 for jp in chunk(jpanels, nt, t) {
                     let w = NR.min(nc - jp * NR);
                     // SAFETY: panel jp of the B block lies inside the
                     // workspace; rows jc + jp*NR .. + w of B^T, columns
                     // pc .. pc + kc, lie inside B.
-                    unsafe { pack::pack_panel::<NR>(self.bp.0.add(jp * NR * kc), self.b, jc + jp * NR, pc, w, kc) };
+                    unsafe {
+                        pack::pack_panel::<NR>(self.bp.0.add(jp * NR * kc), self.b, jc + jp * NR, pc, w, kc)
+                    };
                 }
-                sync();
-                for ic in (0..m).step_by(MC) {
-                    let mc = MC.min(m - ic);
+                // No barrier here: the one after packing the first A block
+                // also publishes this B block, and the one closing the
+                // previous block kept everyone off it until now.
+                for ic in (0..m).step_by(mcb) {
+                    let mc = mcb.min(m - ic);
                     let ipanels = mc.div_ceil(MR);
                     for ip in chunk(ipanels, nt, t) {
                         let h = MR.min(mc - ip * MR);
                         // SAFETY: as for B, with the A block and rows of A.
-                        unsafe { pack::pack_panel::<MR>(self.ap.0.add(ip * MR * kc), self.a, ic + ip * MR, pc, h, kc) };
+                        unsafe {
+                            pack::pack_panel::<MR>(
+                                self.ap.0.add(ip * MR * kc),
+                                self.a,
+                                ic + ip * MR,
+                                pc,
+                                h,
+                                kc,
+                            )
+                        };
                     }
                     sync();
                     // Split the tiles by B panels when each worker gets at
@@ -191,26 +218,27 @@ impl Job {
                         (0..jpanels, chunk(ipanels, nt, t))
                     };
                     let load_c = self.accumulate || pc > 0;
-                    for jp in js {
+                    let tile = |ip: usize, jp: usize| {
+                        let rows = MR.min(mc - ip * MR);
                         let cols = NR.min(nc - jp * NR);
-                        for ip in is.clone() {
-                            let rows = MR.min(mc - ip * MR);
-                            // SAFETY: the packed panels hold kc steps; the
-                            // tile (ic + ip*MR, jc + jp*NR) of rows x cols is
-                            // inside C and belongs to this worker alone.
-                            unsafe {
-                                kernel::tile(
-                                    kc,
-                                    self.ap.0.add(ip * MR * kc),
-                                    self.bp.0.add(jp * NR * kc),
-                                    self.c.0.add((ic + ip * MR) * self.ldc + jc + jp * NR),
-                                    self.ldc,
-                                    rows,
-                                    cols,
-                                    load_c,
-                                )
-                            };
-                        }
+                        // SAFETY: the packed panels hold kc steps; the
+                        // tile (ic + ip*MR, jc + jp*NR) of rows x cols is
+                        // inside C and belongs to this worker alone.
+                        unsafe {
+                            kernel::tile(
+                                kc,
+                                self.ap.0.add(ip * MR * kc),
+                                self.bp.0.add(jp * NR * kc),
+                                self.c.0.add((ic + ip * MR) * self.ldc + jc + jp * NR),
+                                self.ldc,
+                                rows,
+                                cols,
+                                load_c,
+                            )
+                        };
+                    };
+                    for ip in is {
+                        js.clone().for_each(|jp| tile(ip, jp));
                     }
                     // Nobody repacks A (or B) while another still reads it.
                     sync();
