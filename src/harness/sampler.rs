@@ -28,7 +28,8 @@ pub struct Measurement {
     pub requested: usize,
     /// Why sampling stopped.
     pub stopped_by: StopReason,
-    /// Allocation figures over the sampled iterations (if counting is on).
+    /// Allocation figures from a counted, untimed pass of one sample's
+    /// iterations after sampling (when the counting allocator is installed).
     pub alloc: Option<AllocStats>,
     /// Time spent preparing the workload (set by the runner), ns.
     pub prepare_ns: f64,
@@ -41,6 +42,10 @@ pub struct Measurement {
 pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32) -> Result<Measurement> {
     let start = Instant::now();
     let deadline = s.max_time.map(|m| start + secs(m));
+    // Warm-up and samples run with allocation counting off (see
+    // `alloc::set_counting`); allocations are counted in a pass of their own.
+    let counting = alloc::is_installed();
+    let uncounted = alloc::set_counting(false);
     let past = |t: Instant| deadline.is_some_and(|d| t >= d);
 
     // Warm-up: grow the batch until the warm-up time is spent. The last batch
@@ -79,9 +84,6 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
 
     let mut samples = Vec::with_capacity(s.sample_size);
     let mut scratch: Vec<f64> = Vec::with_capacity(s.sample_size);
-    let counting = alloc::is_installed();
-    let before = alloc::snapshot();
-    let live_before = alloc::reset_peak();
     let sampling_start = Instant::now();
     let mut stopped_by = StopReason::SampleSize;
     while samples.len() < s.sample_size {
@@ -106,14 +108,8 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
             break;
         }
     }
-    let after = alloc::snapshot();
-    let peak = alloc::peak().saturating_sub(live_before);
-    let total_iters: u64 = samples.iter().map(|x| x.iterations).sum();
-    let alloc = (counting && total_iters > 0).then(|| AllocStats {
-        allocs_per_iter: (after.allocs - before.allocs) as f64 / total_iters as f64,
-        bytes_per_iter: (after.bytes - before.bytes) as f64 / total_iters as f64,
-        peak_bytes: peak as u64,
-    });
+    drop(uncounted);
+    let alloc = if counting { count_allocations(w, iters, expected_sample, deadline)? } else { None };
     Ok(Measurement {
         samples,
         warm_up_ns,
@@ -124,6 +120,36 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         prepare_ns: 0.0,
         verify_ns: 0.0,
     })
+}
+
+/// Allocation figures from one untimed sample's worth of iterations with
+/// counting on (one iteration when a full sample would overrun `deadline`;
+/// none when not even that fits).
+fn count_allocations(
+    w: &mut dyn Workload,
+    iters: u64,
+    expected_sample: Duration,
+    deadline: Option<Instant>,
+) -> Result<Option<AllocStats>> {
+    let per_iter = Duration::from_secs_f64(expected_sample.as_secs_f64() / iters.max(1) as f64);
+    let fits = |d: Duration| deadline.is_none_or(|end| Instant::now() + d <= end);
+    let n = if fits(expected_sample) {
+        iters
+    } else if fits(per_iter) {
+        1
+    } else {
+        return Ok(None);
+    };
+    let before = alloc::snapshot();
+    let base = alloc::reset_peak();
+    w.run(n)?;
+    let after = alloc::snapshot();
+    let peak = alloc::peak().saturating_sub(base);
+    Ok(Some(AllocStats {
+        allocs_per_iter: (after.allocs - before.allocs) as f64 / n as f64,
+        bytes_per_iter: (after.bytes - before.bytes) as f64 / n as f64,
+        peak_bytes: peak as u64,
+    }))
 }
 
 /// True when the median's CI half-width is within `target` percent of it.
@@ -180,9 +206,10 @@ mod tests {
             other => panic!("unexpected stop: {other:?}"),
         }
         // 90% of 0.2 s over 10 samples: 18 ms, about 9000 iterations of 2 us
-        // (fewer if the spin overran during warm-up on a busy machine).
+        // (several times fewer if the spin overran during warm-up on a busy
+        // machine: it spins on wall-clock time, so preemption inflates it).
         assert!(
-            m.iterations_per_sample > 2000 && m.iterations_per_sample <= 9000,
+            m.iterations_per_sample > 900 && m.iterations_per_sample <= 9000,
             "{}",
             m.iterations_per_sample
         );
@@ -230,5 +257,47 @@ mod tests {
         let m = measure(&mut w, &s, &timer(), 0).unwrap();
         assert_eq!(m.samples.len(), MIN_SAMPLES);
         assert_eq!(m.stopped_by, StopReason::MeasurementTime);
+    }
+
+    /// Allocates one 1000-byte buffer per iteration and records whether the
+    /// allocator was counting while it ran.
+    struct Allocating {
+        counted_runs: u64,
+        uncounted_runs: u64,
+    }
+    impl Workload for Allocating {
+        fn verify(&mut self) -> Result<Verification> {
+            Ok(Verification::pass("none"))
+        }
+        fn throughput(&self) -> Vec<Throughput> {
+            vec![]
+        }
+        fn run(&mut self, iters: u64) -> Result<()> {
+            if alloc::counting() {
+                self.counted_runs += 1;
+            } else {
+                self.uncounted_runs += 1;
+            }
+            for _ in 0..iters {
+                std::hint::black_box(vec![7u8; 1000]);
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn samples_are_timed_uncounted_and_allocations_counted_in_a_pass_of_their_own() {
+        let s =
+            Settings { sample_size: 10, warm_up_time: 0.01, measurement_time: 0.05, ..Default::default() };
+        let mut w = Allocating { counted_runs: 0, uncounted_runs: 0 };
+        let m = measure(&mut w, &s, &timer(), 0).unwrap();
+        let a = m.alloc.expect("the lib tests install the counting allocator");
+        assert_eq!(a.allocs_per_iter, 1.0);
+        assert_eq!(a.bytes_per_iter, 1000.0);
+        assert_eq!(a.peak_bytes, 1000);
+        // Warm-up batches and every sample ran uncounted; one counted pass.
+        assert_eq!(w.counted_runs, 1);
+        assert!(w.uncounted_runs > m.samples.len() as u64);
+        assert!(alloc::counting(), "counting is back on after measuring");
     }
 }

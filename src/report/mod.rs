@@ -114,13 +114,20 @@ pub(crate) mod cells {
         match &case.status {
             CaseStatus::Ok => "ok".into(),
             CaseStatus::Failed { .. } => {
-                format!(
-                    "FAILED: {}",
-                    super::shorten(&super::failure_text(&case.status).unwrap_or_default(), max)
-                )
+                let text = super::failure_text(&case.status).unwrap_or_default();
+                format!("FAILED: {}", super::shorten(&without_case_id(&text, &case.id), max))
             }
-            CaseStatus::Skipped { reason } => format!("skipped: {}", super::shorten(reason, max)),
+            CaseStatus::Skipped { reason } => {
+                format!("skipped: {}", super::shorten(&without_case_id(reason, &case.id), max))
+            }
         }
+    }
+
+    /// `text` without a `case <id>: ` prefix naming the row's own case:
+    /// suites start their errors with it for logs, and in a narrow cell it
+    /// would crowd out the part that says what to do (the valid choices).
+    fn without_case_id(text: &str, id: &str) -> String {
+        text.replacen(&format!("case {id}: "), "", 1)
     }
 
     /// One metric as `name value unit`: times and byte counts get scaled
@@ -499,6 +506,20 @@ mod tests {
         assert_eq!(primary_throughput(&report.cases[0]).unwrap().kind, ThroughputKind::Flops);
         assert_eq!(primary_throughput(&report.cases[1]).unwrap().kind, ThroughputKind::Bytes);
         assert!(primary_throughput(&report.cases[2]).is_none());
+    }
+
+    #[test]
+    fn status_cell_drops_the_own_case_id_so_the_valid_choices_fit() {
+        let mut case = fixture().cases.remove(2);
+        let reason = format!("case {}: `dtype` = `f8` is not valid; valid: f32, f16, bf16", case.id);
+        case.status = CaseStatus::Failed { phase: "prepare".into(), reason };
+        assert_eq!(
+            cells::status(&case, 70),
+            "FAILED: prepare: `dtype` = `f8` is not valid; valid: f32, f16, bf16"
+        );
+        // Another case's id is kept: it is information, not repetition.
+        case.status = CaseStatus::Skipped { reason: "case other/x: needs 30 GiB".into() };
+        assert_eq!(cells::status(&case, 70), "skipped: case other/x: needs 30 GiB");
     }
 
     #[test]

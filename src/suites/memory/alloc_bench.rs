@@ -146,6 +146,9 @@ impl<A: BlockAlloc> Workload for AllocLoop<A> {
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {
+        // The leak check below reads the global counters, so this loop is
+        // timed with counting on (the harness turns it off for samples).
+        let _counted = crate::harness::alloc::set_counting(true);
         let (a, size) = (&mut self.a, self.size);
         let blocks_before = pool_blocks(a);
         let mut body = AllocFree { size, align: 64 };
@@ -369,6 +372,9 @@ impl<A: BlockAlloc> Workload for Overhead<A> {
         vec![Throughput::bytes(self.size as f64)]
     }
     fn run(&mut self, iters: u64) -> Result<()> {
+        // The leak check below reads the global counters, so this loop is
+        // timed with counting on (the harness turns it off for samples).
+        let _counted = crate::harness::alloc::set_counting(true);
         let before = pool_blocks(&self.a);
         let c = allocators::Counts::global();
         let mut body = AllocTouch { size: self.size };

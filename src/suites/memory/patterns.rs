@@ -418,6 +418,9 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {
+        // The leak check below reads the global counters, so this loop is
+        // timed with counting on (the harness turns it off for samples).
+        let _counted = crate::harness::alloc::set_counting(true);
         let (before, blocks) = (allocators::Counts::global(), self.pool_blocks());
         for _ in 0..iters {
             let list = &self.lists[self.next];
