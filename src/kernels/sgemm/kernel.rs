@@ -3,8 +3,8 @@
 //!
 //! Per step it loads NV vectors of the packed B row, broadcasts each of the
 //! MR packed A values and issues MR * NV FMAs into accumulators that stay in
-//! zmm registers for the whole panel (12 x 2 = 24 accumulators + 2 B vectors
-//! + 1 broadcast fit the 32 zmm registers). C is read and written once per
+//! zmm registers for the whole panel (12 x 2 = 24 accumulators, 2 B vectors
+//! and 1 broadcast fit the 32 zmm registers). C is read and written once per
 //! call, with masked loads and stores on the ragged right/bottom edges.
 
 #[cfg(target_arch = "x86_64")]

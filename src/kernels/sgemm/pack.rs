@@ -38,7 +38,7 @@ pub(super) unsafe fn pack_lines<const W: usize>(
     kc: usize,
 ) {
     #[cfg(target_arch = "x86_64")]
-    if W % 4 == 0 {
+    if W.is_multiple_of(4) {
         // SAFETY: the sgemm driver only runs on AVX-512F CPUs; extents as above.
         return unsafe { transpose_lines::<W>(dst, src, ld, w, kc) };
     }
