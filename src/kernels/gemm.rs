@@ -3,19 +3,14 @@
 //! stored transposed as `[n x k]` (the `[out x in]` layout of linear-layer
 //! weights), so no caller ever materialises a transpose.
 //!
-//! Shapes with at least [`SGEMM_MIN_M`] rows go to tfbench's own AVX-512
-//! kernel ([`super::sgemm`]) when the CPU has AVX-512: measured here it
-//! matches or beats `gemm` from 128-row transformer shapes up to 1024^3
-//! (see the README's tensor suite); fewer rows stay on `gemm`.
+//! tfbench's own AVX-512 kernel ([`super::sgemm`]) is not routed here: on
+//! the tensor suite's shapes it measured within a few % of `gemm` either way
+//! (faster at 128x768x768, slower at 128x768x3072 and 1024^3).
 //!
 //! Threading: `threads > 1` lets `gemm` split the work over that many rayon
 //! threads of the current pool; `threads == 1` keeps it on the caller's
 //! thread. Never call a threaded GEMM from inside a parallel loop: nested
 //! parallelism oversubscribes the cores and loses about a third.
-
-/// Fewest rows of A routed to [`super::sgemm`]: its 12-row panels waste
-/// too much of each tile below this, and `gemm` measured faster at 16 rows.
-const SGEMM_MIN_M: usize = 32;
 
 /// How B is stored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,9 +64,6 @@ pub fn matmul_into(
     }
     if m == 1 && layout == Layout::NxK {
         return super::gemv::gemv_nxk(threads, k, n, a, b, c, accumulate);
-    }
-    if m >= SGEMM_MIN_M && super::sgemm::matmul_into(threads, (m, k, n), a, b, layout, c, accumulate) {
-        return;
     }
     // Strides of B seen as a k x n matrix (element (p, j)).
     let (b_col_stride, b_row_stride) = match layout {
@@ -139,7 +131,6 @@ mod tests {
 
     #[test]
     fn both_layouts_match_the_triple_loop_at_one_and_two_threads() {
-        // (64, 64, 64) and (40, 50, 70) take the AVX-512 kernel where present.
         for &(m, k, n) in &[(1, 7, 5), (13, 31, 17), (64, 64, 64), (40, 50, 70), (3, 200, 1), (1, 333, 300)] {
             let a = crate::util::randn(m * k, 1);
             let b = crate::util::randn(k * n, 2);
