@@ -3,6 +3,10 @@
 //! stored transposed as `[n x k]` (the `[out x in]` layout of linear-layer
 //! weights), so no caller ever materialises a transpose.
 //!
+//! tfbench's own AVX-512 kernel ([`super::sgemm`]) is not routed here: on
+//! the tensor suite's shapes it measured within a few % of `gemm` either way
+//! (faster at 128x768x768, slower at 128x768x3072 and 1024^3).
+//!
 //! Threading: `threads > 1` lets `gemm` split the work over that many rayon
 //! threads of the current pool; `threads == 1` keeps it on the caller's
 //! thread. Never call a threaded GEMM from inside a parallel loop: nested
@@ -127,7 +131,7 @@ mod tests {
 
     #[test]
     fn both_layouts_match_the_triple_loop_at_one_and_two_threads() {
-        for &(m, k, n) in &[(1, 7, 5), (13, 31, 17), (64, 64, 64), (3, 200, 1), (1, 333, 300)] {
+        for &(m, k, n) in &[(1, 7, 5), (13, 31, 17), (64, 64, 64), (40, 50, 70), (3, 200, 1), (1, 333, 300)] {
             let a = crate::util::randn(m * k, 1);
             let b = crate::util::randn(k * n, 2);
             for layout in [Layout::KxN, Layout::NxK] {

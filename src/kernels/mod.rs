@@ -6,6 +6,7 @@
 
 mod gemm;
 mod gemv;
+pub mod sgemm;
 mod simd;
 pub(crate) use simd::simd_dispatch;
 pub mod quant;

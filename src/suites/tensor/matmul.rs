@@ -1,10 +1,12 @@
 //! Matrix multiplication, `C[m x n] = A[m x k] B[k x n]` (row-major f32), with
-//! `matrixmultiply` or `gemm`, on one thread or on all of them; and batched
+//! `matrixmultiply`, `gemm` or tfbench's own AVX-512 kernel
+//! ([`crate::kernels::sgemm`]), on one thread or on all of them; and batched
 //! matmul (`bmm`).
 //!
 //! Threading: `threads = 1` runs inside a dedicated one-thread rayon pool so
 //! no kernel can go parallel; `threads = "all"` uses the global pool.
-//! `gemm` threads itself (`Parallelism::Rayon(threads)`). `matrixmultiply` is
+//! `gemm` threads itself (`Parallelism::Rayon(threads)`), `tfbench` with
+//! scoped threads sharing its packed panels. `matrixmultiply` is
 //! built without its threading feature (single-threaded, and its thread count
 //! would be fixed per process anyway), so with several threads we split C into
 //! one row block per thread (multiples of 8 rows; column blocks when there are
@@ -19,7 +21,7 @@ use crate::util;
 use anyhow::{Result, bail};
 use rayon::prelude::*;
 
-const IMPLS: &[&str] = &["matrixmultiply", "gemm"];
+const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench"];
 
 /// A GEMM implementation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -28,6 +30,8 @@ pub(crate) enum Impl {
     MatrixMultiply,
     /// sarah-ek's `gemm::gemm`.
     Gemm,
+    /// tfbench's own AVX-512 kernel, [`crate::kernels::sgemm`].
+    Tfbench,
 }
 
 /// A raw pointer that may cross threads; users guarantee disjoint access.
@@ -62,6 +66,7 @@ unsafe fn gemm_raw(
     // m x k, k x n and m x n matrices at the given row strides, and that no
     // one else accesses that part of C during the call.
     match imp {
+        Impl::Tfbench => unreachable!("tfbench's kernel takes whole slices, see matmul"),
         Impl::MatrixMultiply => unsafe {
             matrixmultiply::sgemm(
                 m,
@@ -122,7 +127,19 @@ pub(crate) fn matmul(
     c: &mut [f32],
 ) {
     assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n, "matmul: shape mismatch");
-    if imp == Impl::Gemm || threads <= 1 {
+    if imp == Impl::Tfbench {
+        // prepare checked kernels::sgemm::available(), so this never declines.
+        let done = crate::kernels::sgemm::matmul_into(
+            threads,
+            (m, k, n),
+            a,
+            b,
+            crate::kernels::Layout::KxN,
+            c,
+            false,
+        );
+        assert!(done, "tfbench sgemm needs AVX-512");
+    } else if imp == Impl::Gemm || threads <= 1 {
         // SAFETY: the slices have exactly the asserted shapes.
         unsafe { gemm_raw(imp, threads, (m, k, n), a.as_ptr(), k, b.as_ptr(), n, c.as_mut_ptr(), n) };
     } else if m >= 8 * threads {
@@ -168,7 +185,14 @@ pub(crate) fn bmm(
 }
 
 fn parse_impl(case: &Case) -> Result<Impl> {
-    Ok(if choice(case, "impl", IMPLS)? == "gemm" { Impl::Gemm } else { Impl::MatrixMultiply })
+    Ok(match choice(case, "impl", IMPLS)? {
+        "gemm" => Impl::Gemm,
+        "tfbench" if !crate::kernels::sgemm::available() => {
+            return Err(crate::suites::skip("impl=tfbench needs AVX-512F, which this CPU lacks"));
+        }
+        "tfbench" => Impl::Tfbench,
+        _ => Impl::MatrixMultiply,
+    })
 }
 
 struct Matmul {
@@ -339,7 +363,10 @@ mod tests {
 
     #[test]
     fn both_impls_match_f64_at_one_and_two_threads_on_odd_shapes() {
-        for imp in [Impl::MatrixMultiply, Impl::Gemm] {
+        for imp in [Impl::MatrixMultiply, Impl::Gemm, Impl::Tfbench] {
+            if imp == Impl::Tfbench && !crate::kernels::sgemm::available() {
+                continue;
+            }
             for threads in [1, 2] {
                 for dims in [
                     (7, 13, 5),
@@ -358,7 +385,10 @@ mod tests {
 
     #[test]
     fn bmm_matches_per_item_products() {
-        for imp in [Impl::MatrixMultiply, Impl::Gemm] {
+        for imp in [Impl::MatrixMultiply, Impl::Gemm, Impl::Tfbench] {
+            if imp == Impl::Tfbench && !crate::kernels::sgemm::available() {
+                continue;
+            }
             for threads in [1, 2] {
                 let (bt, m, k, n) = (3, 9, 13, 11);
                 let a = util::randn(bt * m * k, 4);

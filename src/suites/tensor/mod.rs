@@ -9,7 +9,7 @@
 //! | `unary`        | `unary.rs`           | relu, sigmoid, tanh, exp, log, sqrt, gelu           |
 //! | `reduction`    | `reduction.rs`       | sum, mean, max, argmax, softmax, layernorm          |
 //! | `transpose`, `reshape`, `slice`, `concat` | `manipulation.rs` | materialised copies and views |
-//! | `matmul`, `bmm`| `matmul.rs`          | matrixmultiply / gemm, 1 or all threads             |
+//! | `matmul`, `bmm`| `matmul.rs`          | matrixmultiply / gemm / tfbench, 1 or all threads   |
 //! | `half_convert`, `half_add` | `half_precision.rs` | f16 / bf16 via the `half` crate          |
 //!
 //! Every workload verifies its own kernel (the code path `run` times) against

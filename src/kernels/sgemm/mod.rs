@@ -1,0 +1,252 @@
+//! tfbench's own packed f32 GEMM for AVX-512, BLIS-style: `C (+)= A op(B)`.
+//!
+//! Loops, outermost first: `NC` columns of C; `KC` steps of the inner
+//! dimension (B's `KC x NC` block packed into NR-column panels, sized to
+//! stay in L2); `MC` rows (A's `MC x KC` block packed into MR-row panels);
+//! then one MR-row A panel (kept in L1) against every NR-column B panel
+//! streamed from L2, each a [`kernel::tile`] call on a 12 x 32 register tile.
+//! This is BLIS's order for its 32 x 12 Skylake-X kernel, transposed: the
+//! broadcast operand stays in L1, the vector operand streams. Measured on
+//! the 2-core AVX-512 dev machine (1024^3, one thread, best of several runs
+//! in thread CPU time, the machine being loaded) it beat the opposite order
+//! (B panel in L1, A streaming) by about 15%, and KC = 384 beat 256 and 512.
+//!
+//! Threading: the caller's thread plus `threads - 1` scoped threads pack
+//! each block together (disjoint panels), meet at a barrier, then each
+//! computes its own contiguous range of tiles (columns of the block when there
+//! are enough, else rows), so packed data is shared, never duplicated, and
+//! nothing nests inside a thread pool.
+
+mod kernel;
+mod pack;
+
+use super::Layout;
+use kernel::{MR, NR};
+use pack::View;
+use std::cell::RefCell;
+use std::sync::Barrier;
+
+/// Inner-dimension block: an `MR x KC` A panel (18 KiB) stays in the 48 KiB
+/// L1 while B panels stream past it; longer blocks also mean fewer passes
+/// over C.
+const KC: usize = 384;
+/// Rows per A block, a whole number of MR-row panels. A panels are read
+/// once per block from wherever they are, so this only bounds the workspace
+/// (6 MiB).
+const MC: usize = 340 * MR;
+/// Columns per B block, a whole number of NR-column panels: `KC x NC`
+/// floats (1.5 MiB) stay in the 2 MiB L2, half of it per core when two
+/// threads split the block's columns.
+const NC: usize = 32 * NR;
+/// Below this many multiply-adds one thread is faster than spawning others.
+const PAR_MIN_MKN: usize = 1 << 20;
+
+/// True when this CPU runs the AVX-512 kernel; otherwise callers must use
+/// another GEMM.
+pub fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// 64-byte aligned storage unit, so packed panels start on cache lines and
+/// the kernel can use aligned loads.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([f32; 16]);
+
+thread_local! {
+    /// Packing workspace reused across calls from the same thread: large
+    /// allocations would otherwise be page-faulted in on every call.
+    static WORKSPACE: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A mutable pointer shared by the workers; each writes disjoint parts.
+#[derive(Clone, Copy)]
+struct Shared(*mut f32);
+// SAFETY: workers write disjoint panels / tiles, separated by barriers from
+// the reads of other workers.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+/// `c[m x n] (+)= a[m x k] * op(b)` on `threads` threads (the caller's plus
+/// scoped helpers), adding to `c` when `accumulate`. Returns false, touching
+/// nothing, when the CPU lacks AVX-512 (see [`available`]).
+///
+/// # Panics
+/// When a slice length does not match its shape.
+pub fn matmul_into(
+    threads: usize,
+    (m, k, n): (usize, usize, usize),
+    a: &[f32],
+    b: &[f32],
+    layout: Layout,
+    c: &mut [f32],
+    accumulate: bool,
+) -> bool {
+    assert_eq!(a.len(), m * k, "sgemm: A is not {m}x{k}");
+    assert_eq!(b.len(), k * n, "sgemm: B does not hold {k}x{n}");
+    assert_eq!(c.len(), m * n, "sgemm: C is not {m}x{n}");
+    if !available() {
+        return false;
+    }
+    if m == 0 || n == 0 {
+        return true;
+    }
+    if k == 0 {
+        if !accumulate {
+            c.fill(0.0);
+        }
+        return true;
+    }
+    let av = View { ptr: a.as_ptr(), rs: k, cs: 1 };
+    // B seen transposed, as an n x k matrix: row j holds column j of B.
+    let bv = match layout {
+        Layout::KxN => View { ptr: b.as_ptr(), rs: 1, cs: n },
+        Layout::NxK => View { ptr: b.as_ptr(), rs: k, cs: 1 },
+    };
+    let threads = if m * k * n < PAR_MIN_MKN { 1 } else { threads.max(1) };
+    // Whole panels: a ragged last block still packs full MR / NR panels.
+    let (kc_max, mc_max, nc_max) =
+        (KC.min(k), MC.min(m).next_multiple_of(MR), NC.min(n).next_multiple_of(NR));
+    let b_len = kc_max * nc_max;
+    let a_len = mc_max * kc_max;
+    WORKSPACE.with_borrow_mut(|ws| {
+        let need = (b_len + a_len).div_ceil(16);
+        if ws.len() < need {
+            *ws = vec![Line([0.0; 16]); need];
+        }
+        let base = ws.as_mut_ptr() as *mut f32;
+        // SAFETY: the workspace holds b_len + a_len floats, the B part first
+        // (b_len is a multiple of NR = 32, so the A part stays aligned).
+        let (bp, ap) = (Shared(base), Shared(unsafe { base.add(b_len) }));
+        let job =
+            Job { m, k, n, a: av, b: bv, c: Shared(c.as_mut_ptr()), ldc: n, accumulate, ap, bp, threads };
+        if threads == 1 {
+            job.work(0, None);
+        } else {
+            let barrier = Barrier::new(threads);
+            std::thread::scope(|s| {
+                for t in 1..threads {
+                    let (job, barrier) = (&job, &barrier);
+                    s.spawn(move || job.work(t, Some(barrier)));
+                }
+                job.work(0, Some(&barrier));
+            });
+        }
+    });
+    true
+}
+
+/// One GEMM call's shared state.
+struct Job {
+    m: usize,
+    k: usize,
+    n: usize,
+    a: View,
+    b: View,
+    c: Shared,
+    ldc: usize,
+    accumulate: bool,
+    /// Packed A block (MC x KC).
+    ap: Shared,
+    /// Packed B block (KC x NC).
+    bp: Shared,
+    threads: usize,
+}
+
+/// The `t`-th of `parts` near-equal contiguous chunks of `0..len`.
+fn chunk(len: usize, parts: usize, t: usize) -> std::ops::Range<usize> {
+    (len * t / parts)..(len * (t + 1) / parts)
+}
+
+impl Job {
+    /// Worker `t`'s share of the whole product; `barrier` is None alone.
+    fn work(&self, t: usize, barrier: Option<&Barrier>) {
+        let sync = || {
+            if let Some(b) = barrier {
+                b.wait();
+            }
+        };
+        let (m, k, n, nt) = (self.m, self.k, self.n, self.threads);
+        let (kcb, mcb, ncb) = (KC, MC, NC);
+        for jc in (0..n).step_by(ncb) {
+            let nc = ncb.min(n - jc);
+            let jpanels = nc.div_ceil(NR);
+            for pc in (0..k).step_by(kcb) {
+                let kc = kcb.min(k - pc);
+                for jp in chunk(jpanels, nt, t) {
+                    let w = NR.min(nc - jp * NR);
+                    // SAFETY: panel jp of the B block lies inside the
+                    // workspace; rows jc + jp*NR .. + w of B^T, columns
+                    // pc .. pc + kc, lie inside B.
+                    unsafe {
+                        pack::pack_panel::<NR>(self.bp.0.add(jp * NR * kc), self.b, jc + jp * NR, pc, w, kc)
+                    };
+                }
+                // No barrier here: the one after packing the first A block
+                // also publishes this B block, and the one closing the
+                // previous block kept everyone off it until now.
+                for ic in (0..m).step_by(mcb) {
+                    let mc = mcb.min(m - ic);
+                    let ipanels = mc.div_ceil(MR);
+                    for ip in chunk(ipanels, nt, t) {
+                        let h = MR.min(mc - ip * MR);
+                        // SAFETY: as for B, with the A block and rows of A.
+                        unsafe {
+                            pack::pack_panel::<MR>(
+                                self.ap.0.add(ip * MR * kc),
+                                self.a,
+                                ic + ip * MR,
+                                pc,
+                                h,
+                                kc,
+                            )
+                        };
+                    }
+                    sync();
+                    // Split the tiles by B panels when each worker gets at
+                    // least two, else by A panels.
+                    let (js, is) = if jpanels >= 2 * nt || jpanels >= ipanels {
+                        (chunk(jpanels, nt, t), 0..ipanels)
+                    } else {
+                        (0..jpanels, chunk(ipanels, nt, t))
+                    };
+                    let load_c = self.accumulate || pc > 0;
+                    let tile = |ip: usize, jp: usize| {
+                        let rows = MR.min(mc - ip * MR);
+                        let cols = NR.min(nc - jp * NR);
+                        // SAFETY: the packed panels hold kc steps; the
+                        // tile (ic + ip*MR, jc + jp*NR) of rows x cols is
+                        // inside C and belongs to this worker alone.
+                        unsafe {
+                            kernel::tile(
+                                kc,
+                                self.ap.0.add(ip * MR * kc),
+                                self.bp.0.add(jp * NR * kc),
+                                self.c.0.add((ic + ip * MR) * self.ldc + jc + jp * NR),
+                                self.ldc,
+                                rows,
+                                cols,
+                                load_c,
+                            )
+                        };
+                    };
+                    for ip in is {
+                        js.clone().for_each(|jp| tile(ip, jp));
+                    }
+                    // Nobody repacks A (or B) while another still reads it.
+                    sync();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

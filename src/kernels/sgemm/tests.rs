@@ -1,0 +1,115 @@
+//! The AVX-512 GEMM against the f64 triple loop ([`crate::kernels::naive_matmul`]).
+//!
+//! Tolerance: `|got - want| <= 4 sqrt(k) eps32 * sum_p |a_ip b_pj| + 1e-30`,
+//! the usual forward-error bound of a length-k f32 dot product with a
+//! safety factor (blocked summation grows like sqrt(k) for random data).
+
+use super::*;
+use crate::kernels::naive_matmul;
+
+fn check(threads: usize, (m, k, n): (usize, usize, usize), layout: Layout, accumulate: bool) {
+    let a = crate::util::randn(m * k, (m * 131 + k) as u64);
+    let b = crate::util::randn(k * n, (k * 7 + n) as u64);
+    let c0 = crate::util::randn(m * n, 5);
+    let mut c = if accumulate { c0.clone() } else { vec![f32::NAN; m * n] };
+    assert!(matmul_into(threads, (m, k, n), &a, &b, layout, &mut c, accumulate));
+    let want = naive_matmul((m, k, n), &a, &b, layout);
+    for i in 0..m {
+        for j in 0..n {
+            let mut abs = 0.0f64;
+            for p in 0..k {
+                let bv = match layout {
+                    Layout::KxN => b[p * n + j],
+                    Layout::NxK => b[j * k + p],
+                };
+                abs += (a[i * k + p] as f64 * bv as f64).abs();
+            }
+            let base = if accumulate { c0[i * n + j] as f64 } else { 0.0 };
+            let w = want[i * n + j] as f64 + base;
+            let tol = 4.0 * (k as f64).sqrt() * f32::EPSILON as f64 * (abs + base.abs()) + 1e-30;
+            let g = c[i * n + j] as f64;
+            assert!(
+                (g - w).abs() <= tol,
+                "threads={threads} {m}x{k}x{n} {layout:?} acc={accumulate}: C[{i},{j}] = {g}, want {w} (tol {tol})"
+            );
+        }
+    }
+}
+
+fn skip() -> bool {
+    // Without AVX-512 the kernel declines; matmul_into's fallback covers it.
+    !available()
+}
+
+#[test]
+fn every_small_shape_matches_in_both_layouts() {
+    if skip() {
+        return;
+    }
+    // All of 1..=67 in one dimension with small odd others, crossing the
+    // MR = 12 and NR = 32 panel edges in every position.
+    for d in 1..=67 {
+        for layout in [Layout::KxN, Layout::NxK] {
+            check(1, (d, 5, 7), layout, false);
+            check(1, (3, d, 9), layout, false);
+            check(1, (13, 3, d), layout, false);
+        }
+    }
+}
+
+#[test]
+fn primes_unit_dims_and_accumulate_on_one_and_two_threads() {
+    if skip() {
+        return;
+    }
+    let shapes = [
+        (1, 1, 1),
+        (1, 67, 1),
+        (67, 1, 67),
+        (1, 257, 131),
+        (131, 257, 1),
+        (37, 61, 59),
+        (61, 67, 53),
+        (97, 263, 101),
+        (12, 32, 32),
+        (24, 512, 64),
+        (127, 300, 129),
+    ];
+    for &dims in &shapes {
+        for layout in [Layout::KxN, Layout::NxK] {
+            for threads in [1, 2] {
+                for accumulate in [false, true] {
+                    check(threads, dims, layout, accumulate);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn several_blocks_in_every_dimension_with_two_threads() {
+    if skip() {
+        return;
+    }
+    // Past KC, MC and NC (each block boundary crossed with a ragged rest),
+    // large enough that two threads really split the work.
+    for &dims in &[(MC + 13, KC + 29, 70), (30, 2 * KC + 3, NC + 45)] {
+        for layout in [Layout::KxN, Layout::NxK] {
+            check(2, dims, layout, true);
+            check(3, dims, layout, false);
+        }
+    }
+}
+
+#[test]
+fn empty_dims() {
+    if skip() {
+        return;
+    }
+    let mut c = vec![3.0f32; 6];
+    assert!(matmul_into(2, (2, 0, 3), &[], &[], Layout::KxN, &mut c, true));
+    assert!(c.iter().all(|&x| x == 3.0));
+    assert!(matmul_into(2, (2, 0, 3), &[], &[], Layout::NxK, &mut c, false));
+    assert!(c.iter().all(|&x| x == 0.0));
+    assert!(matmul_into(2, (0, 4, 3), &[], &[0.0; 12], Layout::KxN, &mut [], false));
+}
