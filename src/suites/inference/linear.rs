@@ -100,7 +100,10 @@ impl Weights {
             DType::BF16 => Self::BF16(values.iter().map(|&v| bf16::from_f32(v)).collect()),
             DType::Int8 | DType::Q4_0 => {
                 let format = dtype.quant_format().expect("quantized dtypes have a format");
-                Self::Quant(QMatrix::quantize(format, &values, rows, cols)?)
+                // Weight-only: f32 activations, so the model is exactly its
+                // dequantized weights and is verified against them. The W4A8
+                // decode kernels (int8 activations too) are the quant suite's.
+                Self::Quant(QMatrix::quantize(format, &values, rows, cols)?.with_f32_activations())
             }
         })
     }
