@@ -24,6 +24,9 @@ pub trait Suite: Sync {
     fn describe(&self) -> &'static str;
     /// The suite file (`suites/<name>.toml`) embedded at compile time.
     fn spec_toml(&self) -> &'static str;
+    /// The benchmark names [`Suite::prepare`] dispatches on, in the order of
+    /// the suite file (a registry-wide test keeps the two in step).
+    fn benchmarks(&self) -> &'static [&'static str];
     /// Build one runnable case. Allocation and setup happen here, untimed.
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>>;
     /// Performance targets this suite's results can be checked against
@@ -283,6 +286,31 @@ mod tests {
             let spec = crate::plan::SuiteSpec::parse(suite.name(), suite.spec_toml())
                 .unwrap_or_else(|e| panic!("suites/{}.toml: {e:#}", suite.name()));
             assert!(!spec.benchmarks.is_empty(), "{} has no benchmarks", suite.name());
+        }
+    }
+
+    #[test]
+    fn every_suite_file_matches_its_dispatch_table_and_targets() {
+        for suite in registry() {
+            let name = suite.name();
+            let spec = crate::plan::SuiteSpec::parse(name, suite.spec_toml()).unwrap();
+            let in_file: Vec<_> = spec.benchmarks.iter().map(|b| b.name.as_str()).collect();
+            assert_eq!(in_file, suite.benchmarks(), "suites/{name}.toml vs the dispatch table");
+            for b in &spec.benchmarks {
+                assert!(b.description.len() > 60, "{name}/{}: description too short", b.name);
+            }
+            // An unknown benchmark is refused with every valid name listed.
+            let unknown = Case::new(name, "no-such-benchmark", Default::default());
+            let err = suite.prepare(&unknown).err().map(|e| e.to_string()).unwrap_or_default();
+            for b in suite.benchmarks() {
+                assert!(err.contains(b), "{name}: `{err}` does not name {b}");
+            }
+            let ids: Vec<String> =
+                spec.benchmarks.iter().flat_map(|b| crate::plan::expand(name, b)).map(|c| c.id).collect();
+            for t in suite.targets() {
+                let re = regex::Regex::new(t.case_pattern).unwrap();
+                assert!(ids.iter().any(|id| re.is_match(id)), "{name}: target `{}` matches no case", t.name);
+            }
         }
     }
 

@@ -50,6 +50,9 @@ impl Suite for InferenceSuite {
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/inference.toml")
     }
+    fn benchmarks(&self) -> &'static [&'static str] {
+        BENCHMARKS
+    }
     fn targets(&self) -> Vec<TargetSpec> {
         vec![TargetSpec {
             name: "GPT-2 f32 decode, batch 1: weights streamed per token >= 70% of STREAM triad",

@@ -22,13 +22,8 @@ fn i(v: i64) -> ParamValue {
 }
 
 #[test]
-fn toml_benchmarks_match_the_dispatch_table_and_name_the_published_shapes() {
+fn the_suite_file_names_the_published_shapes() {
     let spec = spec();
-    let names: Vec<_> = spec.benchmarks.iter().map(|b| b.name.clone()).collect();
-    assert_eq!(names, BENCHMARKS);
-    for b in &spec.benchmarks {
-        assert!(b.description.len() > 100, "{}: description too short", b.name);
-    }
     let ids: Vec<String> =
         spec.benchmarks.iter().flat_map(|b| expand("inference", b)).map(|c| c.id).collect();
     for model in [

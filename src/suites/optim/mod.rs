@@ -55,6 +55,9 @@ impl Suite for OptimSuite {
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/optim.toml")
     }
+    fn benchmarks(&self) -> &'static [&'static str] {
+        BENCHMARKS
+    }
     fn targets(&self) -> Vec<TargetSpec> {
         vec![TargetSpec {
             name: "fused AdamW, 100M f32 params (beyond the caches), >= 60% of STREAM triad",
@@ -155,15 +158,6 @@ mod tests {
 
     fn spec() -> SuiteSpec {
         SuiteSpec::parse("optim", OptimSuite.spec_toml()).unwrap()
-    }
-
-    #[test]
-    fn toml_benchmarks_match_the_dispatch_table() {
-        let names: Vec<_> = spec().benchmarks.iter().map(|b| b.name.clone()).collect();
-        assert_eq!(names, BENCHMARKS);
-        for b in spec().benchmarks {
-            assert!(b.description.len() > 60, "{}: description too short", b.name);
-        }
     }
 
     #[test]

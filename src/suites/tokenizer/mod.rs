@@ -54,6 +54,9 @@ impl Suite for TokenizerSuite {
         static SPEC_FOR_THIS_MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         SPEC_FOR_THIS_MACHINE.get_or_init(|| sources::with_fallbacks(SPEC, &crate::util::data_dir()))
     }
+    fn benchmarks(&self) -> &'static [&'static str] {
+        BENCHMARKS
+    }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
             "encode" => encode::prepare_encode(case),

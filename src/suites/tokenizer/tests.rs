@@ -33,15 +33,6 @@ fn i(v: i64) -> ParamValue {
 }
 
 #[test]
-fn toml_benchmarks_match_the_dispatch_table() {
-    let names: Vec<_> = spec().benchmarks.iter().map(|b| b.name.clone()).collect();
-    assert_eq!(names, BENCHMARKS);
-    for b in spec().benchmarks {
-        assert!(b.description.len() > 80, "{}: description too short", b.name);
-    }
-}
-
-#[test]
 fn segments_cut_lines_paragraphs_and_4k_chunks() {
     let text = "a\n\n  b  \nccc\n".repeat(300);
     let lines = segments(&text, Length::Line, 0);
