@@ -4,13 +4,16 @@ tokenizer/encode_batch cases, on the same texts and thread counts.
 
     pip install tokenizers                 # the Python package (Rust core + bindings)
     cargo build --release
-    python3 scripts/compare-python-tokenizers.py [--vocab gpt2] [--threads 1 2] [--length line paragraph 4k]
+    python3 scripts/compare-python-tokenizers.py [--vocab gpt2] [--threads 1 2] [--length line paragraph 4k] [--rounds 5]
 
 For every (length, threads) pair it times Python's Tokenizer.encode_batch on
 the texts tfbench cuts from the corpus (same segmentation as
 src/suites/tokenizer/sources.rs::segments, checked by comparing token
-counts), then runs the matching tfbench case right after it, and prints both
-medians and the ratio tfbench / Python (>= 1 means tfbench is at least as fast).
+counts) and the matching tfbench case, interleaved over --rounds rounds
+(alternating which side goes first, so drift on a shared machine hits both
+alike), and prints each side's median throughput over the rounds, the
+median of the per-round ratios tfbench / Python (>= 1 means tfbench is at
+least as fast) and their range.
 Python's pool size is fixed with RAYON_RS_NUM_CPUS before tokenizers is
 imported, so each thread count runs in its own Python process.
 """
@@ -85,44 +88,61 @@ def main():
     p.add_argument("--length", nargs="+", default=["line", "paragraph", "4k"], choices=["line", "paragraph", "4k"])
     p.add_argument("--threads", nargs="+", default=["1", "all"])
     p.add_argument("--input-bytes", type=int, default=262144)
-    p.add_argument("--seconds", type=float, default=3.0, help="sampling time per side and case")
+    p.add_argument("--seconds", type=float, default=2.0, help="sampling time per side, case and round")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per case (ratio = median over rounds)")
     p.add_argument("--tfbench", default=os.path.join(ROOT, "target/release/tfbench"))
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
         return python_child(args)
     ncpu = os.cpu_count() or 1
-    print(f"{'case':<48} {'python MB/s':>11} {'tfbench MB/s':>12} {'ratio':>6}  tokens (py/rs)")
+    print(f"{'case':<48} {'python MB/s':>11} {'tfbench MB/s':>12} {'ratio':>6} {'range':>11}  tokens (py/rs)")
     for length in args.length:
         for threads in args.threads:
             n = ncpu if threads == "all" else int(threads)
             env = dict(os.environ, RAYON_RS_NUM_CPUS=str(n), RAYON_NUM_THREADS=str(n), TOKENIZERS_PARALLELISM="true")
-            out = subprocess.run([sys.executable, __file__, "--child", "--vocab", args.vocab, "--length", length,
-                                  "--input-bytes", str(args.input_bytes), "--seconds", str(args.seconds)],
-                                 env=env, check=True, capture_output=True, text=True).stdout
-            py = json.loads(out)
             case = (f"tokenizer/encode_batch/corpus=kjv,input_bytes={args.input_bytes},length={length},"
                     f"threads={threads},vocab={args.vocab}")
             cfg = os.path.join(ROOT, "target", "compare-python.toml")
-            with open(cfg, "w") as f:
-                f.write(f"[suites.tokenizer.benchmarks.encode_batch]\ninput_bytes = [{args.input_bytes}]\n"
-                        f"threads = [{threads if threads != 'all' else chr(34) + 'all' + chr(34)}]\n"
-                        f"length = [\"{length}\"]\nvocab = [\"{args.vocab}\"]\n")
-            rs = subprocess.run([args.tfbench, "run", "--suite", "tokenizer", "--config", cfg, "--exact", case,
-                                 "--no-probe", "--quiet", "--measurement-time", str(args.seconds),
-                                 "--warm-up-time", "0.5", "-f", "json"], check=True, capture_output=True, text=True)
-            c = json.loads(rs.stdout)["cases"][0]
-            if c["status"]["state"] != "ok":
-                sys.exit(f"{case}: {c['status']}")
-            rs_s = c["estimates"]["median"]["point"] / 1e9
-            rs_tokens = next(t["per_iteration"] for t in c["throughput"] if t["kind"] == "tokens")
-            py_mbs, rs_mbs = py["bytes"] / py["median_s"] / 1e6, py["bytes"] / rs_s / 1e6
-            label = f"{args.vocab} {length} threads={threads} ({py['texts']} texts)"
-            print(f"{label:<48} {py_mbs:>11.2f} {rs_mbs:>12.2f} {rs_mbs / py_mbs:>6.2f}  {py['tokens']}/{int(rs_tokens)}",
-                  flush=True)
-            if py["tokens"] != int(rs_tokens):
-                sys.exit("token counts differ: the two sides did not encode the same texts")
 
+            def python_side():
+                out = subprocess.run([sys.executable, __file__, "--child", "--vocab", args.vocab, "--length", length,
+                                      "--input-bytes", str(args.input_bytes), "--seconds", str(args.seconds)],
+                                     env=env, check=True, capture_output=True, text=True).stdout
+                return json.loads(out)
+
+            def tfbench_side():
+                with open(cfg, "w") as f:
+                    f.write(f"[suites.tokenizer.benchmarks.encode_batch]\ninput_bytes = [{args.input_bytes}]\n"
+                            f"threads = [{threads if threads != 'all' else chr(34) + 'all' + chr(34)}]\n"
+                            f"length = [\"{length}\"]\nvocab = [\"{args.vocab}\"]\n")
+                rs = subprocess.run([args.tfbench, "run", "--suite", "tokenizer", "--config", cfg, "--exact", case,
+                                     "--no-probe", "--quiet", "--measurement-time", str(args.seconds),
+                                     "--warm-up-time", "0.5", "-f", "json"], check=True, capture_output=True, text=True)
+                c = json.loads(rs.stdout)["cases"][0]
+                if c["status"]["state"] != "ok":
+                    sys.exit(f"{case}: {c['status']}")
+                tokens = next(t["per_iteration"] for t in c["throughput"] if t["kind"] == "tokens")
+                return c["estimates"]["median"]["point"] / 1e9, int(tokens)
+
+            py_rates, rs_rates, ratios = [], [], []
+            for r in range(args.rounds):
+                # Alternate the order so neither side always runs on the warmer (or busier) machine.
+                if r % 2 == 0:
+                    py = python_side()
+                    rs_s, rs_tokens = tfbench_side()
+                else:
+                    rs_s, rs_tokens = tfbench_side()
+                    py = python_side()
+                if py["tokens"] != rs_tokens:
+                    sys.exit(f"token counts differ ({py['tokens']} vs {rs_tokens}): the two sides did not encode the same texts")
+                py_rates.append(py["bytes"] / py["median_s"] / 1e6)
+                rs_rates.append(py["bytes"] / rs_s / 1e6)
+                ratios.append(rs_rates[-1] / py_rates[-1])
+            label = f"{args.vocab} {length} threads={threads} ({py['texts']} texts)"
+            spread = f"{min(ratios):.2f}-{max(ratios):.2f}"
+            print(f"{label:<48} {statistics.median(py_rates):>11.2f} {statistics.median(rs_rates):>12.2f} "
+                  f"{statistics.median(ratios):>6.2f} {spread:>11}  {py['tokens']}/{rs_tokens}", flush=True)
 
 if __name__ == "__main__":
     main()

@@ -122,3 +122,64 @@ unsafe fn store(acc: &[[__m512; NV]; MR], c: *mut f32, ldc: usize, rows: usize, 
         }
     }
 }
+
+/// `C[M x cols] (+)= A[M x kc] * Bp` for a few rows of A (`M <= 4`) against
+/// one packed `kc x NR` panel, streaming it once: the decode-step shape,
+/// bound by how fast the panel arrives from memory. Two accumulator sets
+/// (even and odd steps) keep two FMA chains per register in flight.
+///
+/// # Safety
+/// The CPU supports AVX-512F; row `i < M` of A holds `kc` floats from
+/// `a + i * lda`; `b` holds `kc * NR` floats (64-byte aligned); `c` covers
+/// `M x cols` at row stride `ldc`; `cols <= NR`.
+#[target_feature(enable = "avx512f")]
+#[allow(clippy::too_many_arguments)]
+pub(super) unsafe fn stream<const M: usize>(
+    kc: usize,
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    c: *mut f32,
+    ldc: usize,
+    cols: usize,
+    load_c: bool,
+) {
+    let mut even = [[_mm512_setzero_ps(); NV]; M];
+    let mut odd = [[_mm512_setzero_ps(); NV]; M];
+    // A macro, not a closure, so the body is compiled with AVX-512 enabled.
+    macro_rules! step {
+        ($acc:expr, $p:expr) => {{
+            let p = $p;
+            // Far enough ahead to cover DRAM latency at a few ns per step.
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + 4 * PF) * NR) as *const i8);
+            _mm_prefetch::<_MM_HINT_T0>(b.wrapping_add((p + 4 * PF) * NR + 16) as *const i8);
+            // SAFETY: p < kc; the caller guarantees the extents.
+            unsafe {
+                let bv = [_mm512_load_ps(b.add(p * NR)), _mm512_load_ps(b.add(p * NR + 16))];
+                for (i, row) in $acc.iter_mut().enumerate() {
+                    let ai = _mm512_set1_ps(*a.add(i * lda + p));
+                    for v in 0..NV {
+                        row[v] = _mm512_fmadd_ps(ai, bv[v], row[v]);
+                    }
+                }
+            }
+        }};
+    }
+    let mut p = 0;
+    while p + 2 <= kc {
+        step!(even, p);
+        step!(odd, p + 1);
+        p += 2;
+    }
+    if p < kc {
+        step!(even, p);
+    }
+    let mut acc = [[_mm512_setzero_ps(); NV]; MR];
+    for i in 0..M {
+        for v in 0..NV {
+            acc[i][v] = _mm512_add_ps(even[i][v], odd[i][v]);
+        }
+    }
+    // SAFETY: the caller guarantees C covers M x cols.
+    unsafe { store(&acc, c, ldc, M, cols, load_c) };
+}

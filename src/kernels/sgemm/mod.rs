@@ -19,6 +19,9 @@
 
 mod kernel;
 mod pack;
+mod packed;
+
+pub use packed::{PackedB, SMALL_M};
 
 use super::Layout;
 use kernel::{MR, NR};

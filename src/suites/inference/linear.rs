@@ -7,6 +7,7 @@
 //! dequantized tiles through the f32 GEMM for prefill), not copies of them.
 
 use crate::kernels::quant::{QMatrix, WeightFormat};
+use crate::kernels::sgemm::PackedB;
 use crate::kernels::{Layout, matmul};
 use anyhow::Result;
 use half::slice::HalfFloatSliceExt;
@@ -80,8 +81,12 @@ impl DType {
 
 /// A weight matrix in one storage format.
 pub enum Weights {
-    /// Plain f32: projections go straight to the shared GEMM.
+    /// Plain f32: projections go straight to the shared GEMM (CPUs without
+    /// AVX-512).
     F32(Vec<f32>),
+    /// f32 packed once into tfbench's GEMM panel format, so no product
+    /// repacks the weights (the f32 storage wherever AVX-512 runs).
+    Packed(PackedB),
     /// IEEE half, widened to f32 block by block.
     F16(Vec<f16>),
     /// bfloat16, widened to f32 block by block.
@@ -95,7 +100,10 @@ impl Weights {
     /// `cols` to be a multiple of 32).
     pub fn from_f32(values: Vec<f32>, rows: usize, cols: usize, dtype: DType) -> Result<Self> {
         Ok(match dtype {
-            DType::F32 => Self::F32(values),
+            DType::F32 => match PackedB::from_nxk(&values, rows, cols) {
+                Some(p) => Self::Packed(p),
+                None => Self::F32(values),
+            },
             DType::F16 => Self::F16(values.iter().map(|&v| f16::from_f32(v)).collect()),
             DType::BF16 => Self::BF16(values.iter().map(|&v| bf16::from_f32(v)).collect()),
             DType::Int8 | DType::Q4_0 => {
@@ -111,7 +119,7 @@ impl Weights {
     /// Bytes per stored parameter (fractional for future block formats).
     pub fn bytes_per_param(&self) -> f64 {
         match self {
-            Self::F32(_) => 4.0,
+            Self::F32(_) | Self::Packed(_) => 4.0,
             Self::F16(_) | Self::BF16(_) => 2.0,
             Self::Quant(q) => q.storage_bytes() as f64 / (q.rows * q.cols).max(1) as f64,
         }
@@ -121,6 +129,7 @@ impl Weights {
     pub fn len(&self) -> usize {
         match self {
             Self::F32(w) => w.len(),
+            Self::Packed(p) => p.k() * p.n(),
             Self::F16(w) => w.len(),
             Self::BF16(w) => w.len(),
             Self::Quant(q) => q.rows * q.cols,
@@ -138,6 +147,14 @@ impl Weights {
         let n = out.len();
         match self {
             Self::F32(w) => out.copy_from_slice(&w[start..start + n]),
+            Self::Packed(p) => {
+                let k = p.k().max(1);
+                assert!(
+                    start.is_multiple_of(k) && n.is_multiple_of(k),
+                    "row_into: packed weights are read by whole rows"
+                );
+                out.chunks_mut(k).enumerate().for_each(|(r, row)| p.row_into(start / k + r, row));
+            }
             // `half`'s slice conversions use F16C / AVX-512 when the CPU has
             // them (detected at run time); per-element `to_f32` is ~20x slower.
             Self::F16(w) => w[start..start + n].convert_to_f32_slice(out),
@@ -156,8 +173,10 @@ impl Weights {
     /// Every value as f32 (for references and tests): for the quantized
     /// formats, the dequantized model every check compares against.
     pub fn to_f32(&self) -> Vec<f32> {
-        if let Self::Quant(q) = self {
-            return q.dequantize();
+        match self {
+            Self::Quant(q) => return q.dequantize(),
+            Self::Packed(p) => return p.to_nxk(),
+            _ => {}
         }
         let mut out = vec![0.0; self.len()];
         self.row_into(0, &mut out);
@@ -228,6 +247,7 @@ impl Linear {
         let (k, n) = (self.inp, self.out);
         match &self.w {
             Weights::F32(w) => matmul(threads, (m, k, n), x, w, Layout::NxK, y),
+            Weights::Packed(p) => p.matmul_into(threads, m, x, y, false),
             Weights::F16(_) | Weights::BF16(_) => self.forward_blocked(x, m, y, scratch),
             // The shared kernels pick the fused decode dot (m <= 8) or
             // dequantized tiles through the GEMM, on the current pool.

@@ -251,7 +251,6 @@ fn random_prompts_are_not_one_token_and_stay_in_the_vocabulary() {
 #[test]
 #[ignore]
 fn profile() {
-    use crate::kernels::{Layout, matmul};
     use std::time::Instant;
     let best = |f: &mut dyn FnMut(), reps: usize| {
         f();
@@ -290,17 +289,10 @@ fn profile() {
         let mut y = vec![0.0; rows * cfg.vocab.max(cfg.ffn)];
         for b in &model.blocks {
             for l in [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down] {
-                let super::linear::Weights::F32(w) = &l.w else { unreachable!() };
+                let mut scratch = super::linear::LinearScratch::new(threads, rows, l.inp, l.out, false);
                 gemm += best(
                     &mut || {
-                        matmul(
-                            threads,
-                            (rows, l.inp, l.out),
-                            &x[..rows * l.inp],
-                            w,
-                            Layout::NxK,
-                            &mut y[..rows * l.out],
-                        )
+                        l.forward(threads, &x[..rows * l.inp], rows, &mut y[..rows * l.out], &mut scratch)
                     },
                     3,
                 );
@@ -309,20 +301,9 @@ fn profile() {
         let head = if name == "bert-base" {
             0.0
         } else {
-            let super::linear::Weights::F32(w) = &model.tokens.w else { unreachable!() };
-            best(
-                &mut || {
-                    matmul(
-                        threads,
-                        (1, cfg.hidden, cfg.vocab),
-                        &x[..cfg.hidden],
-                        w,
-                        Layout::NxK,
-                        &mut y[..cfg.vocab],
-                    )
-                },
-                3,
-            )
+            let l = &model.tokens;
+            let mut scratch = super::linear::LinearScratch::new(threads, 1, l.inp, l.out, false);
+            best(&mut || l.forward(threads, &x[..l.inp], 1, &mut y[..l.out], &mut scratch), 3)
         };
         println!(
             "{name} rows={rows}: forward {total:.2} ms; block projections alone {gemm:.2} ms; LM head alone {head:.2} ms; rest {:.2} ms",

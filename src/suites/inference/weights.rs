@@ -38,7 +38,10 @@ pub fn random_model(cfg: &ModelConfig, dtype: DType, seed: u64) -> Result<Model>
             DType::F32 => {
                 let mut out = Vec::with_capacity(n);
                 chunks.for_each(|c| out.extend_from_slice(&c));
-                Weights::F32(out)
+                // Packed for the GEMM where AVX-512 runs (the f32 copy is
+                // the `MemoryPlan::transient`), else kept as drawn.
+                let (rows, cols) = (shape[0], n / shape[0].max(1));
+                Weights::from_f32(out, rows, cols, dtype)?
             }
             DType::F16 => {
                 let mut out = Vec::with_capacity(n);
@@ -195,7 +198,8 @@ pub struct MemoryPlan {
     /// Activations and scratch of the workspace.
     pub activations: f64,
     /// Held only while the model is built: the f32 copy of the largest
-    /// matrix while it is quantized (int8, q4_0), else 0.
+    /// matrix while it is quantized (int8, q4_0) or packed for the GEMM
+    /// (f32 on AVX-512 CPUs), else 0.
     pub transient: f64,
 }
 
@@ -231,7 +235,9 @@ pub fn plan(cfg: &ModelConfig, dtype: DType, size: WorkspaceSize, kv_capacity: u
         weights: weight_bytes(cfg, dtype),
         kv_cache: cfg.kv_cache_bytes(size.batch, kv_capacity, 4) as f64,
         activations: size.bytes(cfg, dtype) as f64,
-        transient: if dtype.quant_format().is_some() {
+        transient: if dtype.quant_format().is_some()
+            || (dtype == DType::F32 && crate::kernels::sgemm::available())
+        {
             cfg.weights()
                 .iter()
                 .filter(|w| w.is_matrix() || w.name == "embed.tokens")
