@@ -5,7 +5,9 @@
 //!
 //! tfbench's own AVX-512 kernel ([`super::sgemm`]) is not routed here: on
 //! the tensor suite's shapes it measured within a few % of `gemm` either way
-//! (faster at 128x768x768, slower at 128x768x3072 and 1024^3).
+//! (faster at 128x768x768, slower at 128x768x3072 and 1024^3). Where one
+//! operand is reused (model weights), [`super::sgemm::PackedB`] packs it
+//! once and beats both.
 //!
 //! Threading: `threads > 1` lets `gemm` split the work over that many rayon
 //! threads of the current pool; `threads == 1` keeps it on the caller's
