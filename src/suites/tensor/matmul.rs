@@ -1,7 +1,9 @@
 //! Matrix multiplication, `C[m x n] = A[m x k] B[k x n]` (row-major f32), with
 //! `matrixmultiply`, `gemm` or tfbench's own AVX-512 kernel
 //! ([`crate::kernels::sgemm`]), on one thread or on all of them; and batched
-//! matmul (`bmm`).
+//! matmul (`bmm`). `tfbench-packed` is tfbench's kernel with B packed once
+//! in setup ([`crate::kernels::sgemm::PackedB`]), as an inference engine
+//! holds its weights: the gap to `tfbench` is what repacking B costs.
 //!
 //! Threading: `threads = 1` runs inside a dedicated one-thread rayon pool so
 //! no kernel can go parallel; `threads = "all"` uses the global pool.
@@ -21,7 +23,7 @@ use crate::util;
 use anyhow::{Result, bail};
 use rayon::prelude::*;
 
-const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench"];
+const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench", "tfbench-packed"];
 
 /// A GEMM implementation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -32,6 +34,9 @@ pub(crate) enum Impl {
     Gemm,
     /// tfbench's own AVX-512 kernel, [`crate::kernels::sgemm`].
     Tfbench,
+    /// The same kernel on a B packed once ([`crate::kernels::sgemm::PackedB`]);
+    /// `matmul` only.
+    TfbenchPacked,
 }
 
 /// A raw pointer that may cross threads; users guarantee disjoint access.
@@ -66,7 +71,9 @@ unsafe fn gemm_raw(
     // m x k, k x n and m x n matrices at the given row strides, and that no
     // one else accesses that part of C during the call.
     match imp {
-        Impl::Tfbench => unreachable!("tfbench's kernel takes whole slices, see matmul"),
+        Impl::Tfbench | Impl::TfbenchPacked => {
+            unreachable!("tfbench's kernel takes whole slices, see matmul")
+        }
         Impl::MatrixMultiply => unsafe {
             matrixmultiply::sgemm(
                 m,
@@ -127,6 +134,9 @@ pub(crate) fn matmul(
     c: &mut [f32],
 ) {
     assert!(a.len() == m * k && b.len() == k * n && c.len() == m * n, "matmul: shape mismatch");
+    if imp == Impl::TfbenchPacked {
+        unreachable!("impl=tfbench-packed multiplies its PackedB (Matmul::once)");
+    }
     if imp == Impl::Tfbench {
         // prepare checked kernels::sgemm::available(), so this never declines.
         let done = crate::kernels::sgemm::matmul_into(
@@ -187,10 +197,11 @@ pub(crate) fn bmm(
 fn parse_impl(case: &Case) -> Result<Impl> {
     Ok(match choice(case, "impl", IMPLS)? {
         "gemm" => Impl::Gemm,
-        "tfbench" if !crate::kernels::sgemm::available() => {
-            return Err(crate::suites::skip("impl=tfbench needs AVX-512F, which this CPU lacks"));
+        name @ ("tfbench" | "tfbench-packed") if !crate::kernels::sgemm::available() => {
+            return Err(crate::suites::skip(format!("impl={name} needs AVX-512F, which this CPU lacks")));
         }
         "tfbench" => Impl::Tfbench,
+        "tfbench-packed" => Impl::TfbenchPacked,
         _ => Impl::MatrixMultiply,
     })
 }
@@ -204,6 +215,8 @@ struct Matmul {
     a: Vec<f32>,
     b: Vec<f32>,
     c: Vec<f32>,
+    /// B packed once (`impl=tfbench-packed`).
+    packed: Option<crate::kernels::sgemm::PackedB>,
     seed: u64,
 }
 
@@ -229,15 +242,34 @@ fn build(case: &Case, batch: usize, (m, k, n): (usize, usize, usize)) -> Result<
     let a = util::randn(batch * m * k, seed);
     let b = util::randn(batch * k * n, seed ^ 1);
     let c = vec![f32::NAN; batch * m * n];
-    Ok(Box::new(Matmul { imp, threads, pool, batch, dims: (m, k, n), a, b, c, seed }))
+    let packed = if imp == Impl::TfbenchPacked {
+        if batch != 1 {
+            bail!(
+                "case {}: impl=tfbench-packed packs one B for many products; bmm's B changes per item",
+                case.id
+            );
+        }
+        // PackedB takes B as stored by a linear layer, [n x k].
+        let mut bt = vec![0.0; k * n];
+        for (p, row) in b.chunks(n.max(1)).enumerate() {
+            row.iter().enumerate().for_each(|(j, &v)| bt[j * k + p] = v);
+        }
+        let packed = crate::kernels::sgemm::PackedB::from_nxk(&bt, n, k);
+        Some(packed.ok_or_else(|| anyhow::anyhow!("case {}: PackedB declined (no AVX-512F)", case.id))?)
+    } else {
+        None
+    };
+    Ok(Box::new(Matmul { imp, threads, pool, batch, dims: (m, k, n), a, b, c, packed, seed }))
 }
 
 impl Matmul {
     fn once(&mut self) {
-        let Self { imp, threads, pool, batch, dims, a, b, c, .. } = self;
+        let Self { imp, threads, pool, batch, dims, a, b, c, packed, .. } = self;
         let (imp, threads, batch, dims) = (*imp, *threads, *batch, *dims);
         install(pool.as_ref(), || {
-            if batch == 1 {
+            if let Some(p) = packed {
+                p.matmul_into(threads, dims.0, a, c, false);
+            } else if batch == 1 {
                 matmul(imp, threads, dims, a, b, c);
             } else {
                 let (m, k, n) = dims;
@@ -408,6 +440,30 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn packed_impl_verifies_and_runs_and_bmm_refuses_it() {
+        if !crate::kernels::sgemm::available() {
+            return;
+        }
+        let case = |bench: &str, shape: &str, threads: ParamValue| {
+            let mut p = BTreeMap::new();
+            p.insert("impl".to_string(), ParamValue::Str("tfbench-packed".into()));
+            p.insert("shape".to_string(), ParamValue::Str(shape.into()));
+            p.insert("threads".to_string(), threads);
+            Case::new("tensor", bench, p)
+        };
+        for shape in ["1x77x45", "3x300x70", "65x33x130"] {
+            for threads in [ParamValue::Int(1), ParamValue::Str("all".into())] {
+                let mut w = prepare_matmul(&case("matmul", shape, threads)).unwrap();
+                let v = w.verify().unwrap();
+                assert!(v.passed, "{shape}: {}", v.detail);
+                w.run(2).unwrap();
+            }
+        }
+        let err = prepare_bmm(&case("bmm", "2x3x4x5", ParamValue::Int(1))).err().expect("bmm refuses packed");
+        assert!(err.to_string().contains("tfbench-packed"), "{err}");
     }
 
     #[test]
