@@ -122,7 +122,9 @@ pub fn matmul_into(
     WORKSPACE.with_borrow_mut(|ws| {
         let need = (b_len + a_len).div_ceil(16);
         if ws.len() < need {
-            *ws = vec![Line([0.0; 16]); need];
+            // Powers of two: a thread meeting ever larger products regrows
+            // (allocates) a few times at most, not once per new shape.
+            *ws = vec![Line([0.0; 16]); need.next_power_of_two()];
         }
         let base = ws.as_mut_ptr() as *mut f32;
         // SAFETY: the workspace holds b_len + a_len floats, the B part first

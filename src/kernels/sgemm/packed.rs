@@ -212,7 +212,9 @@ impl PackedB {
         let av = View { ptr: a.as_ptr(), rs: k, cs: 1 };
         let bf = self.floats().as_ptr();
         A_BLOCK.with_borrow_mut(|ws| {
-            let need = (MC * KC.min(k)).div_ceil(16);
+            // Always the largest block: a size that depended on `k` would
+            // regrow (allocate) whenever a thread first met a longer `k`.
+            let need = (MC * KC).div_ceil(16);
             if ws.len() < need {
                 *ws = vec![Line([0.0; 16]); need];
             }

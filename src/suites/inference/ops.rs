@@ -360,14 +360,14 @@ pub fn attention(
             let base = (b * s.kv_heads + kvh) * s.capacity * hd;
             let kh = &k[base..base + s.keys * hd];
             let vh = &v[base..base + s.keys * hd];
-            matmul(1, (s.queries, hd, s.keys), qh, kh, Layout::NxK, sc);
+            head_matmul((s.queries, hd, s.keys), qh, kh, Layout::NxK, sc);
             let past = s.keys - s.queries;
             let mask = key_mask.map_or(&[][..], |m| &m[b * s.keys..(b + 1) * s.keys]);
             for i in 0..s.queries {
                 let visible = if s.causal { past + i + 1 } else { s.keys };
                 masked_softmax_row(&mut sc[i * s.keys..(i + 1) * s.keys], mask, visible);
             }
-            matmul(1, (s.queries, s.keys, hd), sc, vh, Layout::KxN, oh);
+            head_matmul((s.queries, s.keys, hd), sc, vh, Layout::KxN, oh);
             for i in 0..s.queries {
                 let off = (b * s.queries + i) * width + h * hd;
                 // SAFETY: task t = (b, h) writes only columns h*hd..(h+1)*hd of
@@ -381,6 +381,16 @@ pub fn attention(
         run(0, &mut scratch.slots[0]);
     } else {
         scratch.slots[..workers].par_iter_mut().enumerate().for_each(|(w, slot)| run(w, slot));
+    }
+}
+
+/// One head's single-threaded product: tfbench's kernel where AVX-512 runs
+/// (its packing buffers are per thread and reused), else the `gemm` crate,
+/// which allocates a 32 KiB buffer per call at these shapes (hundreds of
+/// allocations per BERT forward).
+fn head_matmul(dims: (usize, usize, usize), a: &[f32], b: &[f32], layout: Layout, c: &mut [f32]) {
+    if !crate::kernels::sgemm::matmul_into(1, dims, a, b, layout, c, false) {
+        matmul(1, dims, a, b, layout, c);
     }
 }
 
