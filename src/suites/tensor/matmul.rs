@@ -21,7 +21,7 @@ use crate::util;
 use anyhow::{Result, bail};
 use rayon::prelude::*;
 
-const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench"];
+pub(super) const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench"];
 
 /// A GEMM implementation.
 #[derive(Clone, Copy, Debug, PartialEq)]
