@@ -130,25 +130,28 @@ fn output_file_gets_the_format_and_stdout_the_table() {
 #[test]
 fn a_failing_case_keeps_the_others_and_exits_3() {
     let dir = scratch("failing-case");
-    // A matmul shape with two dimensions cannot be prepared: that case fails,
-    // the add case still runs and is written.
+    // Every value is valid on its own (so the plan is built), but q4_k needs
+    // K to be a multiple of 256: that case fails at prepare, the others still
+    // run and are written.
     let cfg = write(
         &dir,
         "bad-shape.toml",
-        "[suites.tensor.benchmarks.matmul]\nshape = [\"64x64x64\", \"3x3\"]\nimpl = \"gemm\"\nthreads = 1\n",
+        "[suites.quant.benchmarks.linear]\nformat = [\"f32\", \"q4_k\"]\nshape = \"1x64x8\"\nthreads = 1\n",
     );
     let out = dir.join("r.json").display().to_string();
     let r = tfbench(&[
         "run",
         "--suite",
         "tensor",
+        "--suite",
+        "quant",
         "--quick",
         "--no-probe",
         "--config",
         &cfg,
         "--output",
         &out,
-        "tensor/(matmul/|binary/op=add,shape=100x100)",
+        "quant/linear/|tensor/binary/op=add,shape=100x100$",
     ]);
     assert_eq!(r.code, 3, "{}", r.stderr);
     let v: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
@@ -156,7 +159,7 @@ fn a_failing_case_keeps_the_others_and_exits_3() {
     let failed: Vec<&Value> = cases.iter().filter(|c| c["status"]["state"] == "failed").collect();
     assert_eq!(failed.len(), 1, "{cases:?}");
     assert_eq!(failed[0]["status"]["phase"], "prepare");
-    assert!(failed[0]["id"].as_str().unwrap().contains("3x3"));
+    assert!(failed[0]["id"].as_str().unwrap().contains("q4_k"));
     assert!(cases.iter().filter(|c| c["status"]["state"] == "ok").count() >= 2);
     assert!(r.stdout.contains("FAILED"), "{}", r.stdout);
 }

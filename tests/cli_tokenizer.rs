@@ -153,13 +153,13 @@ fn config_paths_and_bad_values() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(cases(&v).len(), 1);
     assert_eq!(cases(&v)[0]["status"]["state"], "ok");
-    // An unknown vocabulary fails its case with the valid choices named.
+    // An unknown vocabulary is refused before anything runs, with the valid choices named.
     let cfg = write(
         &dir,
         "bad.toml",
         "[suites.tokenizer.benchmarks.encode]\nvocab = [\"gpt5\"]\ninput_bytes = [1024]\nlength = [\"line\"]\n",
     );
-    let (r, v) = run_json(&[
+    let (r, _) = run_json(&[
         "run",
         "--suite",
         "tokenizer",
@@ -171,9 +171,13 @@ fn config_paths_and_bad_values() {
         "-f",
         "json",
     ]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
-    let reason = cases(&v)[0]["status"]["reason"].as_str().unwrap_or("").to_string();
-    assert!(reason.contains("valid: gpt2, bert, llama2"), "{reason}");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("bad.toml:2:") && r.stderr.contains("valid: gpt2, bert, llama2"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]
