@@ -39,12 +39,6 @@ input_bytes = [8192]
 input_bytes = [8192]
 "#;
 
-fn run_json(args: &[&str]) -> (Run, Value) {
-    let r = tfbench(args);
-    let v = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
-    (r, v)
-}
-
 fn cases(v: &Value) -> Vec<Value> {
     v["cases"].as_array().cloned().unwrap_or_default()
 }
@@ -53,7 +47,7 @@ fn cases(v: &Value) -> Vec<Value> {
 fn list_shows_every_benchmark_and_real_or_fallback_ids() {
     let r = tfbench(&["list", "--suite", "tokenizer", "--format", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).expect("list json");
+    let v = json(&r);
     let benches: Vec<&str> = v["suites"][0]["benchmarks"]
         .as_array()
         .unwrap()
@@ -159,7 +153,7 @@ fn config_paths_and_bad_values() {
         "bad.toml",
         "[suites.tokenizer.benchmarks.encode]\nvocab = [\"gpt5\"]\ninput_bytes = [1024]\nlength = [\"line\"]\n",
     );
-    let (r, _) = run_json(&[
+    let r = tfbench(&[
         "run",
         "--suite",
         "tokenizer",
