@@ -16,10 +16,6 @@ fn run_in(dir: &Path, extra: &[&str]) -> Run {
     tfbench(&args)
 }
 
-fn json_file(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).expect("read")).expect("json")
-}
-
 /// Writes a copy of results `src` whose samples are replaced by 30
 /// deterministic ones (1 us +- 1.5%) scaled by `factor`: comparisons of these
 /// files do not depend on how noisy the machine was during the run.
@@ -109,12 +105,12 @@ fn compare_detects_a_slowdown_and_gates() {
 
     let same = tfbench(&["compare", "--baseline", &b, "--against", &b, "--fail-on-regression", "-f", "json"]);
     assert_eq!(same.code, 0, "{}", same.stderr);
-    let v: Value = serde_json::from_str(&same.stdout).unwrap();
+    let v = json(&same);
     assert!(v["changes"].as_array().unwrap().iter().all(|c| c["verdict"] == "unchanged"), "{v}");
 
     let worse = tfbench(&["compare", "--baseline", &b, "--against", &s, "-f", "json"]);
     assert_eq!(worse.code, 0, "no gate without --fail-on-regression: {}", worse.stderr);
-    let v: Value = serde_json::from_str(&worse.stdout).unwrap();
+    let v = json(&worse);
     for c in v["changes"].as_array().unwrap() {
         assert_eq!(c["verdict"], "regressed", "{c}");
         assert!((c["ratio"]["point"].as_f64().unwrap() - 1.25).abs() < 1e-6);
@@ -233,7 +229,7 @@ fn history_after_three_runs_and_html_report() {
     assert_eq!(lines.lines().count(), 3);
     let h = tfbench(&["history", "--history-dir", &hdir, "-f", "json", "op=add"]);
     assert_eq!(h.code, 0, "{}", h.stderr);
-    let v: Value = serde_json::from_str(&h.stdout).unwrap();
+    let v = json(&h);
     let trends = v["cases"].as_array().expect("trend list");
     assert_eq!(trends.len(), 1);
     assert_eq!(trends[0]["points"].as_array().unwrap().len(), 3);

@@ -103,3 +103,47 @@ fn unwritable_output_fails_before_running() {
     assert_usage_error(&r, &["/nonexistent-dir", "does not exist"]);
     assert!(!r.stderr.contains("[1/"), "nothing ran: {}", r.stderr);
 }
+
+#[test]
+fn bad_parameter_values_are_refused_before_anything_runs() {
+    let dir = scratch("config-values");
+    let t = write(
+        &dir,
+        "bad.toml",
+        "[run]\nthreads = 1\n\n[suites.inference.benchmarks.decode]\nmodel = [\"gpt2-tiny\"]\ndtype = [\n  \"f32\",\n  \"f33\",\n]\n",
+    );
+    let r = tfbench(&["run", "--no-probe", "--config", &t]);
+    assert_usage_error(
+        &r,
+        &["bad.toml:8:4:", "inference/decode", "`dtype`", "\"f33\"", "valid: f32, f16, bf16"],
+    );
+    assert!(!r.stderr.contains("running"), "nothing ran: {}", r.stderr);
+    let y = write(
+        &dir,
+        "bad.yaml",
+        "run:\n  suites: [quant]\nsuites:\n  quant:\n    benchmarks:\n      linear:\n        format:\n          - int8\n          - int3\n",
+    );
+    let r = tfbench(&["run", "--no-probe", "--config", &y]);
+    assert_usage_error(&r, &["bad.yaml:9:13:", "quant/linear", "`format`", "\"int3\"", "q4_0"]);
+    assert!(!r.stderr.contains("running"), "nothing ran: {}", r.stderr);
+}
+
+#[test]
+fn every_suite_refuses_a_bad_value_with_its_choices() {
+    let dir = scratch("config-values-suites");
+    for (suite, bench, line, needles) in [
+        ("tensor", "matmul", "impl = \"blas\"", &["`impl` = \"blas\"", "matrixmultiply"][..]),
+        ("inference", "encoder", "model = [\"bert-base\", \"gpt5\"]", &["\"gpt5\"", "bert-tiny"]),
+        ("tokenizer", "normalize", "form = \"nfd\"", &["\"nfd\"", "nfkc"]),
+        ("quant", "quantize", "dist = \"cauchy\"", &["\"cauchy\"", "heavy"]),
+        ("optim", "zero", "ranks = [0]", &["`ranks` = 0", "positive integer"]),
+        ("memory", "bandwidth", "threads = [\"many\"]", &["\"many\"", "\"all\""]),
+    ] {
+        let name = format!("{suite}.toml");
+        let p = write(&dir, &name, &format!("[suites.{suite}.benchmarks.{bench}]\n{line}\n"));
+        let at = format!("{name}:2:");
+        let mut all = vec![at.as_str()];
+        all.extend_from_slice(needles);
+        assert_usage_error(&tfbench(&["list", "--config", &p]), &all);
+    }
+}

@@ -22,7 +22,7 @@ fn list_shows_suites_benchmarks_and_cases() {
 fn list_json_matches_the_filters() {
     let r = tfbench(&["list", "--suite", "tensor", "--format", "json", "matmul"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).expect("list json");
+    let v = json(&r);
     let suites = v["suites"].as_array().expect("suites");
     assert_eq!(suites.len(), 1);
     let ids: Vec<&str> = suites[0]["benchmarks"]
@@ -35,10 +35,10 @@ fn list_json_matches_the_filters() {
     assert!(!ids.is_empty() && ids.iter().all(|i| i.contains("matmul")));
     // --skip removes; --exact keeps exactly one.
     let skipped = tfbench(&["list", "--format", "json", "matmul", "--skip", "threads=1"]);
-    let v2: Value = serde_json::from_str(&skipped.stdout).unwrap();
+    let v2 = json(&skipped);
     assert_eq!(v2["cases"].as_u64().unwrap() * 2, v["cases"].as_u64().unwrap());
     let exact = tfbench(&["list", "--format", "json", "--exact", "tensor/binary/op=add,shape=100x100"]);
-    let v3: Value = serde_json::from_str(&exact.stdout).unwrap();
+    let v3 = json(&exact);
     assert_eq!(v3["cases"], 1);
 }
 
@@ -46,7 +46,7 @@ fn list_json_matches_the_filters() {
 fn run_json_has_schema_samples_estimates_and_verification() {
     let r = quick_run(SMALL, &["--format", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).expect("stdout is only JSON");
+    let v = json(&r);
     assert_eq!(v["schema_version"], 1);
     assert!(v["environment"]["cpu_model"].is_string());
     assert!(v["harness"]["timer_resolution_ns"].as_f64().unwrap() > 0.0);
@@ -119,7 +119,7 @@ fn output_file_gets_the_format_and_stdout_the_table() {
     let r = quick_run(SMALL, &["--output", &p]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(r.stdout.contains("median"), "table on stdout");
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let v = json_file(&path);
     assert_eq!(v["cases"].as_array().unwrap().len(), 2);
     // No temporary files are left beside it.
     let leftovers: Vec<_> =
@@ -130,33 +130,36 @@ fn output_file_gets_the_format_and_stdout_the_table() {
 #[test]
 fn a_failing_case_keeps_the_others_and_exits_3() {
     let dir = scratch("failing-case");
-    // A matmul shape with two dimensions cannot be prepared: that case fails,
-    // the add case still runs and is written.
+    // Every value is valid on its own (so the plan is built), but q4_k needs
+    // K to be a multiple of 256: that case fails at prepare, the others still
+    // run and are written.
     let cfg = write(
         &dir,
         "bad-shape.toml",
-        "[suites.tensor.benchmarks.matmul]\nshape = [\"64x64x64\", \"3x3\"]\nimpl = \"gemm\"\nthreads = 1\n",
+        "[suites.quant.benchmarks.linear]\nformat = [\"f32\", \"q4_k\"]\nshape = \"1x64x8\"\nthreads = 1\n",
     );
     let out = dir.join("r.json").display().to_string();
     let r = tfbench(&[
         "run",
         "--suite",
         "tensor",
+        "--suite",
+        "quant",
         "--quick",
         "--no-probe",
         "--config",
         &cfg,
         "--output",
         &out,
-        "tensor/(matmul/|binary/op=add,shape=100x100)",
+        "quant/linear/|tensor/binary/op=add,shape=100x100$",
     ]);
     assert_eq!(r.code, 3, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("r.json")).unwrap()).unwrap();
+    let v = json_file(&dir.join("r.json"));
     let cases = v["cases"].as_array().unwrap();
     let failed: Vec<&Value> = cases.iter().filter(|c| c["status"]["state"] == "failed").collect();
     assert_eq!(failed.len(), 1, "{cases:?}");
     assert_eq!(failed[0]["status"]["phase"], "prepare");
-    assert!(failed[0]["id"].as_str().unwrap().contains("3x3"));
+    assert!(failed[0]["id"].as_str().unwrap().contains("q4_k"));
     assert!(cases.iter().filter(|c| c["status"]["state"] == "ok").count() >= 2);
     assert!(r.stdout.contains("FAILED"), "{}", r.stdout);
 }
@@ -165,7 +168,7 @@ fn a_failing_case_keeps_the_others_and_exits_3() {
 fn rounds_and_shuffle_pool_samples_per_case() {
     let r = quick_run(SMALL, &["--format", "json", "--rounds", "2", "--shuffle", "--seed", "7"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let v = json(&r);
     for c in v["cases"].as_array().unwrap() {
         let rounds: std::collections::BTreeSet<u64> =
             c["samples"].as_array().unwrap().iter().map(|s| s["round"].as_u64().unwrap()).collect();
@@ -194,7 +197,7 @@ fn max_time_cut_is_reported() {
         "tensor/matmul/impl=gemm,shape=512x512x512,threads=1",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let v = json(&r);
     let c = &v["cases"][0];
     assert_eq!(c["sampling"]["stopped_by"], "max_time");
     assert!(c["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().contains("max-time")));
@@ -204,7 +207,7 @@ fn max_time_cut_is_reported() {
 fn sysinfo_describes_the_machine() {
     let r = tfbench(&["sysinfo", "--format", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let v = json(&r);
     assert!(!v["environment"]["cpu_model"].as_str().unwrap().is_empty());
     assert!(v["fingerprint"].as_str().is_some_and(|f| !f.is_empty()));
     let t = tfbench(&["sysinfo"]);

@@ -3,14 +3,13 @@
 
 mod common;
 use common::*;
-use serde_json::Value;
 
 #[test]
 fn probe_is_cached_and_used_by_run() {
     let cache = scratch("probe-cache");
     let r = tfbench_in(&cache, &["sysinfo", "--probe", "--format", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let v = json(&r);
     let l = &v["machine_limits"];
     for k in [
         "peak_flops_one_core",
@@ -29,7 +28,7 @@ fn probe_is_cached_and_used_by_run() {
 
     // sysinfo without --probe reads the cache back.
     let again = tfbench_in(&cache, &["sysinfo", "--format", "json"]);
-    let v2: Value = serde_json::from_str(&again.stdout).unwrap();
+    let v2 = json(&again);
     assert_eq!(v2["machine_limits"], *l);
 
     let run = tfbench_in(
@@ -45,7 +44,7 @@ fn probe_is_cached_and_used_by_run() {
         ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let v: Value = serde_json::from_str(&run.stdout).unwrap();
+    let v = json(&run);
     assert_eq!(v["machine_limits"], *l);
     for c in v["cases"].as_array().unwrap() {
         assert!(c["bound"].is_string(), "roofline class for {}", c["id"]);

@@ -39,18 +39,9 @@ shape = "16x128x64"
 fn run_small(extra: &[&str]) -> (Run, Value) {
     let dir = scratch(&format!("quant-{}", extra.len()));
     let cfg = write(&dir, "small.toml", SMALL);
-    let mut args =
-        vec!["run", "--suite", "quant", "--quick", "--no-probe", "--sample-size", "3", "--config", &cfg];
+    let mut args = vec!["--config", cfg.as_str()];
     args.extend_from_slice(extra);
-    args.extend_from_slice(&["--format", "json"]);
-    let r = tfbench(&args);
-    let v: Value =
-        serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}\n{}", r.stdout, r.stderr));
-    (r, v)
-}
-
-fn metric(case: &Value, name: &str) -> Option<f64> {
-    case["metrics"].as_array()?.iter().find(|m| m["name"] == name).and_then(|m| m["value"].as_f64())
+    suite_json("quant", "3", &args)
 }
 
 #[test]
@@ -71,7 +62,7 @@ fn list_shows_every_quant_benchmark_and_the_issue_shapes() {
         assert!(r.stdout.contains(id), "{id} missing from list");
     }
     let j = tfbench(&["list", "--suite", "quant", "--format", "json", "dequantize"]);
-    let v: Value = serde_json::from_str(&j.stdout).expect("list json");
+    let v = json(&j);
     assert_eq!(v["cases"], 22, "11 formats x 2 thread settings");
 }
 
@@ -167,16 +158,17 @@ fn bad_parameter_values_name_the_valid_choices() {
             "[suites.quant.benchmarks.quantize]\nformat = \"int3\"\nshape = \"8x64\"\n",
             "valid: int8_sym_tensor",
         ),
-        ("[suites.quant.benchmarks.model]\nmodel = \"gpt5\"\nformat = \"int8\"\n", "valid models: bert-tiny"),
+        ("[suites.quant.benchmarks.model]\nmodel = \"gpt5\"\nformat = \"int8\"\n", "valid: bert-tiny"),
     ] {
         let cfg = write(&dir, "bad.toml", text);
         let bench = text.split('.').nth(3).unwrap().split(']').next().unwrap();
         let r = tfbench(&["run", "--suite", "quant", "--quick", "--no-probe", "--config", &cfg, bench]);
-        assert_ne!(r.code, 0, "{text}");
+        // Refused while the plan is built, before anything runs.
+        assert_eq!(r.code, 2, "{text}: {}", r.stderr);
+        assert!(r.stdout.is_empty(), "{}", r.stdout);
         assert!(
-            r.stdout.contains(valid) || r.stderr.contains(valid),
-            "{valid} not in:\n{}\n{}",
-            r.stdout,
+            r.stderr.contains("bad.toml:2:") && r.stderr.contains(valid),
+            "{valid} not in:\n{}",
             r.stderr
         );
     }
@@ -203,7 +195,7 @@ fn llama_7b_streams_without_holding_the_model() {
         "model",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let v = json(&r);
     let c = &v["cases"][0];
     assert_eq!(c["status"]["state"], "ok");
     assert!(metric(c, "params").unwrap() > 6.5e9);
@@ -231,7 +223,7 @@ fn decode_shape_full_size() {
         "quant/linear/format=.*,shape=1x4096x4096,threads=all",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let v = json(&r);
     for c in v["cases"].as_array().unwrap() {
         assert_eq!(c["status"]["state"], "ok", "{}", c["id"]);
         let id = c["id"].as_str().unwrap();

@@ -39,12 +39,6 @@ input_bytes = [8192]
 input_bytes = [8192]
 "#;
 
-fn run_json(args: &[&str]) -> (Run, Value) {
-    let r = tfbench(args);
-    let v = serde_json::from_str(&r.stdout).unwrap_or(Value::Null);
-    (r, v)
-}
-
 fn cases(v: &Value) -> Vec<Value> {
     v["cases"].as_array().cloned().unwrap_or_default()
 }
@@ -53,7 +47,7 @@ fn cases(v: &Value) -> Vec<Value> {
 fn list_shows_every_benchmark_and_real_or_fallback_ids() {
     let r = tfbench(&["list", "--suite", "tokenizer", "--format", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v: Value = serde_json::from_str(&r.stdout).expect("list json");
+    let v = json(&r);
     let benches: Vec<&str> = v["suites"][0]["benchmarks"]
         .as_array()
         .unwrap()
@@ -153,13 +147,13 @@ fn config_paths_and_bad_values() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert_eq!(cases(&v).len(), 1);
     assert_eq!(cases(&v)[0]["status"]["state"], "ok");
-    // An unknown vocabulary fails its case with the valid choices named.
+    // An unknown vocabulary is refused before anything runs, with the valid choices named.
     let cfg = write(
         &dir,
         "bad.toml",
         "[suites.tokenizer.benchmarks.encode]\nvocab = [\"gpt5\"]\ninput_bytes = [1024]\nlength = [\"line\"]\n",
     );
-    let (r, v) = run_json(&[
+    let r = tfbench(&[
         "run",
         "--suite",
         "tokenizer",
@@ -171,9 +165,13 @@ fn config_paths_and_bad_values() {
         "-f",
         "json",
     ]);
-    assert_eq!(r.code, 3, "{}", r.stderr);
-    let reason = cases(&v)[0]["status"]["reason"].as_str().unwrap_or("").to_string();
-    assert!(reason.contains("valid: gpt2, bert, llama2"), "{reason}");
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+    assert!(
+        r.stderr.contains("bad.toml:2:") && r.stderr.contains("valid: gpt2, bert, llama2"),
+        "{}",
+        r.stderr
+    );
 }
 
 #[test]

@@ -3,6 +3,7 @@
 //! Unknown keys are errors. Every error names the file, the line and column,
 //! the bad key or value, and the valid choices.
 
+use super::locate::{line_col, locate_key, locate_value};
 use super::{OutlierPolicy, Settings};
 use crate::plan::ParamValue;
 use anyhow::{Result, bail};
@@ -149,6 +150,21 @@ impl LoadedConfig {
             None => anyhow::anyhow!("{}: {msg}", self.path),
         }
     }
+
+    /// An error about one value of parameter `key` of `suite`'s benchmark
+    /// `bench`, located at that value (else at the key, else at the
+    /// benchmark) inside the benchmark's section.
+    pub fn error_at_value(
+        &self,
+        (suite, bench, key): (&str, &str, &str),
+        value: &ParamValue,
+        msg: impl std::fmt::Display,
+    ) -> anyhow::Error {
+        match locate_value(&self.text, &["suites", suite, "benchmarks", bench], key, &value.to_string()) {
+            Some((line, col)) => anyhow::anyhow!("{}:{line}:{col}: {msg}", self.path),
+            None => self.error_at(bench, msg),
+        }
+    }
 }
 
 /// Reads and parses a config file; the format follows the extension.
@@ -188,37 +204,6 @@ pub fn parse_yaml(path: &str, text: &str) -> Result<ConfigFile> {
     })
 }
 
-/// 1-based line and column of a byte offset.
-pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-    (line, col)
-}
-
-/// First line where `key` is defined: as `key =`, `key:`, or inside a header.
-fn locate_key(text: &str, key: &str) -> Option<(usize, usize)> {
-    for (i, line) in text.lines().enumerate() {
-        let trimmed = line.trim_start();
-        let indent = line.len() - trimmed.len();
-        let rest = trimmed.strip_prefix(key).map(|r| r.trim_start());
-        if let Some(r) = rest
-            && (r.starts_with('=') || r.starts_with(':'))
-        {
-            return Some((i + 1, indent + 1));
-        }
-        if trimmed.starts_with('[')
-            && let Some(pos) = trimmed.find(key)
-        {
-            let bounded = |c: Option<char>| c.is_none_or(|c| !c.is_alphanumeric() && c != '_' && c != '-');
-            if bounded(trimmed[..pos].chars().last()) && bounded(trimmed[pos + key.len()..].chars().next()) {
-                return Some((i + 1, indent + pos + 1));
-            }
-        }
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -253,15 +238,6 @@ mod tests {
         assert!(err.contains("bogus"), "{err}");
         let err = parse_toml("c.toml", "[harness]\nsample_size = \"many\"\n").unwrap_err().to_string();
         assert!(err.starts_with("c.toml:2:15:"), "{err}");
-    }
-
-    #[test]
-    fn keys_are_located_for_semantic_errors() {
-        let text = "[run]\nthreads = 2\n\n[suites.tensr.harness]\nsample_size = 3\n";
-        assert_eq!(locate_key(text, "threads"), Some((2, 1)));
-        assert_eq!(locate_key(text, "tensr"), Some((4, 9)));
-        assert_eq!(locate_key(text, "tens"), None);
-        assert_eq!(line_col("ab\ncd", 4), (2, 2));
     }
 
     #[test]

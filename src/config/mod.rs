@@ -89,12 +89,14 @@ impl Settings {
 }
 
 mod file;
+mod locate;
 mod resolve;
 
 pub use file::{
-    ConfigFile, LoadedConfig, OneOrMany, PartialSettings, RunSection, SuiteSection, line_col, load,
-    parse_toml, parse_yaml,
+    ConfigFile, LoadedConfig, OneOrMany, PartialSettings, RunSection, SuiteSection, load, parse_toml,
+    parse_yaml,
 };
+pub use locate::line_col;
 pub use resolve::{CliOverrides, Resolved, Shard, default_threads, resolve};
 
 /// The `--quick` profile, shipped as `configs/quick.toml`.

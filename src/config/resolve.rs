@@ -3,7 +3,7 @@
 
 use super::file::{ConfigFile, LoadedConfig, PartialSettings, parse_toml};
 use super::{QUICK_PROFILE, Settings};
-use crate::plan::{self, Case, Filter, SuiteSpec};
+use crate::plan::{self, Case, Filter, ParamValue, SuiteSpec};
 use crate::suites::{self, Suite};
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
@@ -121,7 +121,16 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
         }
     }
 
-    let quick = if cli.quick { Some(parse_toml("configs/quick.toml", QUICK_PROFILE)?) } else { None };
+    let quick = if cli.quick {
+        let path = "configs/quick.toml";
+        Some(LoadedConfig {
+            config: parse_toml(path, QUICK_PROFILE)?,
+            path: path.into(),
+            text: QUICK_PROFILE.into(),
+        })
+    } else {
+        None
+    };
     let mut settings = BTreeMap::new();
     let mut specs = BTreeMap::new();
     let mut cases = Vec::new();
@@ -135,7 +144,7 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
         let section = file.suites.get(suite.name());
         let mut s = Settings::default();
         if let Some(q) = &quick {
-            q.harness.apply_to(&mut s);
+            q.config.harness.apply_to(&mut s);
         }
         file.harness.apply_to(&mut s);
         if let Some(sec) = section {
@@ -155,11 +164,16 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
         let mut spec = SuiteSpec::parse(suite.name(), suite.spec_toml())?;
         // The quick profile may shrink a suite's grids (small models only);
         // a config file's own grid overrides still win.
-        if let Some(qsec) = quick.as_ref().and_then(|q| q.suites.get(suite.name())) {
+        if let Some(q) = &quick
+            && let Some(qsec) = q.config.suites.get(suite.name())
+        {
             for (bench, params) in &qsec.benchmarks {
                 let params = params.iter().map(|(k, v)| (k.clone(), v.clone().into_vec())).collect();
                 spec.override_params(suite.name(), bench, &params)
                     .map_err(|e| anyhow::anyhow!("configs/quick.toml: {e}"))?;
+                check_values(*suite, bench, &params, |key, v, msg| {
+                    q.error_at_value((suite.name(), bench, key), v, msg)
+                })?;
             }
         }
         if let Some(sec) = section {
@@ -168,6 +182,18 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
                 spec.override_params(suite.name(), bench, &params).map_err(|e| {
                     let key = params_key_hint(&e.to_string(), bench);
                     at(&key, e.to_string())
+                })?;
+                check_values(*suite, bench, &params, |key, v, msg| match config {
+                    Some(c) => c.error_at_value((suite.name(), bench, key), v, msg),
+                    None => anyhow::anyhow!(msg),
+                })?;
+            }
+        }
+        // What is left unchecked came from the built-in suite file.
+        for b in &spec.benchmarks {
+            for grid in &b.grids {
+                check_values(*suite, &b.name, grid, |_, _, msg| {
+                    anyhow::anyhow!("suites/{}.toml (built in): {msg}", suite.name())
                 })?;
             }
         }
@@ -217,6 +243,22 @@ fn field_set(p: &PartialSettings, key: &str) -> bool {
     }
 }
 
+/// Checks every value of `params` against the rules `suite` declares for
+/// `bench`; `locate` turns a refusal into an error saying where the value is.
+fn check_values(
+    suite: &dyn Suite,
+    bench: &str,
+    params: &BTreeMap<String, Vec<ParamValue>>,
+    locate: impl Fn(&str, &ParamValue, String) -> anyhow::Error,
+) -> Result<()> {
+    for (key, values) in params {
+        for v in values {
+            suites::params::check_value(suite, bench, key, v).map_err(|msg| locate(key, v, msg))?;
+        }
+    }
+    Ok(())
+}
+
 /// The key an override error is about: the bad parameter if named, else the benchmark.
 fn params_key_hint(msg: &str, bench: &str) -> String {
     msg.split('`').nth(1).filter(|k| !k.is_empty()).unwrap_or(bench).to_string()
@@ -264,6 +306,25 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("x.toml:2:1:") && err.contains("(0, 1)"), "{err}");
+    }
+
+    #[test]
+    fn bad_parameter_values_name_their_line_and_the_choices() {
+        let text = "[run]\nthreads = 1\n\n[suites.inference.benchmarks.decode]\ndtype = [\"f32\", \"f33\"]\n";
+        let err = resolve(Some(&loaded(text)), &Default::default()).unwrap_err().to_string();
+        assert!(err.starts_with("x.toml:5:18: benchmark inference/decode:"), "{err}");
+        assert!(err.contains("`dtype` = \"f33\" is not valid; valid: f32, f16, bf16, int8, q4_0"), "{err}");
+        let text = "[suites.optim.benchmarks.zero]\nstage = 1\nranks = [2, 0]\n";
+        let err = resolve(Some(&loaded(text)), &Default::default()).unwrap_err().to_string();
+        assert!(
+            err.starts_with("x.toml:3:13:") && err.contains("`ranks` = 0") && err.contains("positive"),
+            "{err}"
+        );
+        // A suite the run does not select is not checked, as its keys are not.
+        let cli = CliOverrides { suites: vec!["tensor".into()], ..Default::default() };
+        resolve(Some(&loaded(text)), &cli).unwrap();
+        // The quick profile's values are checked too, and pass.
+        resolve(None, &CliOverrides { quick: true, ..Default::default() }).unwrap();
     }
 
     #[test]

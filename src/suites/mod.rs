@@ -6,11 +6,13 @@
 
 use crate::plan::Case;
 use anyhow::Result;
+pub use params::ParamRule;
 use serde::{Deserialize, Serialize};
 
 pub mod inference;
 pub mod memory;
 pub mod optim;
+pub mod params;
 pub mod quant;
 pub mod tensor;
 pub mod tokenizer;
@@ -29,6 +31,12 @@ pub trait Suite: Sync {
     fn benchmarks(&self) -> &'static [&'static str];
     /// Build one runnable case. Allocation and setup happen here, untimed.
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>>;
+    /// What values parameter `key` of `benchmark` accepts, so a config
+    /// file's bad value is refused with the choices before anything runs.
+    /// `None` (the default) accepts anything and leaves it to `prepare`.
+    fn param_rule(&self, _benchmark: &str, _key: &str) -> Option<ParamRule> {
+        None
+    }
     /// Performance targets this suite's results can be checked against
     /// (reported with the run, never used to fail it).
     fn targets(&self) -> Vec<TargetSpec> {
@@ -310,6 +318,35 @@ mod tests {
             for t in suite.targets() {
                 let re = regex::Regex::new(t.case_pattern).unwrap();
                 assert!(ids.iter().any(|id| re.is_match(id)), "{name}: target `{}` matches no case", t.name);
+            }
+        }
+    }
+
+    /// Every parameter of every default grid declares its valid values, and
+    /// every default value passes them (so no suite can forget a parameter,
+    /// and no rule is stricter than the grids it ships) while a value of the
+    /// wrong kind fails them.
+    #[test]
+    fn every_default_parameter_has_a_rule_its_values_pass() {
+        for suite in registry() {
+            let spec = crate::plan::SuiteSpec::parse(suite.name(), suite.spec_toml()).unwrap();
+            for b in &spec.benchmarks {
+                for (key, values) in b.grids.iter().flatten() {
+                    assert!(
+                        suite.param_rule(&b.name, key).is_some(),
+                        "{}/{}: parameter `{key}` declares no rule",
+                        suite.name(),
+                        b.name
+                    );
+                    for v in values {
+                        params::check_value(*suite, &b.name, key, v).unwrap_or_else(|e| panic!("{e}"));
+                    }
+                    // No rule accepts everything: a boolean fits no parameter.
+                    let err = params::check_value(*suite, &b.name, key, &crate::plan::ParamValue::Bool(true))
+                        .expect_err(&format!("{}/{}: `{key}` accepts `true`", suite.name(), b.name));
+                    let why = err.split_once("is not valid; ").map_or("", |(_, w)| w);
+                    assert!(why.len() > 10, "says nothing of what is accepted: {err}");
+                }
             }
         }
     }

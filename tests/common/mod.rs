@@ -1,6 +1,7 @@
 //! Shared helpers for the integration tests: run the real binary.
 #![allow(dead_code)]
 
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -22,12 +23,17 @@ pub fn scratch(name: &str) -> PathBuf {
 /// Runs tfbench with `args`, its probe cache in `cache` (so tests never
 /// touch the user's cache and never probe unless asked).
 pub fn tfbench_in(cache: &Path, args: &[&str]) -> Run {
-    let out: Output = Command::new(env!("CARGO_BIN_EXE_tfbench"))
-        .args(args)
-        .env("TFBENCH_CACHE_DIR", cache)
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("run tfbench");
+    tfbench_in_env(cache, &[], args)
+}
+
+/// [`tfbench_in`] with extra environment variables.
+fn tfbench_in_env(cache: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_tfbench"));
+    cmd.args(args).env("TFBENCH_CACHE_DIR", cache).env("NO_COLOR", "1");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out: Output = cmd.output().expect("run tfbench");
     Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -37,8 +43,45 @@ pub fn tfbench_in(cache: &Path, args: &[&str]) -> Run {
 
 /// Runs tfbench with an empty probe cache.
 pub fn tfbench(args: &[&str]) -> Run {
+    tfbench_env(&[], args)
+}
+
+/// Runs tfbench with an empty probe cache and extra environment variables.
+pub fn tfbench_env(env: &[(&str, &str)], args: &[&str]) -> Run {
     let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("empty-cache");
-    tfbench_in(&cache, args)
+    tfbench_in_env(&cache, env, args)
+}
+
+/// The run's stdout as JSON; anything else fails the test, showing both streams.
+pub fn json(r: &Run) -> Value {
+    serde_json::from_str(&r.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\n{}", r.stdout, r.stderr))
+}
+
+/// Runs tfbench with `args` and reads its stdout as JSON (see [`json`]).
+pub fn run_json(args: &[&str]) -> (Run, Value) {
+    let r = tfbench(args);
+    let v = json(&r);
+    (r, v)
+}
+
+/// `run --suite SUITE --quick --no-probe --sample-size SAMPLES --format json`
+/// with `extra` (a filter, a config, ...), its stdout read as JSON.
+pub fn suite_json(suite: &str, samples: &str, extra: &[&str]) -> (Run, Value) {
+    let mut args =
+        vec!["run", "--suite", suite, "--quick", "--no-probe", "--sample-size", samples, "--format", "json"];
+    args.extend_from_slice(extra);
+    run_json(&args)
+}
+
+/// A JSON file (results, a baseline) read back.
+pub fn json_file(p: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(p).expect("read")).expect("json")
+}
+
+/// The value of the case's metric `name`, if it reports one.
+pub fn metric(case: &Value, name: &str) -> Option<f64> {
+    case["metrics"].as_array()?.iter().find(|m| m["name"] == name)?["value"].as_f64()
 }
 
 /// A quick run of `filter` with the given extra args; `--no-probe` keeps it fast.

@@ -62,6 +62,31 @@ impl Suite for InferenceSuite {
             required: 0.7,
         }]
     }
+    fn param_rule(&self, benchmark: &str, key: &str) -> Option<crate::suites::ParamRule> {
+        use crate::{plan::ParamValue as V, suites::ParamRule as R};
+        Some(match (benchmark, key) {
+            ("encoder", "model") => R::Check(|v| model_choice(v, true)),
+            (_, "model") => R::Check(|v| model_choice(v, false)),
+            (_, "dtype") => R::OneOf(linear::DTYPES),
+            (_, "batch" | "seq" | "prompt" | "gen") => R::POSITIVE,
+            (_, "depth") => R::NON_NEGATIVE,
+            (_, "layers") => R::Check(|v| match v {
+                V::Str(s) if s == "full" => Ok(()),
+                V::Int(n) if *n >= 1 => Ok(()),
+                _ => Err("must be \"full\" or a positive integer".into()),
+            }),
+            (_, "shape") => R::Check(|v| {
+                let mut cfg = ModelConfig::preset(crate::models::PRESETS[0]).map_err(|e| e.to_string())?;
+                apply_shape(&mut cfg, &v.to_string()).map_err(|e| e.to_string())
+            }),
+            // A name or a path; an absent file skips the case at prepare.
+            (_, "weights") => R::Check(|v| match v {
+                V::Str(s) if !s.is_empty() => Ok(()),
+                _ => Err("must be \"minilm\" or a path to a BERT safetensors file".into()),
+            }),
+            _ => return None,
+        })
+    }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
             "encoder" => encoder::prepare(case, false),
@@ -71,6 +96,15 @@ impl Suite for InferenceSuite {
             other => bail!("inference suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
         }
     }
+}
+
+/// Whether `v` names a catalogue model of the family the benchmark runs
+/// (BERT for the encoder, a decoder for generation); the error lists them.
+fn model_choice(v: &crate::plan::ParamValue, encoder: bool) -> Result<(), String> {
+    let fits =
+        |n: &str| ModelConfig::preset(n).is_ok_and(|c| (c.arch == crate::models::Arch::Bert) == encoder);
+    let valid: Vec<&str> = crate::models::PRESETS.iter().copied().filter(|n| fits(n)).collect();
+    if valid.contains(&v.to_string().as_str()) { Ok(()) } else { Err(format!("valid: {}", valid.join(", "))) }
 }
 
 /// A reproducible seed derived from the case id (FNV-1a), without the

@@ -107,8 +107,11 @@ pub(crate) fn prepare_alloc(case: &Case) -> Result<Box<dyn Workload>> {
     Ok(make_loop(which, bytes_param(case, "size")?, false))
 }
 
+/// Valid `tracker` values of `tracking_overhead`.
+pub(super) const TRACKERS: &[&str] = &["system", "counting"];
+
 pub(crate) fn prepare_tracking(case: &Case) -> Result<Box<dyn Workload>> {
-    let which = choice(case, "tracker", &["system", "counting"])?;
+    let which = choice(case, "tracker", TRACKERS)?;
     Ok(make_loop(which, bytes_param(case, "size")?, true))
 }
 
@@ -229,9 +232,14 @@ struct TensorAlloc {
     leaks: LeakMonitor,
 }
 
+/// Valid `init` values of `tensor_alloc`.
+pub(super) const INITS: &[&str] = &["uninit", "zeroed"];
+/// Valid `align` values of `tensor_alloc`, in bytes.
+pub(super) const ALIGNS: &[&str] = &["4", "64"];
+
 pub(crate) fn prepare_tensor_alloc(case: &Case) -> Result<Box<dyn Workload>> {
-    let zeroed = choice(case, "init", &["uninit", "zeroed"])? == "zeroed";
-    let align = match choice(case, "align", &["4", "64"])? {
+    let zeroed = choice(case, "init", INITS)? == "zeroed";
+    let align = match choice(case, "align", ALIGNS)? {
         "64" => 64,
         _ => 4,
     };

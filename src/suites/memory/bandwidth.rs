@@ -16,7 +16,8 @@ use anyhow::{Result, ensure};
 use rayon::prelude::*;
 use std::hint::black_box;
 
-const KERNELS: &[&str] = &["copy", "scale", "add", "triad"];
+/// Valid `kernel` values (the STREAM kernels).
+pub(super) const KERNELS: &[&str] = &["copy", "scale", "add", "triad"];
 /// Levels a working set can be sized for.
 pub(crate) const LEVELS: &[&str] = &["l1", "l2", "l3", "dram"];
 const Q: f64 = 3.0;

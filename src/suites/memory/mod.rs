@@ -18,7 +18,7 @@
 //! the counting allocator), and every timed loop is watched for leaks.
 
 use crate::plan::Case;
-use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{Limit, ParamRule, Suite, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 mod alloc_bench;
@@ -77,6 +77,31 @@ impl Suite for MemorySuite {
                 required: 0.9,
             },
         ]
+    }
+    fn param_rule(&self, benchmark: &str, key: &str) -> Option<ParamRule> {
+        Some(match (benchmark, key) {
+            (_, "allocator") => ParamRule::OneOf(allocators::ALLOCATORS),
+            (_, "tracker") => ParamRule::OneOf(alloc_bench::TRACKERS),
+            (_, "init") => ParamRule::OneOf(alloc_bench::INITS),
+            (_, "align") => ParamRule::OneOf(alloc_bench::ALIGNS),
+            (_, "pattern") => ParamRule::OneOf(patterns::PATTERNS),
+            (_, "model") => ParamRule::OneOf(crate::models::PRESETS),
+            ("footprint", "dtype") => ParamRule::Check(|v| {
+                let names: Vec<&str> = footprint::DTYPES.iter().map(|d| d.0).collect();
+                let ok = names.contains(&v.to_string().as_str());
+                if ok { Ok(()) } else { Err(format!("valid: {}", names.join(", "))) }
+            }),
+            (_, "kernel") => ParamRule::OneOf(bandwidth::KERNELS),
+            (_, "level") => ParamRule::OneOf(bandwidth::LEVELS),
+            (_, "shape") => ParamRule::Shape("BATCHxSEQ"),
+            // A percentage of the budget (over 100 asks for more than it holds).
+            (_, "fill") => ParamRule::Int { min: 1, max: 1000 },
+            // Two 64-byte lines: the shortest pointer chain.
+            ("latency", "size") => ParamRule::Int { min: 128, max: i64::MAX },
+            (_, "size" | "budget" | "elements" | "batch" | "context") => ParamRule::POSITIVE,
+            (_, "threads") => ParamRule::Threads,
+            _ => return None,
+        })
     }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {

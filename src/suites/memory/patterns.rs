@@ -291,9 +291,12 @@ fn boxed<A: BlockAlloc + 'static>(
     }))
 }
 
+/// Valid `pattern` values.
+pub(super) const PATTERNS: &[&str] = &["sequential", "random", "mixed"];
+
 pub(crate) fn prepare_pattern(case: &Case) -> Result<Box<dyn Workload>> {
     let which = choice(case, "allocator", allocators::ALLOCATORS)?;
-    let name = choice(case, "pattern", &["sequential", "random", "mixed"])?;
+    let name = choice(case, "pattern", PATTERNS)?;
     let (lists, weights) = match name {
         "sequential" => (vec![sequential()], Vec::new()),
         "random" => ((0..8).map(|k| random(seed(case) ^ k, 2000)).collect(), Vec::new()),

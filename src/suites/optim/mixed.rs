@@ -85,8 +85,11 @@ struct MixedWorkload {
 }
 
 /// Prepares a `mixed_precision` case (`dtype`, `params`, `threads`).
+/// Valid `dtype` values of `mixed_precision`.
+pub(super) const DTYPES: &[&str] = &["bf16", "f16"];
+
 pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
-    let half = match super::choice(case, "dtype", &["bf16", "f16"])? {
+    let half = match super::choice(case, "dtype", DTYPES)? {
         "bf16" => Half::Bf16,
         _ => Half::F16,
     };

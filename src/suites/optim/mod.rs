@@ -16,7 +16,7 @@
 //! closed forms, finite differences, the unsharded optimizer) before timing.
 
 use crate::plan::Case;
-use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{Limit, ParamRule, Suite, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 pub mod optimizers;
@@ -66,6 +66,20 @@ impl Suite for OptimSuite {
             limit: Limit::TriadAllThreads,
             required: 0.6,
         }]
+    }
+    fn param_rule(&self, benchmark: &str, key: &str) -> Option<ParamRule> {
+        Some(match (benchmark, key) {
+            (_, "optimizer") => ParamRule::OneOf(optimizers::NAMES),
+            (_, "form") => ParamRule::OneOf(step::FORMS),
+            (_, "dtype") => ParamRule::OneOf(mixed::DTYPES),
+            (_, "kind") => ParamRule::OneOf(schedulers::KINDS),
+            (_, "model") => ParamRule::OneOf(train::MODELS),
+            (_, "mode") => ParamRule::OneOf(train::MODES),
+            (_, "stage") => ParamRule::Int { min: 0, max: 3 },
+            (_, "params" | "ranks" | "batch" | "micro") => ParamRule::POSITIVE,
+            (_, "threads") => ParamRule::Threads,
+            _ => return None,
+        })
     }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {

@@ -38,9 +38,12 @@ pub(crate) fn prepare_step(case: &Case) -> Result<Box<dyn Workload>> {
     Ok(Box::new(build_step(case)?))
 }
 
+/// Valid `form` values of `optimizer_step`.
+pub(super) const FORMS: &[&str] = &["fused", "unfused"];
+
 fn build_step(case: &Case) -> Result<StepWorkload> {
     let kind = kind_of(case)?;
-    let fused = super::choice(case, "form", &["fused", "unfused"])? == "fused";
+    let fused = super::choice(case, "form", FORMS)? == "fused";
     if !fused && kind == Kind::Adafactor {
         bail!(
             "case {}: adafactor has no unfused form (its passes are reductions); valid form: fused",

@@ -23,8 +23,13 @@ struct TrainWorkload {
 }
 
 /// Prepares a `train_step`, `grad_accum` or `checkpointing` case.
+/// Valid `model` values of the training benchmarks.
+pub(super) const MODELS: &[&str] = &["mlp", "block"];
+/// Valid `mode` values of `checkpointing`.
+pub(super) const MODES: &[&str] = &["store", "recompute"];
+
 pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
-    let arch = match super::choice(case, "model", &["mlp", "block"])? {
+    let arch = match super::choice(case, "model", MODELS)? {
         "mlp" => Arch::Mlp { dims: vec![256, 1024, 1024, 1024, 256] },
         _ => Arch::Block { d: 256, heads: 4, ffn: 1024, seq: 64, layers: 2 },
     };
@@ -33,8 +38,7 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     if batch % micro != 0 {
         bail!("case {}: `micro` = {micro} must divide `batch` = {batch}", case.id);
     }
-    let recompute = case.benchmark == "checkpointing"
-        && super::choice(case, "mode", &["store", "recompute"])? == "recompute";
+    let recompute = case.benchmark == "checkpointing" && super::choice(case, "mode", MODES)? == "recompute";
     let seed = super::seed(case);
     let model = Model::new(arch, seed, rayon::current_num_threads());
     let rows = model.rows(batch);

@@ -113,12 +113,15 @@ pub(crate) fn prepare_linear(case: &Case) -> Result<Box<dyn Workload>> {
     })
 }
 
+/// Valid `path` values: `auto`, then every instruction path.
+pub(crate) fn path_names() -> Vec<&'static str> {
+    std::iter::once("auto").chain(Int8Path::ALL.iter().map(|p| p.name())).collect()
+}
+
 /// The `path` parameter: `auto` (fastest available) or a named path, which
 /// must be available here (else the case is skipped).
 fn int8_path(case: &Case) -> Result<Int8Path> {
-    let mut valid = vec!["auto"];
-    valid.extend(Int8Path::ALL.iter().map(|p| p.name()));
-    let name = choice(case, "path", &valid)?;
+    let name = choice(case, "path", &path_names())?;
     if name == "auto" {
         return Ok(Int8Path::detect());
     }

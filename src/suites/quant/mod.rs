@@ -17,7 +17,7 @@
 //! accuracy figures (`data.rs`).
 
 use crate::plan::Case;
-use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{Limit, ParamRule, Suite, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 mod calibrate;
@@ -81,6 +81,28 @@ impl Suite for QuantSuite {
                 required: 0.5,
             },
         ]
+    }
+    fn param_rule(&self, benchmark: &str, key: &str) -> Option<ParamRule> {
+        Some(match (benchmark, key) {
+            ("quantize" | "dequantize", "format") => ParamRule::OneOf(codec::FORMATS),
+            ("linear", "format") => ParamRule::OneOf(linear::FORMATS),
+            ("model", "format") => ParamRule::OneOf(model::FORMATS),
+            ("model", "model") => ParamRule::OneOf(crate::models::PRESETS),
+            ("calibrate", "method") => ParamRule::OneOf(calibrate::METHODS),
+            ("mixed", "op") => ParamRule::OneOf(mixed::OPS),
+            ("mixed", "dtype") => ParamRule::OneOf(mixed::DTYPES),
+            (_, "dist") => ParamRule::OneOf(data::DISTS),
+            (_, "path") => ParamRule::Check(|v| {
+                let valid = linear::path_names();
+                let ok = valid.contains(&v.to_string().as_str());
+                if ok { Ok(()) } else { Err(format!("valid: {}", valid.join(", "))) }
+            }),
+            ("quantize" | "dequantize" | "calibrate", "shape") => ParamRule::Shape("ROWSxCOLS"),
+            (_, "shape") => ParamRule::Shape("MxKxN"),
+            (_, "elements") => ParamRule::POSITIVE,
+            (_, "threads") => ParamRule::Threads,
+            _ => return None,
+        })
     }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {

@@ -12,7 +12,7 @@ use rand::{SeedableRng, rngs::SmallRng};
 use rand_distr::{Distribution, StandardNormal};
 use rayon::prelude::*;
 
-const OPS: &[&str] = &["zeros", "ones", "randn"];
+pub(super) const OPS: &[&str] = &["zeros", "ones", "randn"];
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Op {

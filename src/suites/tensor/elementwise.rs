@@ -9,7 +9,7 @@ use crate::util;
 use anyhow::Result;
 use rayon::prelude::*;
 
-const OPS: &[&str] = &["add", "sub", "mul", "div", "broadcast_add"];
+pub(super) const OPS: &[&str] = &["add", "sub", "mul", "div", "broadcast_add"];
 
 /// A binary elementwise operation.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -11,7 +11,7 @@ use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
-const CONVERSIONS: &[&str] = &["f32_to_f16", "f16_to_f32", "f32_to_bf16", "bf16_to_f32"];
+pub(super) const CONVERSIONS: &[&str] = &["f32_to_f16", "f16_to_f32", "f32_to_bf16", "bf16_to_f32"];
 
 /// Applies `f` to matching `CHUNK`s of `dst` and `src`, in parallel when large.
 fn chunked<D: Send, S: Sync>(dst: &mut [D], src: &[S], f: impl Fn(&mut [D], &[S]) + Sync) {
@@ -238,8 +238,11 @@ enum HalfAdd {
     Bf16 { a: Vec<bf16>, b: Vec<bf16>, out: Vec<bf16> },
 }
 
+/// Valid `dtype` values of `half_add`.
+pub(super) const HALF_DTYPES: &[&str] = &["f16", "bf16"];
+
 pub(crate) fn prepare_add(case: &Case) -> Result<Box<dyn Workload>> {
-    let dtype = choice(case, "dtype", &["f16", "bf16"])?;
+    let dtype = choice(case, "dtype", HALF_DTYPES)?;
     let n = elements(case)?;
     let seed = super::seed(case);
     let (x, y) = (util::randn(n, seed), util::randn(n, seed ^ 1));

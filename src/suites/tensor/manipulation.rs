@@ -238,8 +238,11 @@ struct Reshape {
     a: Array2<f32>,
 }
 
+/// Valid `layout` values of `reshape`.
+pub(super) const LAYOUTS: &[&str] = &["contiguous", "transposed"];
+
 pub(crate) fn prepare_reshape(case: &Case) -> Result<Box<dyn Workload>> {
-    let transposed = choice(case, "layout", &["contiguous", "transposed"])? == "transposed";
+    let transposed = choice(case, "layout", LAYOUTS)? == "transposed";
     let (rows, cols) = shape2(case)?;
     let a = Array2::from_shape_vec((rows, cols), util::randn(rows * cols, super::seed(case)))?;
     Ok(Box::new(Reshape { transposed, a }))
@@ -310,8 +313,11 @@ struct Slice {
     out: Vec<f32>,
 }
 
+/// Valid `region` values of `slice`.
+pub(super) const REGIONS: &[&str] = &["rows", "block"];
+
 pub(crate) fn prepare_slice(case: &Case) -> Result<Box<dyn Workload>> {
-    let region = choice(case, "region", &["rows", "block"])?;
+    let region = choice(case, "region", REGIONS)?;
     let (rows, cols) = shape2(case)?;
     let region = slice_region(region, rows, cols);
     let a = util::randn(rows * cols, super::seed(case));

@@ -23,7 +23,7 @@ use crate::util;
 use anyhow::{Result, bail};
 use rayon::prelude::*;
 
-const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench", "tfbench-packed"];
+pub(super) const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench", "tfbench-packed"];
 
 /// A GEMM implementation.
 #[derive(Clone, Copy, Debug, PartialEq)]

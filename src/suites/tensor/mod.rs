@@ -21,7 +21,7 @@
 //! since the crate itself is built for baseline x86-64.
 
 use crate::plan::{Case, ParamValue};
-use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{Limit, ParamRule, Suite, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 mod creation;
@@ -82,6 +82,26 @@ impl Suite for TensorSuite {
                 required: 0.8,
             },
         ]
+    }
+    fn param_rule(&self, benchmark: &str, key: &str) -> Option<ParamRule> {
+        Some(match (benchmark, key) {
+            ("creation", "op") => ParamRule::OneOf(creation::OPS),
+            ("binary", "op") => ParamRule::OneOf(elementwise::OPS),
+            ("unary", "op") => ParamRule::OneOf(unary::OPS),
+            ("reduction", "op") => ParamRule::OneOf(reduction::OPS),
+            ("half_convert", "op") => ParamRule::OneOf(half_precision::CONVERSIONS),
+            ("half_add", "dtype") => ParamRule::OneOf(half_precision::HALF_DTYPES),
+            ("reshape", "layout") => ParamRule::OneOf(manipulation::LAYOUTS),
+            ("slice", "region") => ParamRule::OneOf(manipulation::REGIONS),
+            ("concat", "axis") => ParamRule::Int { min: 0, max: 1 },
+            ("matmul" | "bmm", "impl") => ParamRule::OneOf(matmul::IMPLS),
+            ("matmul", "shape") => ParamRule::Shape("MxKxN"),
+            ("bmm", "shape") => ParamRule::Shape("BATCHxMxKxN"),
+            (_, "shape") => ParamRule::Shape("ROWSxCOLS"),
+            (_, "elements") => ParamRule::POSITIVE,
+            (_, "threads") => ParamRule::Threads,
+            _ => return None,
+        })
     }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {

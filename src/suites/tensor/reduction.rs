@@ -9,7 +9,7 @@ use crate::util;
 use anyhow::Result;
 use rayon::prelude::*;
 
-const OPS: &[&str] = &["sum", "mean", "max", "argmax", "softmax", "layernorm"];
+pub(super) const OPS: &[&str] = &["sum", "mean", "max", "argmax", "softmax", "layernorm"];
 
 /// Independent accumulators in the blocked sum (two AVX-512 or four AVX2 registers).
 const LANES: usize = 32;

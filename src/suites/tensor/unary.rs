@@ -13,7 +13,7 @@ use crate::util;
 use anyhow::Result;
 use rayon::prelude::*;
 
-const OPS: &[&str] = &["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "gelu"];
+pub(super) const OPS: &[&str] = &["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "gelu"];
 
 /// A unary elementwise operation.
 #[derive(Clone, Copy, Debug, PartialEq)]

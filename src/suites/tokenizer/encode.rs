@@ -138,9 +138,12 @@ pub(crate) fn prepare_decode(case: &Case) -> Result<Box<dyn Workload>> {
     build(case, Mode::Decode)
 }
 
+/// Valid `offsets` values.
+pub(super) const OFFSETS: &[&str] = &["none", "bytes", "chars"];
+
 /// `offsets`: encode without offsets, with byte or with char offsets.
 pub(crate) fn prepare_offsets(case: &Case) -> Result<Box<dyn Workload>> {
-    let o = match super::choice(case, "offsets", &["none", "bytes", "chars"])? {
+    let o = match super::choice(case, "offsets", OFFSETS)? {
         "none" => Offsets::None,
         "bytes" => Offsets::Bytes,
         _ => Offsets::Chars,

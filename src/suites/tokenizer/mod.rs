@@ -21,7 +21,7 @@
 //! the corpus), so the case id says what is measured.
 
 use crate::plan::{Case, ParamValue};
-use crate::suites::{Suite, Workload};
+use crate::suites::{ParamRule, Suite, Workload};
 use anyhow::{Result, bail};
 
 mod encode;
@@ -56,6 +56,35 @@ impl Suite for TokenizerSuite {
     }
     fn benchmarks(&self) -> &'static [&'static str] {
         BENCHMARKS
+    }
+    fn param_rule(&self, benchmark: &str, key: &str) -> Option<ParamRule> {
+        Some(match (benchmark, key) {
+            (_, "vocab") => ParamRule::Check(|v| {
+                if sources::vocab_is_valid(&v.to_string()) {
+                    Ok(())
+                } else {
+                    Err(format!("valid: {}", sources::VOCAB_NAMES))
+                }
+            }),
+            (_, "corpus") => ParamRule::Check(|v| {
+                if sources::corpus_is_valid(&v.to_string()) {
+                    Ok(())
+                } else {
+                    Err(format!("valid: {}", sources::CORPUS_NAMES))
+                }
+            }),
+            (_, "length") => ParamRule::OneOf(sources::Length::NAMES),
+            (_, "offsets") => ParamRule::OneOf(encode::OFFSETS),
+            (_, "form") => ParamRule::OneOf(text::FORMS),
+            (_, "kind") => ParamRule::OneOf(text::KINDS),
+            (_, "model") => ParamRule::OneOf(train::MODELS),
+            // 0 means the whole corpus.
+            (_, "input_bytes") => ParamRule::NON_NEGATIVE,
+            (_, "max_length") => ParamRule::Int { min: 8, max: i64::MAX },
+            (_, "vocab_size") => ParamRule::Int { min: 300, max: 1_000_000 },
+            (_, "threads") => ParamRule::Threads,
+            _ => return None,
+        })
     }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {

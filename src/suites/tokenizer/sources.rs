@@ -118,10 +118,7 @@ pub(crate) fn corpus(case: &Case) -> Result<Arc<String>> {
         }
         path if looks_like_path(path) => std::fs::read_to_string(path)
             .with_context(|| format!("case {}: cannot read corpus file {path}", case.id))?,
-        other => bail!(
-            "case {}: `corpus` = `{other}` is not valid; valid: kjv, multilingual, or a path to a UTF-8 text file",
-            case.id
-        ),
+        other => bail!("case {}: `corpus` = `{other}` is not valid; valid: {CORPUS_NAMES}", case.id),
     };
     if text.trim().is_empty() {
         bail!("case {}: corpus `{name}` is empty", case.id);
@@ -131,6 +128,14 @@ pub(crate) fn corpus(case: &Case) -> Result<Arc<String>> {
         c.get_or_insert_with(HashMap::new).insert(name, text.clone());
     }
     Ok(text)
+}
+
+/// Valid `corpus` values, for error messages.
+pub(crate) const CORPUS_NAMES: &str = "kjv, multilingual, or a path to a UTF-8 text file";
+
+/// Whether [`corpus`] would accept `name` (without reading it).
+pub(crate) fn corpus_is_valid(name: &str) -> bool {
+    matches!(name, "kjv" | "multilingual") || looks_like_path(name)
 }
 
 fn looks_like_path(s: &str) -> bool {
@@ -242,11 +247,8 @@ pub(crate) fn tokenizer(case: &Case) -> Result<Loaded> {
         return Ok(Loaded { tok, family, known_ids: fixture, trained: false });
     }
     if let Some(kind) = vocab.strip_suffix("-trained") {
-        let family = match kind {
-            "gpt2" => Family::ByteLevel,
-            "bert" => Family::WordPiece,
-            "llama2" | "unigram" => Family::SentencePiece,
-            _ => bail!("case {}: `vocab` = `{vocab}` is not valid; valid: {VOCAB_NAMES}", case.id),
+        let Some(family) = trained_family(kind) else {
+            bail!("case {}: `vocab` = `{vocab}` is not valid; valid: {VOCAB_NAMES}", case.id)
         };
         let text = corpus(case)?;
         let key = format!("{vocab}@{}", case.str("corpus")?);
@@ -269,6 +271,28 @@ pub(crate) fn tokenizer(case: &Case) -> Result<Loaded> {
         return Ok(Loaded { tok, family, known_ids: None, trained: false });
     }
     bail!("case {}: `vocab` = `{vocab}` is not valid; valid: {VOCAB_NAMES}", case.id)
+}
+
+/// The family of a `KIND-trained` vocabulary; `None` for an unknown kind.
+fn trained_family(kind: &str) -> Option<Family> {
+    match kind {
+        "gpt2" => Some(Family::ByteLevel),
+        "bert" => Some(Family::WordPiece),
+        "llama2" | "unigram" => Some(Family::SentencePiece),
+        _ => None,
+    }
+}
+
+/// Whether [`tokenizer`] would accept `vocab` (without loading it), in its order:
+/// a real vocabulary, a `-trained` one, a path.
+pub(crate) fn vocab_is_valid(vocab: &str) -> bool {
+    if REAL.iter().any(|(n, _)| *n == vocab) {
+        return true;
+    }
+    match vocab.strip_suffix("-trained") {
+        Some(kind) => trained_family(kind).is_some(),
+        None => looks_like_path(vocab),
+    }
 }
 
 /// One tokenizer per key per process: loading a 50k vocabulary or training

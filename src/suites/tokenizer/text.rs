@@ -50,9 +50,12 @@ fn normalizer(form: &str) -> NormalizerWrapper {
     }
 }
 
+/// Valid `form` values of `normalize`.
+pub(super) const FORMS: &[&str] = &["nfc", "nfkc", "lowercase", "strip_accents", "bert"];
+
 /// `normalize`: one normalizer over every paragraph of the corpus.
 pub(crate) fn prepare_normalize(case: &Case) -> Result<Box<dyn Workload>> {
-    let form = super::choice(case, "form", &["nfc", "nfkc", "lowercase", "strip_accents", "bert"])?;
+    let form = super::choice(case, "form", FORMS)?;
     let texts = texts(case)?;
     let norm = normalizer(form);
     let mut out_bytes = 0usize;
@@ -156,9 +159,12 @@ struct PreTokenize {
     pieces: f64,
 }
 
+/// Valid `kind` values of `pretokenize`.
+pub(super) const KINDS: &[&str] = &["bytelevel", "whitespace", "metaspace"];
+
 /// `pretokenize`: one pre-tokenizer over every paragraph of the corpus.
 pub(crate) fn prepare_pretokenize(case: &Case) -> Result<Box<dyn Workload>> {
-    let kind = super::choice(case, "kind", &["bytelevel", "whitespace", "metaspace"])?;
+    let kind = super::choice(case, "kind", KINDS)?;
     let pre: PreTokenizerWrapper = match kind {
         "bytelevel" => ByteLevel::new(false, false, true).into(),
         "whitespace" => WhitespaceSplit.into(),

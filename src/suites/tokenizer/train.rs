@@ -20,9 +20,12 @@ struct Train {
     bytes_per_token: f64,
 }
 
+/// Valid `model` values of `train`.
+pub(super) const MODELS: &[&str] = &["bpe", "wordpiece", "unigram"];
+
 /// `train`: `model` at `vocab_size` on the first `input_bytes` of the corpus.
 pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
-    let model = super::choice(case, "model", &["bpe", "wordpiece", "unigram"])?;
+    let model = super::choice(case, "model", MODELS)?;
     let vocab_size = case.usize("vocab_size")?;
     if !(300..=1_000_000).contains(&vocab_size) {
         bail!("case {}: `vocab_size` must be between 300 and 1000000, got {vocab_size}", case.id);
