@@ -142,6 +142,53 @@ fn measure_with(threads: usize, config: &ProbeConfig, fingerprint: String) -> Re
     Ok(limits)
 }
 
+impl MachineLimits {
+    /// Signs that the probe ran on a busy machine, as sentences for the
+    /// user: with several threads the all-thread figures should exceed the
+    /// one-thread ones (by at least 1.2x for FMA, whose cores do not share
+    /// an execution unit), so a smaller ratio means other work took the
+    /// cores, and every later "% of peak" would be inflated. Empty when the
+    /// figures look consistent.
+    pub fn suspicions(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.threads < 2 {
+            return out;
+        }
+        let fma = self.peak_flops_all_cores / self.peak_flops_one_core;
+        if fma < 1.2 {
+            out.push(format!(
+                "the {}-thread FMA peak is only {fma:.2}x the one-core peak: other work was probably running",
+                self.threads
+            ));
+        }
+        let triad = self.triad_bandwidth_all_threads / self.triad_bandwidth_one_thread;
+        if triad < 0.9 {
+            out.push(format!(
+                "the {}-thread triad bandwidth is {triad:.2}x the one-thread figure: other work was probably running",
+                self.threads
+            ));
+        }
+        out
+    }
+}
+
+/// One warning line for stderr when [`MachineLimits::suspicions`] finds
+/// any, with the load average where readable; `None` otherwise.
+pub fn busy_warning(limits: &MachineLimits) -> Option<String> {
+    let found = limits.suspicions();
+    if found.is_empty() {
+        return None;
+    }
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(|x| format!(" (load average {x})")))
+        .unwrap_or_default();
+    Some(format!(
+        "warning: the probe looks disturbed{load}: {}. \"% of peak\" figures will read high; re-run `tfbench sysinfo --probe` on an idle machine.",
+        found.join("; ")
+    ))
+}
+
 /// What [`run_gated`] returns: each job's result, in order, and the wall time
 /// from the earliest start to the latest finish.
 struct GatedRun<T> {

@@ -49,6 +49,9 @@ fn machine_limits(no_probe: bool, threads: usize, quiet: bool) -> Option<Machine
             if let Err(e) = probe::save(&l) {
                 eprintln!("warning: could not cache the probe: {e:#}");
             }
+            if let Some(w) = probe::busy_warning(&l) {
+                eprintln!("{w}");
+            }
             Some(l)
         }
         Err(e) => {

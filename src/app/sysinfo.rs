@@ -18,6 +18,9 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
         let l = probe::measure(threads)?;
         let path = probe::save(&l)?;
         eprintln!("cached in {}", path.display());
+        if let Some(w) = probe::busy_warning(&l) {
+            eprintln!("{w}");
+        }
         Some(l)
     } else {
         probe::load(&env.fingerprint())?

@@ -141,3 +141,21 @@ fn full_probe() {
     assert!(limits.peak_flops_all_cores >= limits.peak_flops_one_core * 0.9, "{limits:?}");
     assert!(took < Duration::from_secs(20), "probe took {took:?}");
 }
+
+#[test]
+fn a_busy_probe_is_suspected_and_a_consistent_one_is_not() {
+    let good = sample_limits("aa");
+    assert!(good.suspicions().is_empty());
+    assert!(busy_warning(&good).is_none());
+    // Measured on this 2-core VM while compilers ran: 2 threads gave less FMA than one core.
+    let busy = MachineLimits { peak_flops_all_cores: 119.8e9, peak_flops_one_core: 129.0e9, ..good.clone() };
+    let s = busy.suspicions();
+    assert_eq!(s.len(), 1, "{s:?}");
+    assert!(s[0].contains("0.93x"), "{}", s[0]);
+    let w = busy_warning(&busy).expect("warned");
+    assert!(w.contains("re-run `tfbench sysinfo --probe`"), "{w}");
+    let triad = MachineLimits { triad_bandwidth_all_threads: 10.0e9, ..good.clone() };
+    assert_eq!(triad.suspicions().len(), 1);
+    // One thread has nothing to compare.
+    assert!(MachineLimits { threads: 1, ..busy }.suspicions().is_empty());
+}
