@@ -20,8 +20,12 @@
 //!   [`DynamicLinear`], which quantizes activations per token on every call.
 //!
 //! Every kernel with a SIMD path has a portable twin, and the unit tests
-//! check the two against each other and against naive references.
+//! check the two against each other and against naive references. The bulk
+//! quantizers and block decoders have AVX-512 twins in `avx512`, chosen at
+//! run time, that give the same codes bit for bit.
 
+#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+mod avx512;
 pub mod blocks;
 pub mod igemm;
 pub mod int8;

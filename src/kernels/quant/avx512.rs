@@ -1,0 +1,476 @@
+//! AVX-512 twins of the bulk quantizers (int8, Q8_0, Q4_0, Q4_1, Q4_K codes,
+//! ternary bit planes) and of the block decoders.
+//!
+//! Each gives exactly what its portable twin gives, so the choice between them
+//! never shows in the codes:
+//! - the same f32 operations in the same order (Rust never fuses a multiply
+//!   and an add, so neither do these);
+//! - the data is the first operand of `vmaxps`/`vminps`, which return their
+//!   second operand when either is NaN: a NaN is skipped by a running
+//!   min/max and bounded to the lowest code, as `f32::max`/`min` do;
+//! - values are clamped before they are rounded: the bounds are integers, so
+//!   this gives the same code, and the conversion instruction (ties to even,
+//!   or truncation) then replaces the portable float tricks.
+//!
+//! Callers check [`super::has_avx512`] first (the features enabled here are
+//! the ones it tests). The tests at the bottom compare every kernel with its
+//! twin on random data with ties, zeros, extremes and ragged tails.
+
+use super::blocks::{self, BlockFormat, QK};
+use super::kquant::{self, QK_K, QS_BYTES, SCALE_BYTES};
+use half::f16;
+use std::arch::x86_64::*;
+
+/// Round to nearest, ties to even, without raising exceptions.
+const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+/// Lanes `0..n` set (`n <= 16`): the ragged tail of a row.
+fn tail_mask(n: usize) -> __mmask16 {
+    ((1u32 << n.min(16)) - 1) as __mmask16
+}
+
+/// `v` rounded to f16 by `vcvtps2ph` (what `half` itself uses on F16C CPUs).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn to_f16(v: f32) -> f16 {
+    f16::from_bits(_mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(v))) as u16)
+}
+
+/// The two halves of a 32-value block.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn load_block(x: &[f32]) -> (__m512, __m512) {
+    assert!(x.len() >= QK);
+    // SAFETY: x holds at least 32 values.
+    unsafe { (_mm512_loadu_ps(x.as_ptr()), _mm512_loadu_ps(x.as_ptr().add(16))) }
+}
+
+/// Minimum and maximum of 32 values, NaNs skipped (`f32::MAX` / `-f32::MAX`
+/// when all are NaN), like the portable folds that start there.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn block_min_max(a: __m512, b: __m512) -> (f32, f32) {
+    let lo = _mm512_min_ps(b, _mm512_min_ps(a, _mm512_set1_ps(f32::MAX)));
+    let hi = _mm512_max_ps(b, _mm512_max_ps(a, _mm512_set1_ps(-f32::MAX)));
+    (_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi))
+}
+
+/// Minimum and maximum of `x`, NaNs skipped; `(inf, -inf)` when empty.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn min_max(x: &[f32]) -> (f32, f32) {
+    let mut lo = [_mm512_set1_ps(f32::INFINITY); 4];
+    let mut hi = [_mm512_set1_ps(f32::NEG_INFINITY); 4];
+    let mut chunks = x.chunks_exact(64);
+    for c in &mut chunks {
+        for u in 0..4 {
+            // SAFETY: c holds 64 values.
+            let v = unsafe { _mm512_loadu_ps(c.as_ptr().add(16 * u)) };
+            lo[u] = _mm512_min_ps(v, lo[u]);
+            hi[u] = _mm512_max_ps(v, hi[u]);
+        }
+    }
+    for c in chunks.remainder().chunks(16) {
+        let k = tail_mask(c.len());
+        // SAFETY: the mask covers only the c.len() values of c.
+        let v = unsafe { _mm512_maskz_loadu_ps(k, c.as_ptr()) };
+        lo[0] = _mm512_mask_min_ps(lo[0], k, v, lo[0]);
+        hi[0] = _mm512_mask_max_ps(hi[0], k, v, hi[0]);
+    }
+    let lo = _mm512_min_ps(_mm512_min_ps(lo[0], lo[1]), _mm512_min_ps(lo[2], lo[3]));
+    let hi = _mm512_max_ps(_mm512_max_ps(hi[0], hi[1]), _mm512_max_ps(hi[2], hi[3]));
+    (_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi))
+}
+
+/// 16 int8 codes: `clamp(rne(bound(v * inv, -1e6, 1e6)) + zp, lo, hi)`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn int8_codes(v: __m512, inv: __m512, zp: __m512i, lo: __m512i, hi: __m512i) -> __m128i {
+    let q = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, inv), _mm512_set1_ps(-1e6)), _mm512_set1_ps(1e6));
+    let i = _mm512_add_epi32(_mm512_cvt_roundps_epi32::<RNE>(q), zp);
+    _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(i, lo), hi))
+}
+
+/// The twin of `int8::quantize_with_portable`, with `inv = 1 / scale`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn quantize_int8(x: &[f32], inv: f32, zp: i32, lo: i32, hi: i32, out: &mut [i8]) {
+    assert_eq!(x.len(), out.len(), "quantize_int8: length mismatch");
+    let inv = _mm512_set1_ps(inv);
+    let (zp, lo, hi) = (_mm512_set1_epi32(zp), _mm512_set1_epi32(lo), _mm512_set1_epi32(hi));
+    let mut chunks = x.chunks_exact(16);
+    let mut outs = out.chunks_exact_mut(16);
+    for (c, o) in (&mut chunks).zip(&mut outs) {
+        // SAFETY: c holds 16 values and o 16 bytes.
+        unsafe {
+            let q = int8_codes(_mm512_loadu_ps(c.as_ptr()), inv, zp, lo, hi);
+            _mm_storeu_si128(o.as_mut_ptr().cast(), q);
+        }
+    }
+    let (c, o) = (chunks.remainder(), outs.into_remainder());
+    if !c.is_empty() {
+        let k = tail_mask(c.len());
+        // SAFETY: the mask covers only the c.len() values of c and of o.
+        unsafe {
+            let q = int8_codes(_mm512_maskz_loadu_ps(k, c.as_ptr()), inv, zp, lo, hi);
+            _mm_mask_storeu_epi8(o.as_mut_ptr(), k, q);
+        }
+    }
+}
+
+/// 16 Q8_0 codes: `clamp(round(v * id), -128, 127)`, rounding half away from
+/// zero as `f32::round` does: truncate after adding 0.5's predecessor with
+/// the value's sign (LLVM's own expansion of `round`, exact for every f32).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn q8_codes(v: __m512, id: __m512) -> __m128i {
+    let p = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(v, id), _mm512_set1_ps(-128.0)), _mm512_set1_ps(127.0));
+    let sign = _mm512_and_si512(_mm512_castps_si512(p), _mm512_set1_epi32(i32::MIN));
+    let half = _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_set1_epi32(0x3EFF_FFFF)));
+    _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(_mm512_add_ps(p, half)))
+}
+
+/// 16 4-bit codes: `clamp(trunc(v), 0, 15)`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn nibbles(v: __m512) -> __m512i {
+    _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(v, _mm512_setzero_ps()), _mm512_set1_ps(15.0)))
+}
+
+/// Stores 16 bytes `lo | hi << 4` from two vectors of codes below 16.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn store_nibbles(lo: __m512i, hi: __m512i, q: &mut [u8]) {
+    assert!(q.len() >= 16);
+    let b = _mm512_cvtepi32_epi8(_mm512_or_si512(lo, _mm512_slli_epi32::<4>(hi)));
+    // SAFETY: q holds at least 16 bytes.
+    unsafe { _mm_storeu_si128(q.as_mut_ptr().cast(), b) };
+}
+
+/// The twin of `blocks::quantize_blocks_portable` (ggml's reference
+/// quantizers, block by block).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], q: &mut [u8]) {
+    let blocks = x.chunks_exact(QK).zip(q.chunks_exact_mut(f.code_bytes()));
+    match f {
+        BlockFormat::Q8_0 => {
+            for ((x, q), d) in blocks.zip(d) {
+                let (a, b) = load_block(x);
+                let am = _mm512_max_ps(_mm512_abs_ps(a), _mm512_setzero_ps());
+                let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(b), am));
+                let s = amax / 127.0;
+                let id = _mm512_set1_ps(if s != 0.0 { 1.0 / s } else { 0.0 });
+                // SAFETY: q holds 32 bytes.
+                unsafe {
+                    _mm_storeu_si128(q.as_mut_ptr().cast(), q8_codes(a, id));
+                    _mm_storeu_si128(q.as_mut_ptr().add(16).cast(), q8_codes(b, id));
+                }
+                *d = to_f16(s);
+            }
+        }
+        BlockFormat::Q4_0 => {
+            let bias = _mm512_set1_ps(8.5);
+            for ((x, q), d) in blocks.zip(d) {
+                let (a, b) = load_block(x);
+                let (mn, mx) = block_min_max(a, b);
+                let s = blocks::q4_0_signed_max(x, mn, mx) / -8.0;
+                let id = _mm512_set1_ps(if s != 0.0 { 1.0 / s } else { 0.0 });
+                let lo = nibbles(_mm512_add_ps(_mm512_mul_ps(a, id), bias));
+                let hi = nibbles(_mm512_add_ps(_mm512_mul_ps(b, id), bias));
+                store_nibbles(lo, hi, q);
+                *d = to_f16(s);
+            }
+        }
+        BlockFormat::Q4_1 => {
+            let half = _mm512_set1_ps(0.5);
+            for (((x, q), d), m) in blocks.zip(d).zip(m) {
+                let (a, b) = load_block(x);
+                let (mn, mx) = block_min_max(a, b);
+                let s = (mx - mn) / 15.0;
+                let (id, mv) = (_mm512_set1_ps(if s != 0.0 { 1.0 / s } else { 0.0 }), _mm512_set1_ps(mn));
+                let lo = nibbles(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(a, mv), id), half));
+                let hi = nibbles(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(b, mv), id), half));
+                store_nibbles(lo, hi, q);
+                (*d, *m) = (to_f16(s), to_f16(mn));
+            }
+        }
+    }
+}
+
+/// The twin of `blocks::dequantize_blocks_portable`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn dequantize_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], out: &mut [f32]) {
+    let cb = f.code_bytes();
+    for (b, (o, q)) in out.chunks_exact_mut(QK).zip(q.chunks_exact(cb)).enumerate() {
+        let s = _mm512_set1_ps(d[b].to_f32());
+        // SAFETY: o holds 32 values and q `cb` >= 16 bytes.
+        unsafe {
+            let bytes = _mm_loadu_si128(q.as_ptr().cast());
+            let (lo, hi) = match f {
+                BlockFormat::Q8_0 => {
+                    let rest = _mm_loadu_si128(q.as_ptr().add(16).cast());
+                    let lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(bytes)), s);
+                    (lo, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(rest)), s))
+                }
+                BlockFormat::Q4_0 | BlockFormat::Q4_1 => {
+                    let w = _mm512_cvtepu8_epi32(bytes);
+                    let (mut l, mut h) =
+                        (_mm512_and_si512(w, _mm512_set1_epi32(15)), _mm512_srli_epi32::<4>(w));
+                    if f == BlockFormat::Q4_0 {
+                        (l, h) = (
+                            _mm512_sub_epi32(l, _mm512_set1_epi32(8)),
+                            _mm512_sub_epi32(h, _mm512_set1_epi32(8)),
+                        );
+                    }
+                    let (l, h) =
+                        (_mm512_mul_ps(_mm512_cvtepi32_ps(l), s), _mm512_mul_ps(_mm512_cvtepi32_ps(h), s));
+                    if f == BlockFormat::Q4_1 {
+                        let mn = _mm512_set1_ps(m[b].to_f32());
+                        (_mm512_add_ps(l, mn), _mm512_add_ps(h, mn))
+                    } else {
+                        (l, h)
+                    }
+                }
+            };
+            _mm512_storeu_ps(o.as_mut_ptr(), lo);
+            _mm512_storeu_ps(o.as_mut_ptr().add(16), hi);
+        }
+    }
+}
+
+/// 16 Q4_K codes: `clamp(rne((v + off) * inv), 0, 15)`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn q4k_codes(v: __m512, off: __m512, inv: __m512) -> __m512i {
+    let p = _mm512_mul_ps(_mm512_add_ps(v, off), inv);
+    let p = _mm512_min_ps(_mm512_max_ps(p, _mm512_setzero_ps()), _mm512_set1_ps(15.0));
+    _mm512_cvt_roundps_epi32::<RNE>(p)
+}
+
+/// The twin of `kquant::quantize_blocks_portable`: sub-block ranges and codes
+/// in vectors, the scale search shared ([`kquant::super_params`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn quantize_q4k(x: &[f32], d: &mut [f16], dmin: &mut [f16], scales: &mut [u8], qs: &mut [u8]) {
+    let blocks =
+        x.chunks_exact(QK_K).zip(scales.chunks_exact_mut(SCALE_BYTES)).zip(qs.chunks_exact_mut(QS_BYTES));
+    for (((x, s), q), (d, dmin)) in blocks.zip(d.iter_mut().zip(dmin)) {
+        let (mut lo, mut hi) = ([0.0f32; 8], [0.0f32; 8]);
+        let mut v = [_mm512_setzero_ps(); 16];
+        for j in 0..8 {
+            (v[2 * j], v[2 * j + 1]) = load_block(&x[32 * j..]);
+            let (mn, mx) = block_min_max(v[2 * j], v[2 * j + 1]);
+            (lo[j], hi[j]) = kquant::sub_block_range(mn, mx);
+        }
+        let p = kquant::super_params(&lo, &hi);
+        s.copy_from_slice(&kquant::pack_scales(&p.sc, &p.m));
+        let (inv, off) = p.code_steps();
+        for c in 0..4 {
+            let (a, b) = (2 * c, 2 * c + 1);
+            let (ia, oa) = (_mm512_set1_ps(inv[a]), _mm512_set1_ps(off[a]));
+            let (ib, ob) = (_mm512_set1_ps(inv[b]), _mm512_set1_ps(off[b]));
+            for h in 0..2 {
+                let qa = q4k_codes(v[2 * a + h], oa, ia);
+                let qb = q4k_codes(v[2 * b + h], ob, ib);
+                store_nibbles(qa, qb, &mut q[32 * c + 16 * h..]);
+            }
+        }
+        (*d, *dmin) = (p.d, p.dmin);
+    }
+}
+
+/// The twin of the portable bit-plane writer in `ternary`: bit `i` of
+/// `plus`/`minus` word `w` is set when `rne(bound(x * inv, -1, 1))` of value
+/// `64 w + i` is 1 / -1, that is when `x * inv > 0.5` / when it is not
+/// `>= -0.5` (which includes NaN, bounded to -1 by the portable code).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn ternary_planes(row: &[f32], inv: f32, plus: &mut [u64], minus: &mut [u64]) {
+    let (inv, half, neg_half) = (_mm512_set1_ps(inv), _mm512_set1_ps(0.5), _mm512_set1_ps(-0.5));
+    for ((p, m), chunk) in plus.iter_mut().zip(minus.iter_mut()).zip(row.chunks(64)) {
+        let (mut pb, mut mb) = (0u64, 0u64);
+        for (u, c) in chunk.chunks(16).enumerate() {
+            let k = tail_mask(c.len());
+            // SAFETY: the mask covers only the c.len() values of c.
+            let v = _mm512_mul_ps(unsafe { _mm512_maskz_loadu_ps(k, c.as_ptr()) }, inv);
+            pb |= (_mm512_mask_cmp_ps_mask::<_CMP_GT_OQ>(k, v, half) as u64) << (16 * u);
+            mb |= (_mm512_mask_cmp_ps_mask::<_CMP_NGE_UQ>(k, v, neg_half) as u64) << (16 * u);
+        }
+        (*p, *m) = (pb, mb);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{blocks, has_avx512, int8, kquant, ternary};
+    use super::*;
+
+    /// Deterministic values: heavy-tailed, with exact zeros, ties of `step`
+    /// (k + 1/2 steps), the extremes `±max` and repeated magnitudes.
+    fn values(n: usize, seed: u64, step: f32, max: f32) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|i| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                let u = (s >> 40) as f32 / (1u64 << 24) as f32; // [0, 1)
+                let sign = if s & 1 == 0 { 1.0 } else { -1.0 };
+                match s % 7 {
+                    0 => 0.0,
+                    1 => sign * (((s >> 8) % 64) as f32 + 0.5) * step,
+                    2 if i % 3 == 0 => sign * max,
+                    _ => sign * max * u * u * u,
+                }
+            })
+            .collect()
+    }
+
+    fn avx512() -> bool {
+        if !has_avx512() {
+            eprintln!("skipped: this CPU has no AVX-512 (F, BW, VL), so only the portable kernels run here");
+        }
+        has_avx512()
+    }
+
+    #[test]
+    fn min_max_and_int8_codes_equal_the_portable_kernels() {
+        if !avx512() {
+            return;
+        }
+        for (n, seed) in [(0, 1), (1, 2), (15, 3), (16, 4), (63, 5), (64, 6), (1000, 7), (4097, 8)] {
+            let mut x = values(n, seed, 1.0, 127.0);
+            // SAFETY (here and below): avx512() checked every feature the kernels need.
+            assert_eq!(unsafe { min_max(&x) }, int8::min_max_portable(&x), "n {n}");
+            if n > 3 {
+                x[n / 2] = f32::NAN; // skipped by min/max, lowest code when quantized
+                x[n / 3] = f32::INFINITY;
+                x[1] = -1e30;
+            }
+            assert_eq!(unsafe { min_max(&x) }, int8::min_max_portable(&x), "n {n} with NaN");
+            // scale 1: the ties k + 1/2 are exact; then a scale that is not.
+            for (p, lo, hi) in [
+                (int8::QParams { scale: 1.0, zero_point: 0 }, -127, 127),
+                (int8::QParams { scale: 1.0, zero_point: -3 }, -128, 127),
+                (int8::QParams { scale: 0.37, zero_point: 17 }, -128, 127),
+            ] {
+                let (mut a, mut b) = (vec![0i8; n], vec![1i8; n]);
+                unsafe { quantize_int8(&x, 1.0 / p.scale, p.zero_point, lo, hi, &mut a) };
+                int8::quantize_with_portable(&x, p, lo, hi, &mut b);
+                assert_eq!(a, b, "n {n} {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn block_codes_and_decoding_equal_the_portable_kernels() {
+        if !avx512() {
+            return;
+        }
+        for f in [BlockFormat::Q8_0, BlockFormat::Q4_0, BlockFormat::Q4_1] {
+            // max 127 makes the Q8_0 scale 1 (exact ties); 8 and 15 do the same for Q4_0 / Q4_1.
+            for (nb, seed, max) in [(1, 11, 127.0), (7, 12, 8.0), (64, 13, 15.0), (300, 14, 0.02)] {
+                let mut x = values(nb * QK, seed, max / 64.0, max);
+                x[QK / 2] = -max; // a ±max tie inside one Q4_0 block
+                x[QK / 2 + 1] = max;
+                if nb > 2 {
+                    x[QK..2 * QK].fill(0.0); // an all-zero block
+                }
+                let run = |simd: bool| {
+                    let (mut d, mut m, mut q) =
+                        (vec![f16::ZERO; nb], vec![f16::ZERO; nb], vec![0u8; nb * f.code_bytes()]);
+                    let mm = if f == BlockFormat::Q4_1 { &mut m[..] } else { &mut [][..] };
+                    if simd {
+                        unsafe { quantize_blocks(f, &x, &mut d, mm, &mut q) };
+                    } else {
+                        blocks::quantize_blocks_portable(f, &x, &mut d, mm, &mut q);
+                    }
+                    (d, m, q)
+                };
+                let (a, b) = (run(true), run(false));
+                assert_eq!(a, b, "{f:?} nb {nb}");
+                let (d, m, q) = a;
+                let (mut ya, mut yb) = (vec![0.0f32; nb * QK], vec![1.0f32; nb * QK]);
+                let mm = if f == BlockFormat::Q4_1 { &m[..] } else { &[][..] };
+                unsafe { dequantize_blocks(f, &d, mm, &q, &mut ya) };
+                blocks::dequantize_blocks_portable(f, &d, mm, &q, &mut yb);
+                assert!(ya.iter().zip(&yb).all(|(a, b)| a.to_bits() == b.to_bits()), "{f:?} nb {nb} decode");
+            }
+        }
+    }
+
+    #[test]
+    fn block_codes_treat_nan_and_infinity_like_the_portable_kernels() {
+        if !avx512() {
+            return;
+        }
+        let mut x = values(4 * QK, 21, 0.01, 1.0);
+        x[3] = f32::NAN;
+        x[QK + 4] = f32::INFINITY;
+        x[2 * QK + 5] = f32::NEG_INFINITY;
+        x[3 * QK..].fill(f32::NAN);
+        for f in [BlockFormat::Q8_0, BlockFormat::Q4_0, BlockFormat::Q4_1] {
+            let (mut da, mut ma, mut qa) =
+                (vec![f16::ZERO; 4], vec![f16::ZERO; 4], vec![0u8; 4 * f.code_bytes()]);
+            let (mut db, mut mb, mut qb) = (da.clone(), ma.clone(), qa.clone());
+            let q41 = f == BlockFormat::Q4_1;
+            unsafe { quantize_blocks(f, &x, &mut da, if q41 { &mut ma[..] } else { &mut [] }, &mut qa) };
+            blocks::quantize_blocks_portable(
+                f,
+                &x,
+                &mut db,
+                if q41 { &mut mb[..] } else { &mut [] },
+                &mut qb,
+            );
+            let bits = |v: &[f16]| v.iter().map(|h| h.to_bits()).collect::<Vec<_>>();
+            assert_eq!((bits(&da), bits(&ma), &qa), (bits(&db), bits(&mb), &qb), "{f:?}");
+        }
+    }
+
+    #[test]
+    fn q4k_codes_equal_the_portable_kernel() {
+        if !avx512() {
+            return;
+        }
+        for (nb, seed, max) in [(1, 31, 1.0), (9, 32, 0.02), (40, 33, 15.0)] {
+            let mut x = values(nb * QK_K, seed, max / 64.0, max);
+            x[..QK].iter_mut().for_each(|v| *v = v.abs()); // a sub-block whose minimum is pinned at 0
+            x[QK..2 * QK].fill(0.5); // a constant one
+            if nb > 1 {
+                x[QK_K..2 * QK_K].fill(0.0); // an all-zero super-block
+            }
+            let run = |simd: bool| {
+                let (mut d, mut dm) = (vec![f16::ZERO; nb], vec![f16::ZERO; nb]);
+                let (mut s, mut q) = (vec![0u8; nb * SCALE_BYTES], vec![0u8; nb * QS_BYTES]);
+                if simd {
+                    unsafe { quantize_q4k(&x, &mut d, &mut dm, &mut s, &mut q) };
+                } else {
+                    kquant::quantize_blocks_portable(&x, &mut d, &mut dm, &mut s, &mut q);
+                }
+                (
+                    d.iter().map(|h| h.to_bits()).collect::<Vec<_>>(),
+                    dm.iter().map(|h| h.to_bits()).collect::<Vec<_>>(),
+                    s,
+                    q,
+                )
+            };
+            assert_eq!(run(true), run(false), "nb {nb}");
+        }
+    }
+
+    #[test]
+    fn ternary_planes_equal_the_portable_kernel() {
+        if !avx512() {
+            return;
+        }
+        for (cols, seed) in [(1, 41), (17, 42), (64, 43), (100, 44), (4096, 45)] {
+            // inv 2 and steps of 1/2: the tie values (k + 1/2) / 2 include ±0.5 exactly.
+            let mut x = values(cols, seed, 0.5, 1.0);
+            if cols > 5 {
+                (x[0], x[1], x[2], x[3], x[4]) = (0.25, -0.25, f32::NAN, f32::INFINITY, -0.0);
+            }
+            let words = cols.div_ceil(64);
+            let (mut pa, mut ma) = (vec![0u64; words], vec![0u64; words]);
+            let (mut pb, mut mb) = (vec![9u64; words], vec![9u64; words]);
+            unsafe { ternary_planes(&x, 2.0, &mut pa, &mut ma) };
+            ternary::planes_portable(&x, 2.0, &mut pb, &mut mb);
+            assert_eq!((pa, ma), (pb, mb), "cols {cols}");
+        }
+    }
+}
