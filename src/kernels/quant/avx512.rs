@@ -32,7 +32,7 @@ fn tail_mask(n: usize) -> __mmask16 {
 /// `v` rounded to f16 by `vcvtps2ph` (what `half` itself uses on F16C CPUs).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-fn to_f16(v: f32) -> f16 {
+fn scale_to_f16(v: f32) -> f16 {
     f16::from_bits(_mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(v))) as u16)
 }
 
@@ -163,7 +163,7 @@ pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], 
                     _mm_storeu_si128(q.as_mut_ptr().cast(), q8_codes(a, id));
                     _mm_storeu_si128(q.as_mut_ptr().add(16).cast(), q8_codes(b, id));
                 }
-                *d = to_f16(s);
+                *d = scale_to_f16(s);
             }
         }
         BlockFormat::Q4_0 => {
@@ -176,7 +176,7 @@ pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], 
                 let lo = nibbles(_mm512_add_ps(_mm512_mul_ps(a, id), bias));
                 let hi = nibbles(_mm512_add_ps(_mm512_mul_ps(b, id), bias));
                 store_nibbles(lo, hi, q);
-                *d = to_f16(s);
+                *d = scale_to_f16(s);
             }
         }
         BlockFormat::Q4_1 => {
@@ -189,7 +189,7 @@ pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], 
                 let lo = nibbles(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(a, mv), id), half));
                 let hi = nibbles(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(b, mv), id), half));
                 store_nibbles(lo, hi, q);
-                (*d, *m) = (to_f16(s), to_f16(mn));
+                (*d, *m) = (scale_to_f16(s), scale_to_f16(mn));
             }
         }
     }
@@ -296,10 +296,108 @@ pub fn ternary_planes(row: &[f32], inv: f32, plus: &mut [u64], minus: &mut [u64]
     }
 }
 
+/// Values `off..off + out.len()` of ternary bit planes times `g`, the twin of
+/// `ternary::decode_range_portable`: `(plus bit - minus bit) * g` per value,
+/// the bits of 16 values at a time taken as a lane mask.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn ternary_decode(
+    plus: &[u64],
+    minus: &[u64],
+    words: usize,
+    cols: usize,
+    g: f32,
+    off: usize,
+    out: &mut [f32],
+) {
+    let (one, gv) = (_mm512_set1_ps(1.0), _mm512_set1_ps(g));
+    let mut i = 0;
+    while i < out.len() {
+        let (r, c) = ((off + i) / cols, (off + i) % cols);
+        let n = (64 - c % 64).min(cols - c).min(out.len() - i);
+        let w = r * words + c / 64;
+        let (p, m) = (plus[w] >> (c % 64), minus[w] >> (c % 64));
+        for (u, o) in out[i..i + n].chunks_mut(16).enumerate() {
+            let (pk, mk) = ((p >> (16 * u)) as __mmask16, (m >> (16 * u)) as __mmask16);
+            let v = _mm512_maskz_mov_ps(pk, one);
+            let v = _mm512_mul_ps(_mm512_mask_sub_ps(v, mk, v, one), gv);
+            // SAFETY: the mask covers only the o.len() values of o.
+            unsafe { _mm512_mask_storeu_ps(o.as_mut_ptr(), tail_mask(o.len()), v) };
+        }
+        i += n;
+    }
+}
+
+/// f32 to f16, rounding to nearest even by `vcvtps2ph`: the instruction
+/// `half` itself uses on F16C CPUs, 16 values at a time instead of 8.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn to_f16(x: &[f32], out: &mut [f16]) {
+    assert_eq!(x.len(), out.len(), "to_f16: length mismatch");
+    for (c, o) in x.chunks(16).zip(out.chunks_mut(16)) {
+        let k = tail_mask(c.len());
+        // SAFETY: the mask covers only the c.len() values of c and o.
+        unsafe {
+            let h = _mm512_cvtps_ph::<RNE>(_mm512_maskz_loadu_ps(k, c.as_ptr()));
+            _mm256_mask_storeu_epi16(o.as_mut_ptr().cast(), k, h);
+        }
+    }
+}
+
+/// f16 to f32 (exact), 16 values at a time.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn from_f16(h: &[f16], out: &mut [f32]) {
+    assert_eq!(h.len(), out.len(), "from_f16: length mismatch");
+    for (c, o) in h.chunks(16).zip(out.chunks_mut(16)) {
+        let k = tail_mask(c.len());
+        // SAFETY: the mask covers only the c.len() values of c and o.
+        unsafe {
+            let v = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, c.as_ptr().cast()));
+            _mm512_mask_storeu_ps(o.as_mut_ptr(), k, v);
+        }
+    }
+}
+
+/// f32 to bf16 with `half`'s arithmetic on the bits: round to nearest even
+/// (add one to the top half when the dropped half is above 0x8000, or equal
+/// to it and the kept half is odd), a NaN kept quiet with its sign and top
+/// payload bits. Not `vcvtneps2bf16`, which flushes subnormals to zero.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn to_bf16(x: &[f32], out: &mut [half::bf16]) {
+    assert_eq!(x.len(), out.len(), "to_bf16: length mismatch");
+    let set = _mm512_set1_epi32;
+    for (c, o) in x.chunks(16).zip(out.chunks_mut(16)) {
+        let k = tail_mask(c.len());
+        // SAFETY: the mask covers only the c.len() values of c and o.
+        unsafe {
+            let b = _mm512_maskz_loadu_epi32(k, c.as_ptr().cast());
+            let top = _mm512_srli_epi32::<16>(b);
+            let round = _mm512_test_epi32_mask(b, set(0x8000)) & _mm512_test_epi32_mask(b, set(0x1_7FFF));
+            let nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(b, set(0x7FFF_FFFF)), set(0x7F80_0000));
+            let v = _mm512_mask_add_epi32(top, round, top, set(1));
+            let v = _mm512_mask_or_epi32(v, nan, top, set(0x40));
+            _mm256_mask_storeu_epi16(o.as_mut_ptr().cast(), k, _mm512_cvtepi32_epi16(v));
+        }
+    }
+}
+
+/// bf16 to f32 (exact: the bits moved to the top half), 16 values at a time.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+pub fn from_bf16(h: &[half::bf16], out: &mut [f32]) {
+    assert_eq!(h.len(), out.len(), "from_bf16: length mismatch");
+    for (c, o) in h.chunks(16).zip(out.chunks_mut(16)) {
+        let k = tail_mask(c.len());
+        // SAFETY: the mask covers only the c.len() values of c and o.
+        unsafe {
+            let w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(k, c.as_ptr().cast()));
+            _mm512_mask_storeu_ps(o.as_mut_ptr(), k, _mm512_castsi512_ps(_mm512_slli_epi32::<16>(w)));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{blocks, has_avx512, int8, kquant, ternary};
     use super::*;
+    use half::bf16;
 
     /// Deterministic values: heavy-tailed, with exact zeros, ties of `step`
     /// (k + 1/2 steps), the extremes `±max` and repeated magnitudes.
@@ -471,6 +569,58 @@ mod tests {
             unsafe { ternary_planes(&x, 2.0, &mut pa, &mut ma) };
             ternary::planes_portable(&x, 2.0, &mut pb, &mut mb);
             assert_eq!((pa, ma), (pb, mb), "cols {cols}");
+        }
+    }
+
+    #[test]
+    fn ternary_decoding_equals_the_portable_kernel() {
+        if !avx512() {
+            return;
+        }
+        let (rows, cols) = (3, 150);
+        let codes: Vec<i8> = (0..rows * cols).map(|i| ((i * 7 + i / 11) % 3) as i8 - 1).collect();
+        let t = ternary::TernaryMatrix::from_codes(&codes, rows, cols, 0.37);
+        for (off, len) in [(0, rows * cols), (5, 100), (149, 2), (63, 65), (200, 250)] {
+            let (mut a, mut b) = (vec![9.0f32; len], vec![7.0f32; len]);
+            // SAFETY: avx512() checked every feature the kernel needs.
+            unsafe { ternary_decode(&t.plus, &t.minus, t.words, cols, t.gamma, off, &mut a) };
+            ternary::decode_range_portable(&t.plus, &t.minus, t.words, cols, t.gamma, off, &mut b);
+            assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "off {off} len {len}");
+        }
+    }
+
+    #[test]
+    fn half_conversions_equal_the_half_crate() {
+        if !avx512() {
+            return;
+        }
+        // Every exponent and sign with random mantissas, ties of both kinds
+        // for each format, subnormals, infinities and NaNs; a ragged length.
+        let mut bits: Vec<u32> =
+            (0..4099u32).map(|i| i.wrapping_mul(2_654_435_761).rotate_left(i % 32)).collect();
+        bits.extend([0, 0x8000_0000, 1, 0x8000_0001, 0x7F80_0000, 0xFF80_0000, 0x7FC0_0001, 0xFF80_0001]);
+        bits.extend([
+            0x3F80_8000,
+            0x3F81_8000,
+            0x3F80_1000,
+            0x3F80_3000,
+            0x0000_8000,
+            0x0001_8000,
+            0x7F7F_FFFF,
+        ]);
+        let x: Vec<f32> = bits.iter().map(|&b| f32::from_bits(b)).collect();
+        let (mut h, mut b) = (vec![f16::ZERO; x.len()], vec![bf16::ZERO; x.len()]);
+        // SAFETY (both blocks): avx512() checked every feature the kernels need.
+        unsafe { (to_f16(&x, &mut h), to_bf16(&x, &mut b)) };
+        for (i, &v) in x.iter().enumerate() {
+            assert_eq!(h[i].to_bits(), f16::from_f32(v).to_bits(), "f16 of {:#x}", bits[i]);
+            assert_eq!(b[i].to_bits(), bf16::from_f32(v).to_bits(), "bf16 of {:#x}", bits[i]);
+        }
+        let (mut yh, mut yb) = (vec![0.0f32; x.len()], vec![0.0f32; x.len()]);
+        unsafe { (from_f16(&h, &mut yh), from_bf16(&b, &mut yb)) };
+        for i in 0..x.len() {
+            assert_eq!(yh[i].to_bits(), h[i].to_f32().to_bits(), "f16 {:#x} back", h[i].to_bits());
+            assert_eq!(yb[i].to_bits(), b[i].to_f32().to_bits(), "bf16 {:#x} back", b[i].to_bits());
         }
     }
 }

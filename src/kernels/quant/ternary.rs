@@ -339,10 +339,21 @@ mod tests {
     }
 }
 
+/// Values `off..off + out.len()` (row-major) of bit planes with `words`
+/// words per row of `cols`, times `g`: the AVX-512 kernel when the CPU has
+/// it, else [`decode_range_portable`]; both give the same values.
+fn decode_range(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if super::has_avx512() {
+        // SAFETY: has_avx512() checked every feature the kernel is compiled for.
+        return unsafe { super::avx512::ternary_decode(plus, minus, words, cols, g, off, out) };
+    }
+    decode_range_portable(plus, minus, words, cols, g, off, out)
+}
+
 simd_dispatch! {
-    /// Values `off..off + out.len()` (row-major) of bit planes with `words`
-    /// words per row of `cols`, times `g`: runs of one row and one word each.
-    fn decode_range(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
+    /// [`decode_range`] in portable code: runs of one row and one word each.
+    pub fn decode_range_portable(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
         let mut i = 0;
         while i < out.len() {
             let (r, c) = ((off + i) / cols, (off + i) % cols);
