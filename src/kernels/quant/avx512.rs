@@ -282,6 +282,64 @@ fn q4k_codes(v: __m512, off: __m512, inv: __m512) -> __m512i {
     _mm512_cvt_roundps_epi32::<RNE>(p)
 }
 
+/// Largest of the 8 lanes and 0; NaN lanes skipped, a zero result is +0.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn max0(v: __m256) -> f32 {
+    // Against +0 first (the data first: NaN and -0 become +0), so no lane is
+    // NaN or -0 and the order of the rest does not matter.
+    let w = _mm256_max_ps(v, _mm256_setzero_ps());
+    let w = _mm_max_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps::<1>(w));
+    let w = _mm_max_ps(w, _mm_movehl_ps(w, w));
+    _mm_cvtss_f32(_mm_max_ss(w, _mm_movehdup_ps(w)))
+}
+
+/// `clamp(ceil(q), 0, 63)` as integers, NaN to 0 (`clamp_to_i32` of `ceil`).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn six_bits(q: __m256) -> __m256i {
+    let c = _mm256_round_ps::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(q);
+    _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(c, _mm256_setzero_ps()), _mm256_set1_ps(63.0)))
+}
+
+/// The twin of [`kquant::super_params`] and `code_steps` with sub-block `j`
+/// in lane `j` (the same operations lane by lane): the parameters, the
+/// inverse steps and the offsets of the codes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
+fn q4k_params(lo: &[f32; 8], hi: &[f32; 8]) -> (kquant::SuperParams, [f32; 8], [f32; 8]) {
+    // SAFETY: lo and hi hold 8 values each.
+    let (lo, hi) = unsafe { (_mm256_loadu_ps(lo.as_ptr()), _mm256_loadu_ps(hi.as_ptr())) };
+    let neg_lo = _mm256_xor_ps(lo, _mm256_set1_ps(-0.0));
+    let dmin = kquant::f16_up(max0(neg_lo) / 63.0);
+    let dminf = dmin.to_f32();
+    let m = if dminf > 0.0 {
+        six_bits(_mm256_div_ps(neg_lo, _mm256_set1_ps(dminf)))
+    } else {
+        _mm256_setzero_si256()
+    };
+    let mf = _mm256_cvtepi32_ps(m);
+    let off = _mm256_mul_ps(_mm256_set1_ps(dminf), mf);
+    let step = _mm256_div_ps(_mm256_add_ps(hi, off), _mm256_set1_ps(15.0));
+    let d = kquant::f16_up(max0(step) / 63.0);
+    let df = d.to_f32();
+    let sc =
+        if df > 0.0 { six_bits(_mm256_div_ps(step, _mm256_set1_ps(df))) } else { _mm256_setzero_si256() };
+    let e = _mm256_mul_ps(_mm256_set1_ps(df), _mm256_cvtepi32_ps(sc));
+    let inv = _mm256_maskz_mov_ps(
+        _mm256_cmp_ps_mask::<_CMP_GT_OQ>(e, _mm256_setzero_ps()),
+        _mm256_div_ps(_mm256_set1_ps(1.0), e),
+    );
+    let bytes = |v: __m256i| (_mm_cvtsi128_si64(_mm256_cvtepi32_epi8(v)) as u64).to_le_bytes();
+    let (mut inv_a, mut off_a) = ([0.0f32; 8], [0.0f32; 8]);
+    // SAFETY: both arrays hold 8 values.
+    unsafe {
+        _mm256_storeu_ps(inv_a.as_mut_ptr(), inv);
+        _mm256_storeu_ps(off_a.as_mut_ptr(), off);
+    }
+    (kquant::SuperParams { d, dmin, sc: bytes(sc), m: bytes(m) }, inv_a, off_a)
+}
+
 /// The twin of `kquant::quantize_blocks_portable`: sub-block ranges (one
 /// shared reduction tree for the 8 sub-blocks) and codes in vectors, the
 /// scale search shared ([`kquant::super_params`]).
@@ -301,9 +359,8 @@ pub fn quantize_q4k(x: &[f32], d: &mut [f16], dmin: &mut [f16], scales: &mut [u8
         for j in 0..8 {
             (lo[j], hi[j]) = kquant::sub_block_range(mn[j], mx[j]);
         }
-        let p = kquant::super_params(&lo, &hi);
+        let (p, inv, off) = q4k_params(&lo, &hi);
         s.copy_from_slice(&kquant::pack_scales(&p.sc, &p.m));
-        let (inv, off) = p.code_steps();
         for c in 0..4 {
             let (a, b) = (2 * c, 2 * c + 1);
             let (ia, oa) = (_mm512_set1_ps(inv[a]), _mm512_set1_ps(off[a]));
@@ -572,6 +629,13 @@ mod tests {
             x[QK..2 * QK].fill(0.5); // a constant one
             if nb > 1 {
                 x[QK_K..2 * QK_K].fill(0.0); // an all-zero super-block
+            }
+            if nb > 2 {
+                // NaN, infinities and an all-NaN sub-block in one super-block.
+                (x[2 * QK_K + 3], x[2 * QK_K + 40], x[2 * QK_K + 70]) =
+                    (f32::NAN, f32::INFINITY, f32::NEG_INFINITY);
+                x[2 * QK_K + 96..2 * QK_K + 128].fill(f32::NAN);
+                x[3 * QK_K + 10] = f32::NAN;
             }
             let run = |simd: bool| {
                 let (mut d, mut dm) = (vec![f16::ZERO; nb], vec![f16::ZERO; nb]);

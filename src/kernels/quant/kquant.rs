@@ -140,7 +140,8 @@ impl Q4KTensor {
 }
 
 /// `v` rounded to f16, upwards when round-to-nearest went below (`v >= 0`).
-fn f16_up(v: f32) -> f16 {
+#[inline(always)]
+pub(super) fn f16_up(v: f32) -> f16 {
     let h = f16::from_f32(v);
     if h.to_f32() < v { f16::from_bits(h.to_bits() + 1) } else { h }
 }
