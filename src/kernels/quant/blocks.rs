@@ -148,23 +148,12 @@ fn q8_0_block(x: &[f32], qs: &mut [u8]) -> f16 {
 /// ggml's Q4_0 reference quantizer for one block.
 #[inline(always)]
 fn q4_0_block(x: &[f32], qs: &mut [u8]) -> f16 {
-    // ggml keeps the first value of largest magnitude; with vector min and
-    // max only a tie between +a and -a needs the (rare) scalar search.
     let (mut mx, mut mn) = (-f32::MAX, f32::MAX);
     for &v in x {
         mx = mx.max(v);
         mn = mn.min(v);
     }
-    let max = if mx > -mn {
-        mx
-    } else if -mn > mx {
-        mn
-    } else if mx == 0.0 {
-        0.0
-    } else {
-        x.iter().copied().find(|v| v.abs() == mx).unwrap_or(mx)
-    };
-    let d = max / -8.0;
+    let d = q4_0_signed_max(x, mn, mx) / -8.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     for j in 0..QK / 2 {
         let lo = clamp_to_i32(x[j] * id + 8.5, 0.0, 15.0) as u8;
@@ -172,6 +161,22 @@ fn q4_0_block(x: &[f32], qs: &mut [u8]) -> f16 {
         qs[j] = lo | (hi << 4);
     }
     f16::from_f32(d)
+}
+
+/// The value of largest magnitude of a Q4_0 block, sign included, from its
+/// minimum `mn` and maximum `mx` (NaNs skipped): ggml keeps the first such
+/// value, so only a tie between +a and -a needs the (rare) scalar search.
+#[inline(always)]
+pub(super) fn q4_0_signed_max(x: &[f32], mn: f32, mx: f32) -> f32 {
+    // The sign of the largest value is random: a select, not a branch
+    // mispredicted on every other block; only the rare tie branches.
+    if mx != -mn {
+        if -mn > mx { mn } else { mx }
+    } else if mx == 0.0 {
+        0.0
+    } else {
+        x.iter().copied().find(|v| v.abs() == mx).unwrap_or(mx)
+    }
 }
 
 /// ggml's Q4_1 reference quantizer for one block: (scale, minimum).
@@ -192,10 +197,33 @@ fn q4_1_block(x: &[f32], qs: &mut [u8]) -> (f16, f16) {
     (f16::from_f32(d), f16::from_f32(min))
 }
 
+/// Quantizes whole blocks of `x` (serial): one scale per block in `d`, one
+/// minimum in `m` (Q4_1 only), codes in `q`. The AVX-512 kernel when the CPU
+/// has it, else [`quantize_blocks_portable`]; both give the same bytes.
+pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], q: &mut [u8]) {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if super::has_avx512() {
+        // SAFETY: has_avx512() checked every feature the kernel is compiled for.
+        return unsafe { super::avx512::quantize_blocks(f, x, d, m, q) };
+    }
+    quantize_blocks_portable(f, x, d, m, q)
+}
+
+/// Dequantizes whole blocks (serial) into `out`: the AVX-512 kernel when the
+/// CPU has it, else [`dequantize_blocks_portable`]; both give the same values.
+pub fn dequantize_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], out: &mut [f32]) {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if super::has_avx512() {
+        // SAFETY: has_avx512() checked every feature the kernel is compiled for.
+        return unsafe { super::avx512::dequantize_blocks(f, d, m, q, out) };
+    }
+    dequantize_blocks_portable(f, d, m, q, out)
+}
+
 simd_dispatch! {
-    /// Quantizes whole blocks of `x` (serial): one scale per block in `d`,
-    /// one minimum in `m` (Q4_1 only), codes in `q`.
-    pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], q: &mut [u8]) {
+    /// Quantizes whole blocks of `x` in portable code (serial): ggml's
+    /// reference quantizers, block by block.
+    pub fn quantize_blocks_portable(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], q: &mut [u8]) {
         let cb = f.code_bytes();
         for (b, (x, q)) in x.chunks_exact(QK).zip(q.chunks_exact_mut(cb)).enumerate() {
             match f {
@@ -208,8 +236,8 @@ simd_dispatch! {
 }
 
 simd_dispatch! {
-    /// Dequantizes whole blocks (serial) into `out`.
-    pub fn dequantize_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], out: &mut [f32]) {
+    /// Dequantizes whole blocks in portable code (serial) into `out`.
+    pub fn dequantize_blocks_portable(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], out: &mut [f32]) {
         let cb = f.code_bytes();
         for (b, (o, q)) in out.chunks_exact_mut(QK).zip(q.chunks_exact(cb)).enumerate() {
             let s = d[b].to_f32();

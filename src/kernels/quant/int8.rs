@@ -130,9 +130,20 @@ impl Int8Tensor {
     }
 }
 
+/// Minimum and maximum of a slice (serial); NaNs are ignored. The AVX-512
+/// kernel when the CPU has it, else [`min_max_portable`].
+pub fn min_max_serial(x: &[f32]) -> (f32, f32) {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if super::has_avx512() {
+        // SAFETY: has_avx512() checked every feature the kernel is compiled for.
+        return unsafe { super::avx512::min_max(x) };
+    }
+    min_max_portable(x)
+}
+
 simd_dispatch! {
-    /// Minimum and maximum of a slice (serial); NaNs are ignored.
-    pub fn min_max_serial(x: &[f32]) -> (f32, f32) {
+    /// Minimum and maximum of a slice in portable code (serial); NaNs are ignored.
+    pub fn min_max_portable(x: &[f32]) -> (f32, f32) {
         let mut lo = [f32::INFINITY; 16];
         let mut hi = [f32::NEG_INFINITY; 16];
         let mut chunks = x.chunks_exact(16);
@@ -160,9 +171,22 @@ pub fn min_max(x: &[f32]) -> (f32, f32) {
         .reduce(|| (f32::INFINITY, f32::NEG_INFINITY), |a, b| (a.0.min(b.0), a.1.max(b.1)))
 }
 
+/// `out = clamp(round(x / scale) + zero_point, lo, hi)` (serial): the
+/// AVX-512 kernel when the CPU has it, else [`quantize_with_portable`]; both
+/// give the same codes.
+pub fn quantize_with(x: &[f32], p: QParams, lo: i32, hi: i32, out: &mut [i8]) {
+    assert_eq!(x.len(), out.len(), "quantize_with: length mismatch");
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if super::has_avx512() {
+        // SAFETY: has_avx512() checked every feature the kernel is compiled for.
+        return unsafe { super::avx512::quantize_int8(x, 1.0 / p.scale, p.zero_point, lo, hi, out) };
+    }
+    quantize_with_portable(x, p, lo, hi, out)
+}
+
 simd_dispatch! {
-    /// `out = clamp(round(x / scale) + zero_point, lo, hi)` (serial).
-    pub fn quantize_with(x: &[f32], p: QParams, lo: i32, hi: i32, out: &mut [i8]) {
+    /// `out = clamp(round(x / scale) + zero_point, lo, hi)` in portable code (serial).
+    pub fn quantize_with_portable(x: &[f32], p: QParams, lo: i32, hi: i32, out: &mut [i8]) {
         assert_eq!(x.len(), out.len(), "quantize_with: length mismatch");
         let inv = 1.0 / p.scale;
         let (lo, hi, zp) = (lo as f32, hi as f32, p.zero_point as f32);

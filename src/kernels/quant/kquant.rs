@@ -140,9 +140,69 @@ impl Q4KTensor {
 }
 
 /// `v` rounded to f16, upwards when round-to-nearest went below (`v >= 0`).
-fn f16_up(v: f32) -> f16 {
+#[inline(always)]
+pub(super) fn f16_up(v: f32) -> f16 {
     let h = f16::from_f32(v);
     if h.to_f32() < v { f16::from_bits(h.to_bits() + 1) } else { h }
+}
+
+/// The range a sub-block's grid must cover, from its minimum and maximum:
+/// ggml pins the minimum at or below 0 (`m` is stored unsigned). A zero
+/// minimum is always +0, so the sign of a zero never depends on which
+/// kernel found it.
+#[inline(always)]
+pub(super) fn sub_block_range(mn: f32, mx: f32) -> (f32, f32) {
+    (if mn < 0.0 { mn } else { 0.0 }, mx)
+}
+
+/// A super-block's f16 `d` and `dmin` and its 6-bit sub-block scales and
+/// minimums.
+pub(super) struct SuperParams {
+    pub(super) d: f16,
+    pub(super) dmin: f16,
+    pub(super) sc: [u8; 8],
+    pub(super) m: [u8; 8],
+}
+
+/// Largest of `v` and 0; a NaN is skipped and a zero result is +0.
+#[inline(always)]
+fn max0(v: impl Iterator<Item = f32>) -> f32 {
+    v.fold(0.0f32, |a, v| if v > a { v } else { a })
+}
+
+/// The scales of a super-block whose sub-block `j` covers `[lo[j], hi[j]]`.
+#[inline(always)]
+pub(super) fn super_params(lo: &[f32; 8], hi: &[f32; 8]) -> SuperParams {
+    let dmin = f16_up(max0(lo.iter().map(|&v| -v)) / 63.0);
+    let dminf = dmin.to_f32();
+    let (mut m, mut sc) = ([0u8; 8], [0u8; 8]);
+    let mut step = [0.0f32; 8];
+    for j in 0..8 {
+        // Rounding the minimum index up keeps -dmin * m <= the true minimum.
+        m[j] = if dminf > 0.0 { clamp_to_i32((-lo[j] / dminf).ceil(), 0.0, 63.0) as u8 } else { 0 };
+        step[j] = (hi[j] + dminf * m[j] as f32) / 15.0;
+    }
+    let d = f16_up(max0(step.iter().copied()) / 63.0);
+    let df = d.to_f32();
+    for j in 0..8 {
+        sc[j] = if df > 0.0 { clamp_to_i32((step[j] / df).ceil(), 0.0, 63.0) as u8 } else { 0 };
+    }
+    SuperParams { d, dmin, sc, m }
+}
+
+impl SuperParams {
+    /// Per sub-block, the inverse step and the offset of `q = rne((x + off) * inv)`.
+    #[inline(always)]
+    pub(super) fn code_steps(&self) -> ([f32; 8], [f32; 8]) {
+        let (df, dminf) = (self.d.to_f32(), self.dmin.to_f32());
+        let (mut inv, mut off) = ([0.0f32; 8], [0.0f32; 8]);
+        for j in 0..8 {
+            let e = df * self.sc[j] as f32;
+            inv[j] = if e > 0.0 { 1.0 / e } else { 0.0 };
+            off[j] = dminf * self.m[j] as f32;
+        }
+        (inv, off)
+    }
 }
 
 /// Quantizes one super-block; returns (d, dmin).
@@ -155,42 +215,37 @@ fn quantize_block(x: &[f32], scales: &mut [u8], qs: &mut [u8]) -> (f16, f16) {
             mn = mn.min(v);
             mx = mx.max(v);
         }
-        // ggml also pins the minimum at or below 0 (`m` is stored unsigned).
-        (lo[j], hi[j]) = (mn.min(0.0), mx);
+        (lo[j], hi[j]) = sub_block_range(mn, mx);
     }
-    let dmin = f16_up(lo.iter().fold(0.0f32, |a, &v| a.max(-v)) / 63.0);
-    let dminf = dmin.to_f32();
-    let (mut m, mut sc) = ([0u8; 8], [0u8; 8]);
-    let mut step = [0.0f32; 8];
-    for j in 0..8 {
-        // Rounding the minimum index up keeps -dmin * m <= the true minimum.
-        m[j] = if dminf > 0.0 { clamp_to_i32((-lo[j] / dminf).ceil(), 0.0, 63.0) as u8 } else { 0 };
-        step[j] = (hi[j] + dminf * m[j] as f32) / 15.0;
-    }
-    let d = f16_up(step.iter().fold(0.0f32, |a, &v| a.max(v)) / 63.0);
-    let df = d.to_f32();
-    for j in 0..8 {
-        sc[j] = if df > 0.0 { clamp_to_i32((step[j] / df).ceil(), 0.0, 63.0) as u8 } else { 0 };
-    }
-    scales.copy_from_slice(&pack_scales(&sc, &m));
+    let p = super_params(&lo, &hi);
+    scales.copy_from_slice(&pack_scales(&p.sc, &p.m));
+    let (inv, off) = p.code_steps();
     for c in 0..4 {
         let (a, b) = (2 * c, 2 * c + 1);
-        let (ea, eb) = (df * sc[a] as f32, df * sc[b] as f32);
-        let (ia, ib) = (if ea > 0.0 { 1.0 / ea } else { 0.0 }, if eb > 0.0 { 1.0 / eb } else { 0.0 });
-        let (oa, ob) = (dminf * m[a] as f32, dminf * m[b] as f32);
         let (xa, xb) = (&x[32 * a..32 * a + 32], &x[32 * b..32 * b + 32]);
         for l in 0..32 {
-            let qa = clamp_to_i32(rne((xa[l] + oa) * ia), 0.0, 15.0) as u8;
-            let qb = clamp_to_i32(rne((xb[l] + ob) * ib), 0.0, 15.0) as u8;
+            let qa = clamp_to_i32(rne((xa[l] + off[a]) * inv[a]), 0.0, 15.0) as u8;
+            let qb = clamp_to_i32(rne((xb[l] + off[b]) * inv[b]), 0.0, 15.0) as u8;
             qs[32 * c + l] = qa | (qb << 4);
         }
     }
-    (d, dmin)
+    (p.d, p.dmin)
+}
+
+/// Quantizes whole super-blocks of `x` serially: the AVX-512 kernel when the
+/// CPU has it, else [`quantize_blocks_portable`]; both give the same bytes.
+pub fn quantize_blocks(x: &[f32], d: &mut [f16], dmin: &mut [f16], scales: &mut [u8], qs: &mut [u8]) {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if super::has_avx512() {
+        // SAFETY: has_avx512() checked every feature the kernel is compiled for.
+        return unsafe { super::avx512::quantize_q4k(x, d, dmin, scales, qs) };
+    }
+    quantize_blocks_portable(x, d, dmin, scales, qs)
 }
 
 simd_dispatch! {
-    /// Quantizes whole super-blocks of `x` serially.
-    pub fn quantize_blocks(x: &[f32], d: &mut [f16], dmin: &mut [f16], scales: &mut [u8], qs: &mut [u8]) {
+    /// Quantizes whole super-blocks of `x` serially, in portable code.
+    pub fn quantize_blocks_portable(x: &[f32], d: &mut [f16], dmin: &mut [f16], scales: &mut [u8], qs: &mut [u8]) {
         for (b, ((x, s), q)) in x
             .chunks_exact(QK_K)
             .zip(scales.chunks_exact_mut(SCALE_BYTES))

@@ -10,6 +10,7 @@
 //!   scales and minimums, 4.5 bits per weight).
 //! - [`w4a8`]: 4-bit weights times int8 activations (llama.cpp's Q4 x Q8
 //!   dot) on AVX-512 VNNI, the decode kernels of Q4_0 / Q4_1 / Q4_K.
+//! - [`halfs`]: f32 to and from f16 / bf16 slices.
 //! - [`ternary`]: BitNet b1.58 weights (absmean scale, values in {-1, 0, 1}),
 //!   2-bit bit-plane packing for compute and 5-trits-per-byte for storage.
 //! - [`igemm`]: int8 x int8 -> i32 GEMM on AVX-512 VNNI, AVX-VNNI, AVX2 or
@@ -20,9 +21,14 @@
 //!   [`DynamicLinear`], which quantizes activations per token on every call.
 //!
 //! Every kernel with a SIMD path has a portable twin, and the unit tests
-//! check the two against each other and against naive references.
+//! check the two against each other and against naive references. The bulk
+//! quantizers and block decoders have AVX-512 twins in `avx512`, chosen at
+//! run time, that give the same codes bit for bit.
 
+#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+mod avx512;
 pub mod blocks;
+pub mod halfs;
 pub mod igemm;
 pub mod int8;
 pub mod kquant;

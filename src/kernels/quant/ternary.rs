@@ -38,8 +38,52 @@ pub fn absmean(w: &[f32]) -> f32 {
     if w.is_empty() {
         return 0.0;
     }
-    let s: f64 = w.par_chunks(1 << 16).map(|c| c.iter().map(|v| v.abs() as f64).sum::<f64>()).sum();
+    let s: f64 = w.par_chunks(1 << 16).map(abs_sum).sum();
     (s / w.len() as f64) as f32
+}
+
+/// The bit planes of one row: bit `i` of word `w` in `plus` / `minus` is set
+/// when `rne(bound(x * inv, -1, 1))` of value `64 w + i` is 1 / -1. The
+/// AVX-512 kernel when the CPU has it, else [`planes_portable`]; both give
+/// the same bits.
+fn planes(row: &[f32], inv: f32, plus: &mut [u64], minus: &mut [u64]) {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if super::has_avx512() {
+        // SAFETY: has_avx512() checked every feature the kernel is compiled for.
+        return unsafe { super::avx512::ternary_planes(row, inv, plus, minus) };
+    }
+    planes_portable(row, inv, plus, minus)
+}
+
+/// [`planes`] in portable code.
+pub fn planes_portable(row: &[f32], inv: f32, plus: &mut [u64], minus: &mut [u64]) {
+    for ((p, m), chunk) in plus.iter_mut().zip(minus.iter_mut()).zip(row.chunks(64)) {
+        let (mut pb, mut mb) = (0u64, 0u64);
+        for (i, &v) in chunk.iter().enumerate() {
+            let c = super::rne(super::bound(v * inv, -1.0, 1.0));
+            pb |= ((c > 0.0) as u64) << i;
+            mb |= ((c < 0.0) as u64) << i;
+        }
+        (*p, *m) = (pb, mb);
+    }
+}
+
+simd_dispatch! {
+    /// Sum of `|w|` in f64: 32 interleaved partial sums (so it vectorises
+    /// without reordering any one sum), added in order at the end.
+    fn abs_sum(w: &[f32]) -> f64 {
+        let mut acc = [0.0f64; 32];
+        let mut chunks = w.chunks_exact(32);
+        for c in &mut chunks {
+            for l in 0..32 {
+                acc[l] += c[l].abs() as f64;
+            }
+        }
+        for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
+            *a += v.abs() as f64;
+        }
+        acc.iter().sum()
+    }
 }
 
 /// RoundClip(w / (gamma + eps), -1, 1) for every weight.
@@ -80,17 +124,7 @@ impl TernaryMatrix {
             .par_chunks_mut(words)
             .zip(self.minus.par_chunks_mut(words))
             .zip(w.par_chunks(cols))
-            .for_each(|((p, m), row)| {
-                for ((p, m), chunk) in p.iter_mut().zip(m.iter_mut()).zip(row.chunks(64)) {
-                    let (mut pb, mut mb) = (0u64, 0u64);
-                    for (i, &v) in chunk.iter().enumerate() {
-                        let c = super::rne(super::bound(v * inv, -1.0, 1.0));
-                        pb |= ((c > 0.0) as u64) << i;
-                        mb |= ((c < 0.0) as u64) << i;
-                    }
-                    (*p, *m) = (pb, mb);
-                }
-            });
+            .for_each(|((p, m), row)| planes(row, inv, p, m));
     }
 
     /// `code * gamma` for every weight, rows in parallel.
@@ -305,10 +339,21 @@ mod tests {
     }
 }
 
+/// Values `off..off + out.len()` (row-major) of bit planes with `words`
+/// words per row of `cols`, times `g`: the AVX-512 kernel when the CPU has
+/// it, else [`decode_range_portable`]; both give the same values.
+fn decode_range(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
+    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    if super::has_avx512() {
+        // SAFETY: has_avx512() checked every feature the kernel is compiled for.
+        return unsafe { super::avx512::ternary_decode(plus, minus, words, cols, g, off, out) };
+    }
+    decode_range_portable(plus, minus, words, cols, g, off, out)
+}
+
 simd_dispatch! {
-    /// Values `off..off + out.len()` (row-major) of bit planes with `words`
-    /// words per row of `cols`, times `g`: runs of one row and one word each.
-    fn decode_range(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
+    /// [`decode_range`] in portable code: runs of one row and one word each.
+    pub fn decode_range_portable(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
         let mut i = 0;
         while i < out.len() {
             let (r, c) = ((off + i) / cols, (off + i) % cols);

@@ -4,6 +4,7 @@
 use super::data::{self, Dist, accuracy};
 use super::{choice, shape2};
 use crate::kernels::quant::blocks::{BlockFormat, BlockTensor, QK};
+use crate::kernels::quant::halfs;
 use crate::kernels::quant::int8::{self, Granularity, Int8Tensor, QParams, Scheme};
 use crate::kernels::quant::kquant::{self, Q4KTensor, QK_K};
 use crate::kernels::quant::stream_fill;
@@ -13,7 +14,6 @@ use crate::results::Metric;
 use crate::suites::tensor::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload};
 use anyhow::{Result, bail};
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -71,11 +71,11 @@ impl Codec {
             Self::F16(h) => h
                 .par_chunks_mut(1 << 16)
                 .zip(x.par_chunks(1 << 16))
-                .for_each(|(h, x)| h.convert_from_f32_slice(x)),
+                .for_each(|(h, x)| halfs::f32_to_f16(x, h)),
             Self::Bf16(h) => h
                 .par_chunks_mut(1 << 16)
                 .zip(x.par_chunks(1 << 16))
-                .for_each(|(h, x)| h.convert_from_f32_slice(x)),
+                .for_each(|(h, x)| halfs::f32_to_bf16(x, h)),
         }
     }
 
@@ -85,9 +85,9 @@ impl Codec {
             Self::Block(t) => t.dequantize_into(out),
             Self::Q4K(t) => t.dequantize_into(out),
             Self::Ternary(t) => t.dequantize_into(out),
-            Self::F16(h) => stream_fill(out, 1 << 16, |off, o| h[off..off + o.len()].convert_to_f32_slice(o)),
+            Self::F16(h) => stream_fill(out, 1 << 16, |off, o| halfs::f16_to_f32(&h[off..off + o.len()], o)),
             Self::Bf16(h) => {
-                stream_fill(out, 1 << 16, |off, o| h[off..off + o.len()].convert_to_f32_slice(o))
+                stream_fill(out, 1 << 16, |off, o| halfs::bf16_to_f32(&h[off..off + o.len()], o))
             }
         }
     }
