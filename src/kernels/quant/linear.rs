@@ -259,8 +259,8 @@ impl QMatrix {
         assert_eq!(out.len(), (r1 - r0) * k, "dequantize_rows: length mismatch");
         match &self.store {
             Store::F32(v) => out.copy_from_slice(&v[r0 * k..r1 * k]),
-            Store::F16(v) => v[r0 * k..r1 * k].convert_to_f32_slice(out),
-            Store::Bf16(v) => v[r0 * k..r1 * k].convert_to_f32_slice(out),
+            Store::F16(v) => super::halfs::f16_to_f32(&v[r0 * k..r1 * k], out),
+            Store::Bf16(v) => super::halfs::bf16_to_f32(&v[r0 * k..r1 * k], out),
             Store::Int8 { q, scales } => {
                 for (r, o) in (r0..r1).zip(out.chunks_mut(k)) {
                     let p = int8::QParams { scale: scales[r], zero_point: 0 };

@@ -6,11 +6,10 @@
 //! `src/kernels/quant/` ([`QMatrix`]: fused dequantize-and-dot for decode,
 //! dequantized tiles through the f32 GEMM for prefill), not copies of them.
 
-use crate::kernels::quant::{QMatrix, WeightFormat};
+use crate::kernels::quant::{QMatrix, WeightFormat, halfs};
 use crate::kernels::sgemm::PackedB;
 use crate::kernels::{Layout, matmul};
 use anyhow::Result;
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -155,10 +154,10 @@ impl Weights {
                 );
                 out.chunks_mut(k).enumerate().for_each(|(r, row)| p.row_into(start / k + r, row));
             }
-            // `half`'s slice conversions use F16C / AVX-512 when the CPU has
-            // them (detected at run time); per-element `to_f32` is ~20x slower.
-            Self::F16(w) => w[start..start + n].convert_to_f32_slice(out),
-            Self::BF16(w) => w[start..start + n].convert_to_f32_slice(out),
+            // The shared slice conversions (AVX-512 where present, else
+            // `half`'s F16C / portable ones); per-element `to_f32` is ~20x slower.
+            Self::F16(w) => halfs::f16_to_f32(&w[start..start + n], out),
+            Self::BF16(w) => halfs::bf16_to_f32(&w[start..start + n], out),
             Self::Quant(q) => {
                 let k = q.cols.max(1);
                 assert!(
