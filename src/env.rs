@@ -49,6 +49,13 @@ pub struct Environment {
     pub turbo_enabled: Option<bool>,
     /// True when running under a hypervisor (a VM or cloud instance).
     pub hypervisor: bool,
+    /// The kernel's transparent-huge-page mode (`always`, `madvise`, `never`)
+    /// when readable: large kernel operands ask for huge pages, which only
+    /// `always` and `madvise` grant.
+    pub transparent_huge_pages: Option<String>,
+    /// False when `TFBENCH_HUGE_PAGES=0` turned tfbench's huge-page requests
+    /// off for this run (see `kernels::buffer`).
+    pub huge_pages_requested: bool,
     /// tfbench version.
     pub tfbench_version: String,
     /// Git revision the binary was built from (`abc1234`, `abc1234-dirty` or `unknown`).
@@ -96,6 +103,8 @@ impl Environment {
             turbo_enabled: turbo_enabled(),
             hypervisor: cpu.flags.iter().any(|f| f == "hypervisor")
                 || read_trimmed("/sys/hypervisor/type").is_some(),
+            transparent_huge_pages: crate::kernels::buffer::thp_mode(),
+            huge_pages_requested: crate::kernels::buffer::huge_pages_wanted(),
             tfbench_version: env!("CARGO_PKG_VERSION").to_string(),
             git_revision: env!("TFBENCH_GIT_REVISION").to_string(),
             rustc_version: env!("TFBENCH_RUSTC_VERSION").to_string(),
@@ -172,6 +181,8 @@ pub fn render_table(env: &Environment, limits: Option<&crate::probe::MachineLimi
     row("governor", or_unknown(env.cpu_governor.clone()));
     row("turbo", or_unknown(env.turbo_enabled.map(|t| if t { "on" } else { "off" }.to_string())));
     row("hypervisor", if env.hypervisor { "yes" } else { "no" }.into());
+    let requested = if env.huge_pages_requested { "requested" } else { "off (TFBENCH_HUGE_PAGES=0)" };
+    row("huge pages", format!("{}, {requested}", or_unknown(env.transparent_huge_pages.clone())));
     let fingerprint = env.fingerprint();
     row("fingerprint", fingerprint.clone());
 

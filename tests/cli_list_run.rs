@@ -210,6 +210,10 @@ fn sysinfo_describes_the_machine() {
     let v = json(&r);
     assert!(!v["environment"]["cpu_model"].as_str().unwrap().is_empty());
     assert!(v["fingerprint"].as_str().is_some_and(|f| !f.is_empty()));
+    // Huge-page requests are on unless switched off, and the switch shows.
+    assert_eq!(v["environment"]["huge_pages_requested"], true);
+    let off = json(&tfbench_env(&[("TFBENCH_HUGE_PAGES", "0")], &["sysinfo", "--format", "json"]));
+    assert_eq!(off["environment"]["huge_pages_requested"], false);
     let t = tfbench(&["sysinfo"]);
     assert_eq!(t.code, 0);
     assert!(t.stdout.to_lowercase().contains("cpu"));

@@ -4,6 +4,7 @@
 //! Suites that add kernels other suites need (int8 / 4-bit weight GEMV,
 //! fused norms) put them here, each with unit tests against a naive loop.
 
+pub mod buffer;
 mod gemm;
 mod gemv;
 pub mod sgemm;

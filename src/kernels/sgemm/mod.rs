@@ -24,6 +24,7 @@ mod packed;
 pub use packed::{PackedB, SMALL_M};
 
 use super::Layout;
+use super::buffer::HugeBuf;
 use kernel::{MR, NR};
 use pack::View;
 use std::cell::RefCell;
@@ -66,7 +67,7 @@ struct Line([f32; 16]);
 thread_local! {
     /// Packing workspace reused across calls from the same thread: large
     /// allocations would otherwise be page-faulted in on every call.
-    static WORKSPACE: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+    static WORKSPACE: RefCell<HugeBuf<Line>> = const { RefCell::new(HugeBuf::empty()) };
 }
 
 /// A mutable pointer shared by the workers; each writes disjoint parts.
@@ -124,7 +125,7 @@ pub fn matmul_into(
         if ws.len() < need {
             // Powers of two: a thread meeting ever larger products regrows
             // (allocates) a few times at most, not once per new shape.
-            *ws = vec![Line([0.0; 16]); need.next_power_of_two()];
+            *ws = HugeBuf::filled(need.next_power_of_two(), Line([0.0; 16]));
         }
         let base = ws.as_mut_ptr() as *mut f32;
         // SAFETY: the workspace holds b_len + a_len floats, the B part first

@@ -18,6 +18,7 @@
 use super::kernel::{self, MR, NR};
 use super::pack::{self, View};
 use super::{KC, Line, Shared, chunk};
+use crate::kernels::buffer::HugeBuf;
 use rayon::prelude::*;
 use std::cell::RefCell;
 
@@ -44,7 +45,9 @@ pub struct PackedB {
     k: usize,
     n: usize,
     npad: usize,
-    data: Vec<Line>,
+    /// On huge pages: every product rereads the panels, and with 4 KiB
+    /// pages each reread missed the TLB page after page.
+    data: HugeBuf<Line>,
 }
 
 impl std::fmt::Debug for PackedB {
@@ -66,7 +69,7 @@ impl PackedB {
             return None;
         }
         let npad = n.next_multiple_of(NR);
-        let mut data = vec![Line([0.0; 16]); (k * npad).div_ceil(16)];
+        let mut data = HugeBuf::filled((k * npad).div_ceil(16), Line([0.0; 16]));
         // SAFETY: Line is 16 plain f32s; the slice covers the allocation.
         let flat: &mut [f32] =
             unsafe { std::slice::from_raw_parts_mut(data.as_mut_ptr() as *mut f32, data.len() * 16) };

@@ -17,6 +17,7 @@
 //! single-threaded GEMM: parallelism is never nested around a threaded GEMM.
 
 use super::{choice, install, reference, thread_pool};
+use crate::kernels::buffer::HugeBuf;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;
@@ -212,9 +213,11 @@ struct Matmul {
     pool: Option<rayon::ThreadPool>,
     batch: usize,
     dims: (usize, usize, usize),
-    a: Vec<f32>,
-    b: Vec<f32>,
-    c: Vec<f32>,
+    // Operands on huge pages, as NumPy allocates its large arrays: with
+    // 4 KiB pages the kernels' repeated passes over B miss the TLB.
+    a: HugeBuf<f32>,
+    b: HugeBuf<f32>,
+    c: HugeBuf<f32>,
     /// B packed once (`impl=tfbench-packed`).
     packed: Option<crate::kernels::sgemm::PackedB>,
     seed: u64,
@@ -239,9 +242,9 @@ fn build(case: &Case, batch: usize, (m, k, n): (usize, usize, usize)) -> Result<
     let imp = parse_impl(case)?;
     let (pool, threads) = thread_pool(case)?;
     let seed = super::seed(case);
-    let a = util::randn(batch * m * k, seed);
-    let b = util::randn(batch * k * n, seed ^ 1);
-    let c = vec![f32::NAN; batch * m * n];
+    let a = HugeBuf::from_slice(&util::randn(batch * m * k, seed));
+    let b = HugeBuf::from_slice(&util::randn(batch * k * n, seed ^ 1));
+    let c = HugeBuf::filled(batch * m * n, f32::NAN);
     let packed = if imp == Impl::TfbenchPacked {
         if batch != 1 {
             bail!(
