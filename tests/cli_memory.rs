@@ -6,7 +6,7 @@ use common::*;
 
 /// Cheap cases from most benchmarks (the DRAM-sized ones, the latency
 /// curve and the big footprints run in the ignored full-suite test).
-const QUICK: &str = "memory/(alloc/allocator=(system|pool|mimalloc),size=(64|4096)$|pattern/|pool_pressure/|tracking_overhead/size=64,|tensor_alloc/.*elements=262144|footprint/.*model=(bert-tiny|llama-7b)|bandwidth/kernel=triad,level=l1|latency/size=16384)";
+const QUICK: &str = "memory/(alloc/allocator=(system|pool|mimalloc),size=(64|4096)$|pattern/|pool_pressure/|tracking_overhead/size=64,|alloc_overhead/allocator=pool,size=1048576|tensor_alloc/.*elements=262144|footprint/.*model=(bert-tiny|llama-7b)|bandwidth/kernel=triad,level=l1|latency/size=16384)";
 
 #[test]
 fn list_shows_the_memory_suite_and_its_cases() {
@@ -57,6 +57,17 @@ fn quick_run_verifies_every_case_and_reports_memory_figures() {
         assert!((0.0..=1.0).contains(&x), "{m} = {x}");
     }
     assert!(metric(pool, "hit_rate").unwrap() > 0.9, "a warm pool serves a repeated forward from its cache");
+    let over = find("memory/alloc_overhead/allocator=pool,size=1048576");
+    for m in ["touch_resident_ns", "first_touch_ns", "alloc_free_calls_ns"] {
+        assert!(metric(over, m).is_some_and(|x| x > 0.0), "{m}");
+    }
+    let pct = metric(over, "alloc_overhead_pct").unwrap();
+    let (f, t, c) = (
+        metric(over, "first_touch_ns").unwrap(),
+        metric(over, "touch_resident_ns").unwrap(),
+        metric(over, "alloc_free_calls_ns").unwrap(),
+    );
+    assert!((pct - 100.0 * (c + f - t) / t).abs() < 1e-6, "the overhead is its parts' sum");
     let pressure = find("memory/pool_pressure/budget=67108864,fill=120");
     assert!(metric(pressure, "refusals_per_iter").unwrap() > 0.0, "over budget, the pool refuses");
     assert!(metric(pressure, "peak_held_over_budget").unwrap() <= 1.0);
