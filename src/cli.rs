@@ -300,6 +300,11 @@ pub struct RunArgs {
     /// Do not measure machine limits when no probe is cached.
     #[arg(long)]
     pub no_probe: bool,
+    /// Measure the machine's limits now (and cache them) instead of using the
+    /// cached probe, so % of peak and targets compare with this moment's
+    /// machine (a shared host's figures drift).
+    #[arg(long, conflicts_with = "no_probe")]
+    pub probe: bool,
     /// No progress output on stderr.
     #[arg(long, short = 'q', conflicts_with = "verbose")]
     pub quiet: bool,

@@ -64,4 +64,29 @@ fn probe_is_cached_and_used_by_run() {
         &["run", "--quick", "--sample-size", "3", "tensor/binary/op=add,shape=4096x4096$"],
     );
     assert!(table.stdout.contains("peak"), "{}", table.stdout);
+
+    // `run --probe` measures afresh although a probe is cached, uses the new
+    // figures and replaces the cache with them.
+    let fresh = tfbench_in(
+        &cache,
+        &[
+            "run",
+            "--probe",
+            "--quick",
+            "--sample-size",
+            "3",
+            "-f",
+            "json",
+            "tensor/binary/op=add,shape=4096x4096$",
+        ],
+    );
+    assert_eq!(fresh.code, 0, "{}", fresh.stderr);
+    assert!(fresh.stderr.contains("--probe"), "{}", fresh.stderr);
+    let new = json(&fresh)["machine_limits"].clone();
+    assert_ne!(new["measured_at"], l["measured_at"], "a new probe");
+    let cached = json(&tfbench_in(&cache, &["sysinfo", "--format", "json"]));
+    assert_eq!(cached["machine_limits"], new, "the cache holds the new probe");
+    assert_eq!(std::fs::read_dir(&cache).unwrap().count(), 1, "still one cache file");
+    let clash = tfbench_in(&cache, &["run", "--probe", "--no-probe", "tensor/binary"]);
+    assert_eq!(clash.code, 2, "{}", clash.stderr);
 }

@@ -30,18 +30,26 @@ fn format_from_extension(path: &Path) -> Option<Format> {
     }
 }
 
-/// Machine limits for this run: the cached probe, else a fresh one (unless
-/// disabled), saved for later runs.
-fn machine_limits(no_probe: bool, threads: usize, quiet: bool) -> Option<MachineLimits> {
-    if let Some(l) = probe::load_for_this_machine() {
-        return Some(l);
-    }
-    if no_probe {
-        return None;
+/// Machine limits for this run: a fresh probe when `fresh`, else the cached
+/// one, else a fresh one (unless `no_probe`); fresh probes are saved for
+/// later runs.
+fn machine_limits(fresh: bool, no_probe: bool, threads: usize, quiet: bool) -> Option<MachineLimits> {
+    if !fresh {
+        if let Some(l) = probe::load_for_this_machine() {
+            return Some(l);
+        }
+        if no_probe {
+            return None;
+        }
     }
     if !quiet {
         eprintln!(
-            "measuring this machine's peak FLOP/s and bandwidth (once per machine; --no-probe skips) ..."
+            "{}",
+            if fresh {
+                "measuring this machine's peak FLOP/s and bandwidth now (--probe) ..."
+            } else {
+                "measuring this machine's peak FLOP/s and bandwidth (once per machine; --no-probe skips) ..."
+            }
         );
     }
     match probe::measure(threads) {
@@ -133,7 +141,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     };
     let quiet = verbosity == Verbosity::Quiet;
     let environment = Environment::gather();
-    let limits = machine_limits(args.no_probe, plan.threads, quiet);
+    let limits = machine_limits(args.probe, args.no_probe, plan.threads, quiet);
     let clock = timer::calibrate();
     let started_at = probe::now_rfc3339();
     let mut report = RunReport {
