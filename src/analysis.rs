@@ -10,7 +10,7 @@ use crate::results::{
     TargetCheck, ThroughputEstimate,
 };
 use crate::stats::{self, OutlierClass};
-use crate::suites::{Limit, TargetSpec, Throughput, ThroughputKind, Verification};
+use crate::suites::{Limit, TargetMatch, TargetSpec, Throughput, ThroughputKind, Verification};
 
 /// IQR/median above this marks a case as noisy.
 pub const NOISY_IQR_RATIO: f64 = 0.10;
@@ -240,12 +240,30 @@ pub fn evaluate_targets(
     let mut out = Vec::new();
     for spec in specs {
         let Ok(re) = regex::Regex::new(spec.case_pattern) else { continue };
-        let best = cases
-            .iter()
-            .filter(|c| !c.status.is_failed() && re.is_match(&c.id))
-            .filter_map(|c| c.throughput.iter().find(|t| t.kind == spec.kind).map(|t| (c, t.rate.point)))
-            .max_by(|a, b| a.1.total_cmp(&b.1));
-        let Some((case, measured)) = best else { continue };
+        let matched: Vec<&CaseResult> = cases.iter().filter(|c| re.is_match(&c.id)).collect();
+        // A case's rate of the spec's kind; a failed case has none, and under
+        // `Every` counts as 0 so the target is not met.
+        let rate = |c: &CaseResult| {
+            if c.status.is_failed() {
+                return None;
+            }
+            c.throughput.iter().find(|t| t.kind == spec.kind).map(|t| t.rate.point)
+        };
+        let pick = match spec.matching {
+            TargetMatch::Fastest => {
+                matched.iter().filter_map(|c| rate(c).map(|r| (*c, r))).max_by(|a, b| a.1.total_cmp(&b.1))
+            }
+            TargetMatch::Every => matched
+                .iter()
+                .filter(|c| c.status.is_failed() || rate(c).is_some())
+                .map(|c| (*c, rate(c).unwrap_or(0.0)))
+                .min_by(|a, b| a.1.total_cmp(&b.1)),
+        };
+        let Some((case, measured)) = pick else { continue };
+        let name = match spec.matching {
+            TargetMatch::Fastest => spec.name.to_string(),
+            TargetMatch::Every => format!("{}; slowest of {} cases", spec.name, matched.len()),
+        };
         let limit = match spec.limit {
             Limit::PeakFlopsAllCores => l.peak_flops_all_cores,
             Limit::PeakFlopsOneCore => l.peak_flops_one_core,
@@ -254,7 +272,7 @@ pub fn evaluate_targets(
         };
         let ratio = measured / limit;
         out.push(TargetCheck {
-            name: spec.name.to_string(),
+            name,
             case_id: case.id.clone(),
             measured,
             limit,
@@ -386,6 +404,7 @@ mod tests {
         let spec = TargetSpec {
             name: "gemm",
             case_pattern: "^t/mm/",
+            matching: TargetMatch::Fastest,
             kind: ThroughputKind::Flops,
             limit: Limit::PeakFlopsAllCores,
             required: 0.8,
@@ -394,5 +413,62 @@ mod tests {
         assert_eq!(checks.len(), 1);
         assert_eq!(checks[0].case_id, "t/mm/b");
         assert!((checks[0].ratio - 0.85).abs() < 1e-12 && checks[0].met);
+    }
+
+    fn rated(id: &str, rate: f64) -> CaseResult {
+        let mut r =
+            analyze(&outcome(&[1.0, 1.0, 1.0], vec![Throughput::bytes(1.0)]), &Settings::default(), None);
+        r.id = id.into();
+        r.throughput[0].rate.point = rate;
+        r
+    }
+
+    fn every(pattern: &'static str) -> TargetSpec {
+        TargetSpec {
+            name: "every q",
+            case_pattern: pattern,
+            matching: TargetMatch::Every,
+            kind: ThroughputKind::Bytes,
+            limit: Limit::TriadAllThreads,
+            required: 0.5,
+        }
+    }
+
+    #[test]
+    fn every_mode_reports_the_slowest_case_and_needs_all_to_pass() {
+        let cases = vec![rated("q/a", 15e9), rated("q/b", 9e9), rated("q/c", 12e9), rated("other", 1e9)];
+        let checks = evaluate_targets(&[every("^q/")], &cases, Some(&limits()));
+        assert_eq!(checks.len(), 1);
+        let c = &checks[0];
+        assert_eq!(c.case_id, "q/b", "the slowest case is named");
+        assert!((c.ratio - 0.45).abs() < 1e-12 && !c.met, "9 of 20 GB/s is below 50%");
+        assert_eq!(c.name, "every q; slowest of 3 cases");
+        // All at or above the line: met, still showing the slowest.
+        let cases = vec![rated("q/a", 15e9), rated("q/b", 10e9)];
+        let c = &evaluate_targets(&[every("^q/")], &cases, Some(&limits()))[0];
+        assert_eq!((c.case_id.as_str(), c.met), ("q/b", true));
+        // Nothing matching: no check at all.
+        assert!(evaluate_targets(&[every("^none/")], &cases, Some(&limits())).is_empty());
+    }
+
+    #[test]
+    fn every_mode_counts_a_failed_case_as_zero() {
+        let mut bad = rated("q/bad", 50e9);
+        bad.status = analyze(
+            &{
+                let mut o = outcome(&[1.0], vec![]);
+                o.failure = Some(("verify".into(), "mismatch".into()));
+                o
+            },
+            &Settings::default(),
+            None,
+        )
+        .status;
+        let cases = vec![rated("q/a", 15e9), bad];
+        let c = &evaluate_targets(&[every("^q/")], &cases, Some(&limits()))[0];
+        assert_eq!((c.case_id.as_str(), c.measured, c.met), ("q/bad", 0.0, false));
+        // The fastest mode skips it.
+        let fastest = TargetSpec { matching: TargetMatch::Fastest, ..every("^q/") };
+        assert_eq!(evaluate_targets(&[fastest], &cases, Some(&limits()))[0].case_id, "q/a");
     }
 }

@@ -57,13 +57,25 @@ pub enum Limit {
     TriadOneThread,
 }
 
-/// A performance target: the best rate of matching cases against a limit.
+/// Which of the cases matching a [`TargetSpec`] must reach the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetMatch {
+    /// The fastest matching case counts: "this machine can do it".
+    Fastest,
+    /// Every matching case must pass (a failed one counts as rate 0); the
+    /// check reports the slowest, so a miss names the case to fix.
+    Every,
+}
+
+/// A performance target: the rate of matching cases against a limit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TargetSpec {
     /// What is checked, shown in reports.
     pub name: &'static str,
-    /// Regex over case ids; the fastest matching case counts.
+    /// Regex over case ids; `matching` says which of them count.
     pub case_pattern: &'static str,
+    /// The fastest matching case, or every one of them.
+    pub matching: TargetMatch,
     /// Which declared rate is compared.
     pub kind: ThroughputKind,
     /// The limit it is compared with.

@@ -110,7 +110,9 @@ impl TernaryMatrix {
 
     /// Re-quantizes `w` (same shape) into this matrix without allocating:
     /// the absmean pass, then codes written straight into the bit planes,
-    /// rows in parallel.
+    /// rows in parallel. The second pass walks the rows backwards: the first
+    /// one streamed the tensor from the start, so its end is what the caches
+    /// still hold, and a forward walk would evict it before reaching it.
     ///
     /// # Panics
     /// When `w` has the wrong length.
@@ -124,6 +126,7 @@ impl TernaryMatrix {
             .par_chunks_mut(words)
             .zip(self.minus.par_chunks_mut(words))
             .zip(w.par_chunks(cols))
+            .rev()
             .for_each(|((p, m), row)| planes(row, inv, p, m));
     }
 
@@ -354,9 +357,9 @@ fn decode_range(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, 
 simd_dispatch! {
     /// [`decode_range`] in portable code: runs of one row and one word each.
     pub fn decode_range_portable(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
+        let (mut r, mut c) = (off / cols, off % cols);
         let mut i = 0;
         while i < out.len() {
-            let (r, c) = ((off + i) / cols, (off + i) % cols);
             let n = (64 - c % 64).min(cols - c).min(out.len() - i);
             let w = r * words + c / 64;
             let (p, m) = (plus[w] >> (c % 64), minus[w] >> (c % 64));
@@ -364,6 +367,10 @@ simd_dispatch! {
                 *o = (((p >> j) & 1) as f32 - ((m >> j) & 1) as f32) * g;
             }
             i += n;
+            c += n;
+            if c == cols {
+                (r, c) = (r + 1, 0);
+            }
         }
     }
 }

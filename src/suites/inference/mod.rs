@@ -17,7 +17,7 @@
 
 use crate::models::ModelConfig;
 use crate::plan::Case;
-use crate::suites::{Limit, Suite, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{Limit, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 pub mod accuracy;
@@ -57,6 +57,7 @@ impl Suite for InferenceSuite {
         vec![TargetSpec {
             name: "GPT-2 f32 decode, batch 1: weights streamed per token >= 70% of STREAM triad",
             case_pattern: r"^inference/decode/batch=1,depth=\d+,dtype=f32,gen=\d+,layers=full,model=gpt2,shape=preset$",
+            matching: TargetMatch::Fastest,
             kind: ThroughputKind::Bytes,
             limit: Limit::TriadAllThreads,
             required: 0.7,

@@ -18,7 +18,7 @@
 //! the counting allocator), and every timed loop is watched for leaks.
 
 use crate::plan::Case;
-use crate::suites::{Limit, ParamRule, Suite, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 mod alloc_bench;
@@ -65,6 +65,7 @@ impl Suite for MemorySuite {
             TargetSpec {
                 name: "STREAM triad in DRAM on all threads, >= 90% of the probed triad bandwidth",
                 case_pattern: r"^memory/bandwidth/kernel=triad,level=dram,threads=all$",
+                matching: TargetMatch::Fastest,
                 kind: ThroughputKind::Bytes,
                 limit: Limit::TriadAllThreads,
                 required: 0.9,
@@ -72,6 +73,7 @@ impl Suite for MemorySuite {
             TargetSpec {
                 name: "STREAM triad in DRAM on one thread, >= 90% of the probed one-thread triad",
                 case_pattern: r"^memory/bandwidth/kernel=triad,level=dram,threads=1$",
+                matching: TargetMatch::Fastest,
                 kind: ThroughputKind::Bytes,
                 limit: Limit::TriadOneThread,
                 required: 0.9,

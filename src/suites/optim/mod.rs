@@ -16,7 +16,7 @@
 //! closed forms, finite differences, the unsharded optimizer) before timing.
 
 use crate::plan::Case;
-use crate::suites::{Limit, ParamRule, Suite, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 pub mod optimizers;
@@ -62,6 +62,7 @@ impl Suite for OptimSuite {
         vec![TargetSpec {
             name: "fused AdamW, 100M f32 params (beyond the caches), >= 60% of STREAM triad",
             case_pattern: r"^optim/optimizer_step/form=fused,optimizer=adamw,params=100000000,threads=all$",
+            matching: TargetMatch::Fastest,
             kind: ThroughputKind::Bytes,
             limit: Limit::TriadAllThreads,
             required: 0.6,

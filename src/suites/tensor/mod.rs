@@ -21,7 +21,7 @@
 //! since the crate itself is built for baseline x86-64.
 
 use crate::plan::{Case, ParamValue};
-use crate::suites::{Limit, ParamRule, Suite, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 mod creation;
@@ -70,6 +70,7 @@ impl Suite for TensorSuite {
             TargetSpec {
                 name: "f32 add, 16M elements, >= 75% of STREAM triad (12 bytes/element)",
                 case_pattern: r"^tensor/binary/op=add,shape=4096x4096$",
+                matching: TargetMatch::Fastest,
                 kind: ThroughputKind::Bytes,
                 limit: Limit::TriadAllThreads,
                 required: 0.75,
@@ -77,6 +78,7 @@ impl Suite for TensorSuite {
             TargetSpec {
                 name: "best f32 GEMM at 1024^3 on all threads, >= 80% of peak FMA",
                 case_pattern: r"^tensor/matmul/impl=[a-z]+,shape=1024x1024x1024,threads=all$",
+                matching: TargetMatch::Fastest,
                 kind: ThroughputKind::Flops,
                 limit: Limit::PeakFlopsAllCores,
                 required: 0.8,

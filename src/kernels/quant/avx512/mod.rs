@@ -1,5 +1,5 @@
-//! AVX-512 twins of the bulk quantizers (int8, Q8_0, Q4_0, Q4_1, Q4_K codes,
-//! ternary bit planes) and of the block decoders.
+//! AVX-512 twins of the bulk quantizers (int8, Q8_0, Q4_0, Q4_1, Q4_K codes
+//! in `blockq`, ternary bit planes) and of the block decoders.
 //!
 //! Each gives exactly what its portable twin gives, so the choice between them
 //! never shows in the codes:
@@ -16,10 +16,12 @@
 //! the ones it tests). The tests at the bottom compare every kernel with its
 //! twin on random data with ties, zeros, extremes and ragged tails.
 
-use super::blocks::{self, BlockFormat, QK};
-use super::kquant::{self, QK_K, QS_BYTES, SCALE_BYTES};
+use super::blocks::{BlockFormat, QK};
 use half::f16;
 use std::arch::x86_64::*;
+
+mod blockq;
+pub use blockq::{quantize_blocks, quantize_q4k};
 
 /// Round to nearest, ties to even, without raising exceptions.
 const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
@@ -27,13 +29,6 @@ const RNE: i32 = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
 /// Lanes `0..n` set (`n <= 16`): the ragged tail of a row.
 fn tail_mask(n: usize) -> __mmask16 {
     ((1u32 << n.min(16)) - 1) as __mmask16
-}
-
-/// `v` rounded to f16 by `vcvtps2ph` (what `half` itself uses on F16C CPUs).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-fn scale_to_f16(v: f32) -> f16 {
-    f16::from_bits(_mm_extract_epi16::<0>(_mm_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm_set_ss(v))) as u16)
 }
 
 /// The two halves of a 32-value block.
@@ -135,103 +130,6 @@ fn store_nibbles(lo: __m512i, hi: __m512i, q: &mut [u8]) {
     unsafe { _mm_storeu_si128(q.as_mut_ptr().cast(), b) };
 }
 
-/// `a` op `b` lane by lane, op min or max.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-fn op<const MIN: bool>(a: __m512, b: __m512) -> __m512 {
-    if MIN { _mm512_min_ps(a, b) } else { _mm512_max_ps(a, b) }
-}
-
-/// Element `j` is the min (or max) of the 16 lanes of `v[j]`, for NaN-free
-/// inputs: eight horizontal reductions sharing one shuffle tree (23
-/// instructions instead of 8 x 8). Order does not matter without NaN; only
-/// the sign of a zero result may depend on it.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-fn reduce8<const MIN: bool>(v: &[__m512; 8]) -> [f32; 8] {
-    // Pairs (2k, 2k + 1) fold their quarters 0/2 and 1/3: p[k] holds 8
-    // lanes of 2k in quarters 0-1 and 8 lanes of 2k + 1 in quarters 2-3.
-    let p: [__m512; 4] = std::array::from_fn(|k| {
-        let (x, y) = (v[2 * k], v[2 * k + 1]);
-        op::<MIN>(_mm512_shuffle_f32x4::<0b01_00_01_00>(x, y), _mm512_shuffle_f32x4::<0b11_10_11_10>(x, y))
-    });
-    // Then quarter q of r[h] holds 4 lanes of vector 4h + q.
-    let r: [__m512; 2] = std::array::from_fn(|h| {
-        let (x, y) = (p[2 * h], p[2 * h + 1]);
-        op::<MIN>(_mm512_shuffle_f32x4::<0b10_00_10_00>(x, y), _mm512_shuffle_f32x4::<0b11_01_11_01>(x, y))
-    });
-    // Within each quarter: lanes (0, 2) and (1, 3) of r[0] / r[1] interleaved,
-    // then the two halves: lane 0 is vector q, lane 1 vector q + 4.
-    let s = op::<MIN>(_mm512_unpacklo_ps(r[0], r[1]), _mm512_unpackhi_ps(r[0], r[1]));
-    let t = op::<MIN>(s, _mm512_permute_ps::<0b01_00_11_10>(s));
-    let mut lanes = [0.0f32; 16];
-    // SAFETY: lanes holds 16 values.
-    unsafe { _mm512_storeu_ps(lanes.as_mut_ptr(), t) };
-    std::array::from_fn(|j| lanes[4 * (j % 4) + j / 4])
-}
-
-/// The twin of `blocks::quantize_blocks_portable` (ggml's reference
-/// quantizers, block by block), the ranges of 8 blocks reduced together.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], q: &mut [u8]) {
-    let cb = f.code_bytes();
-    let n = (x.len() / QK).min(q.len() / cb);
-    let (bias4, half, zero) = (_mm512_set1_ps(8.5), _mm512_set1_ps(0.5), _mm512_setzero_ps());
-    let mut b = 0;
-    while b < n {
-        let g = (n - b).min(8);
-        // Per block, lane-wise ranges that skip NaN (the data goes first).
-        let (mut lo, mut hi) = ([zero; 8], [zero; 8]);
-        for k in 0..g {
-            let (a, c) = load_block(&x[(b + k) * QK..]);
-            if f == BlockFormat::Q8_0 {
-                hi[k] = _mm512_max_ps(_mm512_abs_ps(c), _mm512_max_ps(_mm512_abs_ps(a), zero));
-            } else {
-                lo[k] = _mm512_min_ps(c, _mm512_min_ps(a, _mm512_set1_ps(f32::MAX)));
-                hi[k] = _mm512_max_ps(c, _mm512_max_ps(a, _mm512_set1_ps(-f32::MAX)));
-            }
-        }
-        let mx = reduce8::<false>(&hi);
-        let mn = if f == BlockFormat::Q8_0 { [0.0; 8] } else { reduce8::<true>(&lo) };
-        for k in 0..g {
-            let i = b + k;
-            let xs = &x[i * QK..(i + 1) * QK];
-            let qs = &mut q[i * cb..(i + 1) * cb];
-            let (a, c) = load_block(xs);
-            match f {
-                BlockFormat::Q8_0 => {
-                    let s = mx[k] / 127.0;
-                    let id = _mm512_set1_ps(if s != 0.0 { 1.0 / s } else { 0.0 });
-                    // SAFETY: qs holds 32 bytes.
-                    unsafe {
-                        _mm_storeu_si128(qs.as_mut_ptr().cast(), q8_codes(a, id));
-                        _mm_storeu_si128(qs.as_mut_ptr().add(16).cast(), q8_codes(c, id));
-                    }
-                    d[i] = scale_to_f16(s);
-                }
-                BlockFormat::Q4_0 => {
-                    let s = blocks::q4_0_signed_max(xs, mn[k], mx[k]) / -8.0;
-                    let id = _mm512_set1_ps(if s != 0.0 { 1.0 / s } else { 0.0 });
-                    let l = nibbles(_mm512_add_ps(_mm512_mul_ps(a, id), bias4));
-                    let h = nibbles(_mm512_add_ps(_mm512_mul_ps(c, id), bias4));
-                    store_nibbles(l, h, qs);
-                    d[i] = scale_to_f16(s);
-                }
-                BlockFormat::Q4_1 => {
-                    let s = (mx[k] - mn[k]) / 15.0;
-                    let id = _mm512_set1_ps(if s != 0.0 { 1.0 / s } else { 0.0 });
-                    let mv = _mm512_set1_ps(mn[k]);
-                    let l = nibbles(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(a, mv), id), half));
-                    let h = nibbles(_mm512_add_ps(_mm512_mul_ps(_mm512_sub_ps(c, mv), id), half));
-                    store_nibbles(l, h, qs);
-                    (d[i], m[i]) = (scale_to_f16(s), scale_to_f16(mn[k]));
-                }
-            }
-        }
-        b += g;
-    }
-}
-
 /// The twin of `blocks::dequantize_blocks_portable`.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
 pub fn dequantize_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], out: &mut [f32]) {
@@ -273,106 +171,6 @@ pub fn dequantize_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], out: &m
     }
 }
 
-/// 16 Q4_K codes: `clamp(rne((v + off) * inv), 0, 15)`.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-fn q4k_codes(v: __m512, off: __m512, inv: __m512) -> __m512i {
-    let p = _mm512_mul_ps(_mm512_add_ps(v, off), inv);
-    let p = _mm512_min_ps(_mm512_max_ps(p, _mm512_setzero_ps()), _mm512_set1_ps(15.0));
-    _mm512_cvt_roundps_epi32::<RNE>(p)
-}
-
-/// Largest of the 8 lanes and 0; NaN lanes skipped, a zero result is +0.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-fn max0(v: __m256) -> f32 {
-    // Against +0 first (the data first: NaN and -0 become +0), so no lane is
-    // NaN or -0 and the order of the rest does not matter.
-    let w = _mm256_max_ps(v, _mm256_setzero_ps());
-    let w = _mm_max_ps(_mm256_castps256_ps128(w), _mm256_extractf128_ps::<1>(w));
-    let w = _mm_max_ps(w, _mm_movehl_ps(w, w));
-    _mm_cvtss_f32(_mm_max_ss(w, _mm_movehdup_ps(w)))
-}
-
-/// `clamp(ceil(q), 0, 63)` as integers, NaN to 0 (`clamp_to_i32` of `ceil`).
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-fn six_bits(q: __m256) -> __m256i {
-    let c = _mm256_round_ps::<{ _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC }>(q);
-    _mm256_cvttps_epi32(_mm256_min_ps(_mm256_max_ps(c, _mm256_setzero_ps()), _mm256_set1_ps(63.0)))
-}
-
-/// The twin of [`kquant::super_params`] and `code_steps` with sub-block `j`
-/// in lane `j` (the same operations lane by lane): the parameters, the
-/// inverse steps and the offsets of the codes.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-fn q4k_params(lo: &[f32; 8], hi: &[f32; 8]) -> (kquant::SuperParams, [f32; 8], [f32; 8]) {
-    // SAFETY: lo and hi hold 8 values each.
-    let (lo, hi) = unsafe { (_mm256_loadu_ps(lo.as_ptr()), _mm256_loadu_ps(hi.as_ptr())) };
-    let neg_lo = _mm256_xor_ps(lo, _mm256_set1_ps(-0.0));
-    let dmin = kquant::f16_up(max0(neg_lo) / 63.0);
-    let dminf = dmin.to_f32();
-    let m = if dminf > 0.0 {
-        six_bits(_mm256_div_ps(neg_lo, _mm256_set1_ps(dminf)))
-    } else {
-        _mm256_setzero_si256()
-    };
-    let mf = _mm256_cvtepi32_ps(m);
-    let off = _mm256_mul_ps(_mm256_set1_ps(dminf), mf);
-    let step = _mm256_div_ps(_mm256_add_ps(hi, off), _mm256_set1_ps(15.0));
-    let d = kquant::f16_up(max0(step) / 63.0);
-    let df = d.to_f32();
-    let sc =
-        if df > 0.0 { six_bits(_mm256_div_ps(step, _mm256_set1_ps(df))) } else { _mm256_setzero_si256() };
-    let e = _mm256_mul_ps(_mm256_set1_ps(df), _mm256_cvtepi32_ps(sc));
-    let inv = _mm256_maskz_mov_ps(
-        _mm256_cmp_ps_mask::<_CMP_GT_OQ>(e, _mm256_setzero_ps()),
-        _mm256_div_ps(_mm256_set1_ps(1.0), e),
-    );
-    let bytes = |v: __m256i| (_mm_cvtsi128_si64(_mm256_cvtepi32_epi8(v)) as u64).to_le_bytes();
-    let (mut inv_a, mut off_a) = ([0.0f32; 8], [0.0f32; 8]);
-    // SAFETY: both arrays hold 8 values.
-    unsafe {
-        _mm256_storeu_ps(inv_a.as_mut_ptr(), inv);
-        _mm256_storeu_ps(off_a.as_mut_ptr(), off);
-    }
-    (kquant::SuperParams { d, dmin, sc: bytes(sc), m: bytes(m) }, inv_a, off_a)
-}
-
-/// The twin of `kquant::quantize_blocks_portable`: sub-block ranges (one
-/// shared reduction tree for the 8 sub-blocks) and codes in vectors, the
-/// scale search shared ([`kquant::super_params`]).
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
-pub fn quantize_q4k(x: &[f32], d: &mut [f16], dmin: &mut [f16], scales: &mut [u8], qs: &mut [u8]) {
-    let blocks =
-        x.chunks_exact(QK_K).zip(scales.chunks_exact_mut(SCALE_BYTES)).zip(qs.chunks_exact_mut(QS_BYTES));
-    for (((x, s), q), (d, dmin)) in blocks.zip(d.iter_mut().zip(dmin)) {
-        let (mut lo, mut hi) = ([_mm512_setzero_ps(); 8], [_mm512_setzero_ps(); 8]);
-        for j in 0..8 {
-            let (a, b) = load_block(&x[32 * j..]);
-            lo[j] = _mm512_min_ps(b, _mm512_min_ps(a, _mm512_set1_ps(f32::MAX)));
-            hi[j] = _mm512_max_ps(b, _mm512_max_ps(a, _mm512_set1_ps(-f32::MAX)));
-        }
-        let (mn, mx) = (reduce8::<true>(&lo), reduce8::<false>(&hi));
-        let (mut lo, mut hi) = ([0.0f32; 8], [0.0f32; 8]);
-        for j in 0..8 {
-            (lo[j], hi[j]) = kquant::sub_block_range(mn[j], mx[j]);
-        }
-        let (p, inv, off) = q4k_params(&lo, &hi);
-        s.copy_from_slice(&kquant::pack_scales(&p.sc, &p.m));
-        for c in 0..4 {
-            let (a, b) = (2 * c, 2 * c + 1);
-            let (ia, oa) = (_mm512_set1_ps(inv[a]), _mm512_set1_ps(off[a]));
-            let (ib, ob) = (_mm512_set1_ps(inv[b]), _mm512_set1_ps(off[b]));
-            let (xa, xb) = (load_block(&x[32 * a..]), load_block(&x[32 * b..]));
-            store_nibbles(q4k_codes(xa.0, oa, ia), q4k_codes(xb.0, ob, ib), &mut q[32 * c..]);
-            store_nibbles(q4k_codes(xa.1, oa, ia), q4k_codes(xb.1, ob, ib), &mut q[32 * c + 16..]);
-        }
-        (*d, *dmin) = (p.d, p.dmin);
-    }
-}
-
 /// The twin of the portable bit-plane writer in `ternary`: bit `i` of
 /// `plus`/`minus` word `w` is set when `rne(bound(x * inv, -1, 1))` of value
 /// `64 w + i` is 1 / -1, that is when `x * inv > 0.5` / when it is not
@@ -407,9 +205,10 @@ pub fn ternary_decode(
     out: &mut [f32],
 ) {
     let (one, gv) = (_mm512_set1_ps(1.0), _mm512_set1_ps(g));
+    // The row and column advance with the runs: no division per word.
+    let (mut r, mut c) = (off / cols, off % cols);
     let mut i = 0;
     while i < out.len() {
-        let (r, c) = ((off + i) / cols, (off + i) % cols);
         let n = (64 - c % 64).min(cols - c).min(out.len() - i);
         let w = r * words + c / 64;
         let (p, m) = (plus[w] >> (c % 64), minus[w] >> (c % 64));
@@ -421,6 +220,10 @@ pub fn ternary_decode(
             unsafe { _mm512_mask_storeu_ps(o.as_mut_ptr(), tail_mask(o.len()), v) };
         }
         i += n;
+        c += n;
+        if c == cols {
+            (r, c) = (r + 1, 0);
+        }
     }
 }
 

@@ -1,5 +1,6 @@
 //! The AVX-512 kernels against their portable twins, bit for bit.
 
+use super::super::kquant::{QK_K, QS_BYTES, SCALE_BYTES};
 use super::super::{blocks, has_avx512, int8, kquant, ternary};
 use super::*;
 use half::bf16;
@@ -68,12 +69,17 @@ fn block_codes_and_decoding_equal_the_portable_kernels() {
     }
     for f in [BlockFormat::Q8_0, BlockFormat::Q4_0, BlockFormat::Q4_1] {
         // max 127 makes the Q8_0 scale 1 (exact ties); 8 and 15 do the same for Q4_0 / Q4_1.
-        for (nb, seed, max) in [(1, 11, 127.0), (7, 12, 8.0), (64, 13, 15.0), (300, 14, 0.02)] {
+        for (nb, seed, max) in [(1, 11, 127.0), (7, 12, 8.0), (17, 15, 8.0), (64, 13, 15.0), (300, 14, 0.02)]
+        {
             let mut x = values(nb * QK, seed, max / 64.0, max);
             x[QK / 2] = -max; // a ±max tie inside one Q4_0 block
             x[QK / 2 + 1] = max;
             if nb > 2 {
                 x[QK..2 * QK].fill(0.0); // an all-zero block
+            }
+            if nb > 20 {
+                // A tie in a later lane of the second group of 16 blocks.
+                (x[19 * QK + 3], x[19 * QK + 30]) = (max, -max);
             }
             let run = |simd: bool| {
                 let (mut d, mut m, mut q) =
@@ -125,7 +131,7 @@ fn q4k_codes_equal_the_portable_kernel() {
     if !avx512() {
         return;
     }
-    for (nb, seed, max) in [(1, 31, 1.0), (9, 32, 0.02), (40, 33, 15.0)] {
+    for (nb, seed, max) in [(1, 31, 1.0), (2, 34, 8.0), (9, 32, 0.02), (40, 33, 15.0)] {
         let mut x = values(nb * QK_K, seed, max / 64.0, max);
         x[..QK].iter_mut().for_each(|v| *v = v.abs()); // a sub-block whose minimum is pinned at 0
         x[QK..2 * QK].fill(0.5); // a constant one
@@ -192,6 +198,9 @@ fn ternary_decoding_equals_the_portable_kernel() {
         unsafe { ternary_decode(&t.plus, &t.minus, t.words, cols, t.gamma, off, &mut a) };
         ternary::decode_range_portable(&t.plus, &t.minus, t.words, cols, t.gamma, off, &mut b);
         assert!(a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()), "off {off} len {len}");
+        // And against the codes themselves, across row ends.
+        let naive = (0..len).map(|i| codes[off + i] as f32 * t.gamma);
+        assert!(a.iter().zip(naive).all(|(x, y)| x.to_bits() == y.to_bits()), "off {off} len {len}");
     }
 }
 
@@ -223,15 +232,28 @@ fn half_conversions_equal_the_half_crate() {
 }
 
 #[test]
-fn reduce8_gives_each_vectors_min_and_max() {
+fn reduce16_gives_each_vectors_min_and_max() {
     if !avx512() {
         return;
     }
-    let x = values(128, 51, 0.5, 100.0);
-    // SAFETY: avx512() checked every feature the kernels need; x holds 8 x 16 values.
-    let v: [__m512; 8] = std::array::from_fn(|j| unsafe { _mm512_loadu_ps(x.as_ptr().add(16 * j)) });
-    let (mn, mx) = unsafe { (reduce8::<true>(&v), reduce8::<false>(&v)) };
-    for j in 0..8 {
+    let x = values(256, 51, 0.5, 100.0);
+    // SAFETY: avx512() checked every feature the kernels need; x holds 16 x 16 values.
+    let v: [__m512; 16] = std::array::from_fn(|j| unsafe { _mm512_loadu_ps(x.as_ptr().add(16 * j)) });
+    let pairs = |min: bool| -> [__m512; 8] {
+        std::array::from_fn(|k| unsafe {
+            if min {
+                blockq::fold_pair::<true>(v[2 * k], v[2 * k + 1])
+            } else {
+                blockq::fold_pair::<false>(v[2 * k], v[2 * k + 1])
+            }
+        })
+    };
+    let (mut mn, mut mx) = ([0.0f32; 16], [0.0f32; 16]);
+    unsafe {
+        _mm512_storeu_ps(mn.as_mut_ptr(), blockq::reduce16::<true>(&pairs(true)));
+        _mm512_storeu_ps(mx.as_mut_ptr(), blockq::reduce16::<false>(&pairs(false)));
+    }
+    for j in 0..16 {
         let lanes = &x[16 * j..16 * j + 16];
         assert_eq!(mn[j], lanes.iter().copied().fold(f32::INFINITY, f32::min), "min {j}");
         assert_eq!(mx[j], lanes.iter().copied().fold(f32::NEG_INFINITY, f32::max), "max {j}");
