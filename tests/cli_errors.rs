@@ -3,15 +3,6 @@
 mod common;
 use common::*;
 
-fn assert_usage_error(r: &Run, needles: &[&str]) {
-    assert_eq!(r.code, 2, "exit code; stderr: {}", r.stderr);
-    assert!(r.stdout.is_empty(), "nothing on stdout on error: {}", r.stdout);
-    for n in needles {
-        assert!(r.stderr.contains(n), "stderr lacks {n:?}: {}", r.stderr);
-    }
-    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
-}
-
 #[test]
 fn unknown_suite_lists_the_known_ones() {
     assert_usage_error(

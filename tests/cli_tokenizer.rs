@@ -165,13 +165,7 @@ fn config_paths_and_bad_values() {
         "-f",
         "json",
     ]);
-    assert_eq!(r.code, 2, "{}", r.stderr);
-    assert!(r.stdout.is_empty(), "{}", r.stdout);
-    assert!(
-        r.stderr.contains("bad.toml:2:") && r.stderr.contains("valid: gpt2, bert, llama2"),
-        "{}",
-        r.stderr
-    );
+    assert_usage_error(&r, &["bad.toml:2:", "valid: gpt2, bert, llama2"]);
 }
 
 #[test]

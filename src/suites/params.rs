@@ -38,10 +38,7 @@ impl ParamRule {
     /// valid choices for a list).
     pub fn check(&self, value: &ParamValue) -> Result<(), String> {
         match *self {
-            Self::OneOf(names) => {
-                let v = value.to_string();
-                if names.contains(&v.as_str()) { Ok(()) } else { Err(format!("valid: {}", names.join(", "))) }
-            }
+            Self::OneOf(names) => one_of(value, names),
             Self::Int { min, max } => match value {
                 ParamValue::Int(i) if (min..=max).contains(i) => Ok(()),
                 _ if max == i64::MAX && min == 1 => Err("must be a positive integer".into()),
@@ -62,6 +59,17 @@ impl ParamRule {
             },
             Self::Check(f) => f(value),
         }
+    }
+}
+
+/// Whether `value`, in its written form, is one of `names`; the error lists
+/// them. For [`ParamRule::OneOf`] and for [`ParamRule::Check`]s whose list is
+/// built at run time.
+pub fn one_of(value: &ParamValue, names: &[&str]) -> Result<(), String> {
+    if names.contains(&value.to_string().as_str()) {
+        Ok(())
+    } else {
+        Err(format!("valid: {}", names.join(", ")))
     }
 }
 

@@ -97,3 +97,13 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
     std::fs::write(&p, text).expect("write fixture");
     p.display().to_string()
 }
+
+/// A usage error (exit 2): nothing on stdout, every needle on stderr, no panic.
+pub fn assert_usage_error(r: &Run, needles: &[&str]) {
+    assert_eq!(r.code, 2, "exit code; stderr: {}", r.stderr);
+    assert!(r.stdout.is_empty(), "nothing on stdout on error: {}", r.stdout);
+    for n in needles {
+        assert!(r.stderr.contains(n), "stderr lacks {n:?}: {}", r.stderr);
+    }
+    assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
+}

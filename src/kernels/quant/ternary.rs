@@ -110,9 +110,7 @@ impl TernaryMatrix {
 
     /// Re-quantizes `w` (same shape) into this matrix without allocating:
     /// the absmean pass, then codes written straight into the bit planes,
-    /// rows in parallel. The second pass walks the rows backwards: the first
-    /// one streamed the tensor from the start, so its end is what the caches
-    /// still hold, and a forward walk would evict it before reaching it.
+    /// rows in parallel.
     ///
     /// # Panics
     /// When `w` has the wrong length.
@@ -126,7 +124,6 @@ impl TernaryMatrix {
             .par_chunks_mut(words)
             .zip(self.minus.par_chunks_mut(words))
             .zip(w.par_chunks(cols))
-            .rev()
             .for_each(|((p, m), row)| planes(row, inv, p, m));
     }
 
@@ -324,6 +321,24 @@ mod tests {
     }
 
     #[test]
+    fn plane_runs_tile_the_range_without_crossing_a_word_or_a_row() {
+        for (cols, off, len) in
+            [(130usize, 0usize, 390usize), (130, 63, 200), (64, 5, 64), (7, 3, 30), (200, 190, 1)]
+        {
+            let words = cols.div_ceil(64);
+            let mut next = 0;
+            for (i, n, w, shift) in plane_runs(words, cols, off, len) {
+                assert_eq!(i, next, "runs are contiguous");
+                let (r, c) = ((off + i) / cols, (off + i) % cols);
+                assert_eq!((w, shift as usize), (r * words + c / 64, c % 64), "{cols}/{off}: run at {i}");
+                assert!(n >= 1 && c % 64 + n <= 64 && c + n <= cols, "{cols}/{off}: run at {i} crosses");
+                next = i + n;
+            }
+            assert_eq!(next, len, "{cols}/{off}: every value covered");
+        }
+    }
+
+    #[test]
     fn simd_dot_equals_portable_and_naive() {
         let (rows, cols) = (5, 16_500); // more than 256 words: the i16 flush runs
         let codes: Vec<i8> = (0..rows * cols).map(|i| ((i * 31 + i / 7) % 3) as i8 - 1).collect();
@@ -357,20 +372,38 @@ fn decode_range(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, 
 simd_dispatch! {
     /// [`decode_range`] in portable code: runs of one row and one word each.
     pub fn decode_range_portable(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
-        let (mut r, mut c) = (off / cols, off % cols);
-        let mut i = 0;
-        while i < out.len() {
-            let n = (64 - c % 64).min(cols - c).min(out.len() - i);
-            let w = r * words + c / 64;
-            let (p, m) = (plus[w] >> (c % 64), minus[w] >> (c % 64));
+        for (i, n, w, shift) in plane_runs(words, cols, off, out.len()) {
+            let (p, m) = (plus[w] >> shift, minus[w] >> shift);
             for (j, o) in out[i..i + n].iter_mut().enumerate() {
                 *o = (((p >> j) & 1) as f32 - ((m >> j) & 1) as f32) * g;
             }
-            i += n;
-            c += n;
-            if c == cols {
-                (r, c) = (r + 1, 0);
-            }
         }
     }
+}
+
+/// The runs of values `off..off + len` (row-major, `cols` per row, `words`
+/// plane words per row) that each lie in one word of one row, as
+/// `(start in the output, length, word index, bit of the first value)`.
+/// Shared by both decoders; the row and column advance with the runs, so
+/// there is no division per word.
+pub(super) fn plane_runs(
+    words: usize,
+    cols: usize,
+    off: usize,
+    len: usize,
+) -> impl Iterator<Item = (usize, usize, usize, u32)> {
+    let (mut r, mut c, mut i) = (off / cols.max(1), off % cols.max(1), 0);
+    std::iter::from_fn(move || {
+        if i >= len {
+            return None;
+        }
+        let n = (64 - c % 64).min(cols - c).min(len - i);
+        let run = (i, n, r * words + c / 64, (c % 64) as u32);
+        i += n;
+        c += n;
+        if c == cols {
+            (r, c) = (r + 1, 0);
+        }
+        Some(run)
+    })
 }

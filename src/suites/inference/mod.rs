@@ -105,7 +105,7 @@ fn model_choice(v: &crate::plan::ParamValue, encoder: bool) -> Result<(), String
     let fits =
         |n: &str| ModelConfig::preset(n).is_ok_and(|c| (c.arch == crate::models::Arch::Bert) == encoder);
     let valid: Vec<&str> = crate::models::PRESETS.iter().copied().filter(|n| fits(n)).collect();
-    if valid.contains(&v.to_string().as_str()) { Ok(()) } else { Err(format!("valid: {}", valid.join(", "))) }
+    crate::suites::params::one_of(v, &valid)
 }
 
 /// A reproducible seed derived from the case id (FNV-1a), without the

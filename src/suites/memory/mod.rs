@@ -89,9 +89,7 @@ impl Suite for MemorySuite {
             (_, "pattern") => ParamRule::OneOf(patterns::PATTERNS),
             (_, "model") => ParamRule::OneOf(crate::models::PRESETS),
             ("footprint", "dtype") => ParamRule::Check(|v| {
-                let names: Vec<&str> = footprint::DTYPES.iter().map(|d| d.0).collect();
-                let ok = names.contains(&v.to_string().as_str());
-                if ok { Ok(()) } else { Err(format!("valid: {}", names.join(", "))) }
+                crate::suites::params::one_of(v, &footprint::DTYPES.iter().map(|d| d.0).collect::<Vec<_>>())
             }),
             (_, "kernel") => ParamRule::OneOf(bandwidth::KERNELS),
             (_, "level") => ParamRule::OneOf(bandwidth::LEVELS),

@@ -82,11 +82,7 @@ impl Suite for QuantSuite {
             ("mixed", "op") => ParamRule::OneOf(mixed::OPS),
             ("mixed", "dtype") => ParamRule::OneOf(mixed::DTYPES),
             (_, "dist") => ParamRule::OneOf(data::DISTS),
-            (_, "path") => ParamRule::Check(|v| {
-                let valid = linear::path_names();
-                let ok = valid.contains(&v.to_string().as_str());
-                if ok { Ok(()) } else { Err(format!("valid: {}", valid.join(", "))) }
-            }),
+            (_, "path") => ParamRule::Check(|v| crate::suites::params::one_of(v, &linear::path_names())),
             ("quantize" | "dequantize" | "calibrate", "shape") => ParamRule::Shape("ROWSxCOLS"),
             (_, "shape") => ParamRule::Shape("MxKxN"),
             (_, "elements") => ParamRule::POSITIVE,

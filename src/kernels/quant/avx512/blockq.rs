@@ -11,7 +11,7 @@
 
 use super::super::blocks::{self, BlockFormat, QK};
 use super::super::kquant::{QK_K, QS_BYTES, SCALE_BYTES};
-use super::{RNE, load_block, nibbles, q8_codes, store_nibbles};
+use super::{RNE, load_block, nibbles, q8_codes, store_nibbles, tail_mask};
 use half::f16;
 use std::arch::x86_64::*;
 
@@ -122,11 +122,6 @@ fn prefetch(x: &[f32], i: usize) {
     }
 }
 
-/// Lanes `0..n` set (`n <= 16`).
-fn lanes(n: usize) -> __mmask16 {
-    ((1u32 << n.min(16)) - 1) as __mmask16
-}
-
 /// `if d != 0 { 1 / d } else { 0 }` lane by lane (a NaN `d` gives NaN, as
 /// the scalar `!=` does).
 #[inline]
@@ -143,7 +138,7 @@ fn inverse(d: __m512) -> __m512 {
 fn store_f16(v: __m512, out: &mut [f16], n: usize) {
     assert!(out.len() >= n && n <= 16);
     // SAFETY: the mask covers only the first n <= out.len() values.
-    unsafe { _mm256_mask_storeu_epi16(out.as_mut_ptr().cast(), lanes(n), _mm512_cvtps_ph::<RNE>(v)) };
+    unsafe { _mm256_mask_storeu_epi16(out.as_mut_ptr().cast(), tail_mask(n), _mm512_cvtps_ph::<RNE>(v)) };
 }
 
 /// The vector in an array, for per-block broadcasts from memory.
@@ -225,7 +220,7 @@ pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,f16c,fma")]
 fn signed_max(x: &[f32], b: usize, g: usize, mn: __m512, mx: __m512) -> __m512 {
     let neg_mn = neg(mn);
-    let tie = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(mx, neg_mn) & lanes(g);
+    let tie = _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(mx, neg_mn) & tail_mask(g);
     let pick_mn = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(neg_mn, mx);
     let v = _mm512_maskz_mov_ps(!tie, _mm512_mask_blend_ps(pick_mn, mx, mn));
     let ties = tie & _mm512_cmp_ps_mask::<_CMP_NEQ_UQ>(mx, _mm512_setzero_ps());

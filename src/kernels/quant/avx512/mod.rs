@@ -205,24 +205,14 @@ pub fn ternary_decode(
     out: &mut [f32],
 ) {
     let (one, gv) = (_mm512_set1_ps(1.0), _mm512_set1_ps(g));
-    // The row and column advance with the runs: no division per word.
-    let (mut r, mut c) = (off / cols, off % cols);
-    let mut i = 0;
-    while i < out.len() {
-        let n = (64 - c % 64).min(cols - c).min(out.len() - i);
-        let w = r * words + c / 64;
-        let (p, m) = (plus[w] >> (c % 64), minus[w] >> (c % 64));
+    for (i, n, w, shift) in super::ternary::plane_runs(words, cols, off, out.len()) {
+        let (p, m) = (plus[w] >> shift, minus[w] >> shift);
         for (u, o) in out[i..i + n].chunks_mut(16).enumerate() {
             let (pk, mk) = ((p >> (16 * u)) as __mmask16, (m >> (16 * u)) as __mmask16);
             let v = _mm512_maskz_mov_ps(pk, one);
             let v = _mm512_mul_ps(_mm512_mask_sub_ps(v, mk, v, one), gv);
             // SAFETY: the mask covers only the o.len() values of o.
             unsafe { _mm512_mask_storeu_ps(o.as_mut_ptr(), tail_mask(o.len()), v) };
-        }
-        i += n;
-        c += n;
-        if c == cols {
-            (r, c) = (r + 1, 0);
         }
     }
 }
