@@ -56,6 +56,10 @@ pub struct Environment {
     /// False when `TFBENCH_HUGE_PAGES=0` turned tfbench's huge-page requests
     /// off for this run (see `kernels::buffer`).
     pub huge_pages_requested: bool,
+    /// The allocator under the counting allocator (`mimalloc`, or `system`
+    /// with `TFBENCH_ALLOCATOR=system`): allocation-heavy workloads such as
+    /// tokenization depend on it (see `harness::alloc`).
+    pub allocator: String,
     /// tfbench version.
     pub tfbench_version: String,
     /// Git revision the binary was built from (`abc1234`, `abc1234-dirty` or `unknown`).
@@ -105,6 +109,7 @@ impl Environment {
                 || read_trimmed("/sys/hypervisor/type").is_some(),
             transparent_huge_pages: crate::kernels::buffer::thp_mode(),
             huge_pages_requested: crate::kernels::buffer::huge_pages_wanted(),
+            allocator: crate::harness::alloc::backend().name().to_string(),
             tfbench_version: env!("CARGO_PKG_VERSION").to_string(),
             git_revision: env!("TFBENCH_GIT_REVISION").to_string(),
             rustc_version: env!("TFBENCH_RUSTC_VERSION").to_string(),
@@ -183,6 +188,11 @@ pub fn render_table(env: &Environment, limits: Option<&crate::probe::MachineLimi
     row("hypervisor", if env.hypervisor { "yes" } else { "no" }.into());
     let requested = if env.huge_pages_requested { "requested" } else { "off (TFBENCH_HUGE_PAGES=0)" };
     row("huge pages", format!("{}, {requested}", or_unknown(env.transparent_huge_pages.clone())));
+    let allocator = if env.allocator.is_empty() { "unknown" } else { env.allocator.as_str() };
+    row(
+        "allocator",
+        format!("{allocator} (TFBENCH_ALLOCATOR={})", crate::harness::alloc::Backend::NAMES.join("|")),
+    );
     let fingerprint = env.fingerprint();
     row("fingerprint", fingerprint.clone());
 

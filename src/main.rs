@@ -10,6 +10,13 @@ static ALLOC: tfbench::harness::alloc::CountingAlloc = tfbench::harness::alloc::
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(bad) = tfbench::harness::alloc::unknown_backend_request() {
+        eprintln!(
+            "error: TFBENCH_ALLOCATOR={bad:?} names no allocator; valid choices: {}",
+            tfbench::harness::alloc::Backend::NAMES.join(", ")
+        );
+        return ExitCode::from(EXIT_USAGE);
+    }
     let result = match &cli.command {
         Command::List(a) => app::list(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success),
         Command::Run(a) => app::run(a),

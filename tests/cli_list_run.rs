@@ -214,6 +214,12 @@ fn sysinfo_describes_the_machine() {
     assert_eq!(v["environment"]["huge_pages_requested"], true);
     let off = json(&tfbench_env(&[("TFBENCH_HUGE_PAGES", "0")], &["sysinfo", "--format", "json"]));
     assert_eq!(off["environment"]["huge_pages_requested"], false);
+    // The allocator under the counters: mimalloc unless asked for glibc.
+    assert_eq!(v["environment"]["allocator"], "mimalloc");
+    let sys = json(&tfbench_env(&[("TFBENCH_ALLOCATOR", "system")], &["sysinfo", "--format", "json"]));
+    assert_eq!(sys["environment"]["allocator"], "system");
+    let bad = tfbench_env(&[("TFBENCH_ALLOCATOR", "jemalloc")], &["sysinfo", "--format", "json"]);
+    assert_usage_error(&bad, &["TFBENCH_ALLOCATOR=\"jemalloc\"", "system, mimalloc"]);
     let t = tfbench(&["sysinfo"]);
     assert_eq!(t.code, 0);
     assert!(t.stdout.to_lowercase().contains("cpu"));

@@ -86,18 +86,20 @@ struct AllocLoop<A> {
     which: &'static str,
     size: usize,
     leaks: LeakMonitor,
-    /// Also compare with the system allocator interleaved (tracking overhead).
-    paired_with_system: bool,
+    /// Also compare with the counting wrapper's backend interleaved
+    /// (tracking overhead).
+    paired_with_backend: bool,
 }
 
 fn make_loop(which: &'static str, size: usize, paired: bool) -> Box<dyn Workload> {
     fn b<A: BlockAlloc + 'static>(a: A, which: &'static str, size: usize, paired: bool) -> Box<dyn Workload> {
-        Box::new(AllocLoop { a, which, size, leaks: LeakMonitor::default(), paired_with_system: paired })
+        Box::new(AllocLoop { a, which, size, leaks: LeakMonitor::default(), paired_with_backend: paired })
     }
     match which {
         "pool" => b(TensorPool::default(), which, size, paired),
         "mimalloc" => b(allocators::mimalloc(), which, size, paired),
         "counting" => b(allocators::counting(), which, size, paired),
+        "backend" => b(allocators::backend(), which, size, paired),
         _ => b(allocators::system(), which, size, paired),
     }
 }
@@ -108,7 +110,7 @@ pub(crate) fn prepare_alloc(case: &Case) -> Result<Box<dyn Workload>> {
 }
 
 /// Valid `tracker` values of `tracking_overhead`.
-pub(super) const TRACKERS: &[&str] = &["system", "counting"];
+pub(super) const TRACKERS: &[&str] = &["backend", "counting"];
 
 pub(crate) fn prepare_tracking(case: &Case) -> Result<Box<dyn Workload>> {
     let which = choice(case, "tracker", TRACKERS)?;
@@ -196,10 +198,10 @@ impl<A: BlockAlloc> Workload for AllocLoop<A> {
         if let Some(s) = self.a.pool_stats() {
             m.push(Metric::new("hit_rate", s.hit_rate(), "ratio"));
         }
-        if self.paired_with_system {
+        if self.paired_with_backend {
             // Interleaved rounds, so drift hits both sides alike.
             let (mut with, mut without) = (Vec::new(), Vec::new());
-            let mut sys = allocators::system();
+            let mut sys = allocators::backend();
             for _ in 0..15 {
                 let (Ok(w), Ok(s)) =
                     (pair_ns(&mut allocators::counting(), self.size, 500), pair_ns(&mut sys, self.size, 500))
@@ -213,7 +215,7 @@ impl<A: BlockAlloc> Workload for AllocLoop<A> {
             without.sort_by(f64::total_cmp);
             let (w, s) = (with[7], without[7]);
             m.push(Metric::new("counting_pair_ns", w, "ns"));
-            m.push(Metric::new("system_pair_ns", s, "ns"));
+            m.push(Metric::new("backend_pair_ns", s, "ns"));
             m.push(Metric::new("tracking_overhead_ns", w - s, "ns"));
             m.push(Metric::new("tracking_overhead_pct", 100.0 * (w - s) / s, "%"));
         }

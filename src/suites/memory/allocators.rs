@@ -107,8 +107,7 @@ impl BlockAlloc for TensorPool {
     }
 }
 
-/// The system allocator, called directly (the binary's global allocator is
-/// the counting wrapper; this is the allocator underneath it).
+/// The system allocator (glibc malloc), called directly.
 pub fn system() -> Direct<System> {
     Direct(System)
 }
@@ -116,6 +115,12 @@ pub fn system() -> Direct<System> {
 /// mimalloc, called directly.
 pub fn mimalloc() -> Direct<mimalloc::MiMalloc> {
     Direct(mimalloc::MiMalloc)
+}
+
+/// The allocator under the harness's counting wrapper (mimalloc unless
+/// `TFBENCH_ALLOCATOR=system`), called directly.
+pub fn backend() -> Direct<counting::BackendAlloc> {
+    Direct(counting::BackendAlloc)
 }
 
 /// The harness's counting allocator, called directly (for its overhead).
