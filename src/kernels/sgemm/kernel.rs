@@ -23,12 +23,14 @@ const PF: usize = 16;
 const UNROLL: usize = 4;
 
 /// Computes the `rows x cols` top-left part of a `MR x NR` tile:
-/// `c (+)= a_panel * b_panel`, adding to C when `load_c`.
+/// `c (+)= a_panel * b_panel (+ bias)`, adding to C when `load_c` and the
+/// `cols` floats at `bias` to every row unless `bias` is null.
 ///
 /// # Safety
 /// The CPU supports AVX-512F; `a` holds `kc * MR` floats and `b` `kc * NR`
 /// (64-byte aligned); `c` covers `rows x cols` at row stride `ldc`;
-/// `rows <= MR`, `cols <= NR`, `kc >= 1`.
+/// `rows <= MR`, `cols <= NR`, `kc >= 1`; `bias` is null or holds `cols`
+/// floats.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn tile(
@@ -40,6 +42,7 @@ pub(super) unsafe fn tile(
     rows: usize,
     cols: usize,
     load_c: bool,
+    bias: *const f32,
 ) {
     let mut acc = [[_mm512_setzero_ps(); NV]; MR];
     // Touch the C tile now so its lines arrive while the FMAs run.
@@ -85,20 +88,43 @@ pub(super) unsafe fn tile(
     for _ in 0..kc % UNROLL {
         step!();
     }
-    // SAFETY: the caller guarantees C covers rows x cols.
-    unsafe { store(&acc, c, ldc, rows, cols, load_c) };
+    // SAFETY: the caller guarantees C covers rows x cols and the bias extent.
+    unsafe { store(&acc, c, ldc, rows, cols, load_c, bias) };
 }
 
-/// Writes (or adds) the accumulators to C, masking columns past `cols`.
+/// Writes (or adds) the accumulators, plus the bias row when `bias` is not
+/// null, to C, masking columns past `cols`. Adding the bias here saves a
+/// separate pass over C (a serial one in the linear layers).
 #[target_feature(enable = "avx512f")]
 #[inline]
-unsafe fn store(acc: &[[__m512; NV]; MR], c: *mut f32, ldc: usize, rows: usize, cols: usize, load_c: bool) {
+unsafe fn store(
+    acc: &[[__m512; NV]; MR],
+    c: *mut f32,
+    ldc: usize,
+    rows: usize,
+    cols: usize,
+    load_c: bool,
+    bias: *const f32,
+) {
+    let mut masks = [0 as __mmask16; NV];
+    for (v, m) in masks.iter_mut().enumerate() {
+        let left = cols.saturating_sub(v * 16).min(16);
+        *m = ((1u32 << left) - 1) as __mmask16;
+    }
+    let mut add = [_mm512_setzero_ps(); NV];
+    if !bias.is_null() {
+        for (v, b) in add.iter_mut().enumerate() {
+            // SAFETY: the mask keeps the read inside the bias's `cols` floats.
+            *b = unsafe { _mm512_maskz_loadu_ps(masks[v], bias.wrapping_add(v * 16)) };
+        }
+    }
     if cols == NR {
         for (i, row) in acc.iter().enumerate().take(rows) {
             for (v, &x) in row.iter().enumerate() {
                 // SAFETY: row i < rows, 16 columns from v * 16 < cols.
                 unsafe {
                     let p = c.add(i * ldc + v * 16);
+                    let x = _mm512_add_ps(x, add[v]);
                     let r = if load_c { _mm512_add_ps(_mm512_loadu_ps(p), x) } else { x };
                     _mm512_storeu_ps(p, r);
                 }
@@ -108,14 +134,14 @@ unsafe fn store(acc: &[[__m512; NV]; MR], c: *mut f32, ldc: usize, rows: usize, 
     }
     for (i, row) in acc.iter().enumerate().take(rows) {
         for (v, &x) in row.iter().enumerate() {
-            let left = cols.saturating_sub(v * 16).min(16);
-            if left == 0 {
+            let mask = masks[v];
+            if mask == 0 {
                 break;
             }
-            let mask: __mmask16 = ((1u32 << left) - 1) as __mmask16;
             // SAFETY: the mask keeps every touched column below cols.
             unsafe {
                 let p = c.add(i * ldc + v * 16);
+                let x = _mm512_add_ps(x, add[v]);
                 let r = if load_c { _mm512_add_ps(_mm512_maskz_loadu_ps(mask, p), x) } else { x };
                 _mm512_mask_storeu_ps(p, mask, r);
             }
@@ -128,10 +154,13 @@ unsafe fn store(acc: &[[__m512; NV]; MR], c: *mut f32, ldc: usize, rows: usize, 
 /// bound by how fast the panel arrives from memory. Two accumulator sets
 /// (even and odd steps) keep two FMA chains per register in flight.
 ///
+/// `bias`, when not null, holds `cols` floats added to every row.
+///
 /// # Safety
 /// The CPU supports AVX-512F; row `i < M` of A holds `kc` floats from
 /// `a + i * lda`; `b` holds `kc * NR` floats (64-byte aligned); `c` covers
-/// `M x cols` at row stride `ldc`; `cols <= NR`.
+/// `M x cols` at row stride `ldc`; `cols <= NR`; `bias` is null or holds
+/// `cols` floats.
 #[target_feature(enable = "avx512f")]
 #[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn stream<const M: usize>(
@@ -143,6 +172,7 @@ pub(super) unsafe fn stream<const M: usize>(
     ldc: usize,
     cols: usize,
     load_c: bool,
+    bias: *const f32,
 ) {
     let mut even = [[_mm512_setzero_ps(); NV]; M];
     let mut odd = [[_mm512_setzero_ps(); NV]; M];
@@ -180,6 +210,6 @@ pub(super) unsafe fn stream<const M: usize>(
             acc[i][v] = _mm512_add_ps(even[i][v], odd[i][v]);
         }
     }
-    // SAFETY: the caller guarantees C covers M x cols.
-    unsafe { store(&acc, c, ldc, M, cols, load_c) };
+    // SAFETY: the caller guarantees C covers M x cols and the bias extent.
+    unsafe { store(&acc, c, ldc, M, cols, load_c, bias) };
 }

@@ -240,6 +240,7 @@ impl Job {
                                 rows,
                                 cols,
                                 load_c,
+                                std::ptr::null(),
                             )
                         };
                     };

@@ -39,6 +39,21 @@ thread_local! {
     static A_BLOCK: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
 }
 
+/// The bias row of a product (null for none), shared by the tasks.
+#[derive(Clone, Copy)]
+struct Bias(*const f32);
+// SAFETY: only read, and the slice outlives the tasks of the call.
+unsafe impl Send for Bias {}
+unsafe impl Sync for Bias {}
+
+impl Bias {
+    /// The bias of column panel `jp`, added in the first `k` block only
+    /// (null otherwise, or when there is no bias).
+    fn panel(self, pc: usize, jp: usize) -> *const f32 {
+        if self.0.is_null() || pc > 0 { std::ptr::null() } else { self.0.wrapping_add(jp * NR) }
+    }
+}
+
 /// `B` (`k x n`) packed for the AVX-512 microkernel; built from a linear
 /// layer's `[n x k]` (`[out, in]`) weight.
 pub struct PackedB {
@@ -155,9 +170,30 @@ impl PackedB {
     /// # Panics
     /// When a slice length does not match its shape.
     pub fn matmul_into(&self, threads: usize, m: usize, a: &[f32], c: &mut [f32], accumulate: bool) {
+        self.matmul_bias_into(threads, m, a, None, c, accumulate);
+    }
+
+    /// [`Self::matmul_into`] plus `bias` (`n` floats) added to every row of
+    /// the product, in the kernel's store (a linear layer's bias, without a
+    /// second pass over C).
+    ///
+    /// # Panics
+    /// When a slice length does not match its shape.
+    pub fn matmul_bias_into(
+        &self,
+        threads: usize,
+        m: usize,
+        a: &[f32],
+        bias: Option<&[f32]>,
+        c: &mut [f32],
+        accumulate: bool,
+    ) {
         let (k, n) = (self.k, self.n);
         assert_eq!(a.len(), m * k, "PackedB::matmul_into: A is not {m}x{k}");
         assert_eq!(c.len(), m * n, "PackedB::matmul_into: C is not {m}x{n}");
+        if let Some(b) = bias {
+            assert_eq!(b.len(), n, "PackedB::matmul_bias_into: bias is not {n} long");
+        }
         if m == 0 || n == 0 {
             return;
         }
@@ -165,8 +201,12 @@ impl PackedB {
             if !accumulate {
                 c.fill(0.0);
             }
+            if let Some(b) = bias {
+                c.chunks_mut(n).for_each(|row| row.iter_mut().zip(b).for_each(|(v, &x)| *v += x));
+            }
             return;
         }
+        let bias = Bias(bias.map_or(std::ptr::null(), <[f32]>::as_ptr));
         let jpanels = self.npad / NR;
         let tasks = if m * k * n < PAR_MIN_MKN { 1 } else { threads.clamp(1, jpanels.max(m.div_ceil(MR))) };
         let cp = Shared(c.as_mut_ptr());
@@ -183,9 +223,9 @@ impl PackedB {
             // only its own rows x column panels of C, which `cp` covers.
             unsafe {
                 if m <= SMALL_M {
-                    self.stream(m, a, cp, cols, accumulate);
+                    self.stream(m, a, cp, cols, accumulate, bias);
                 } else {
-                    self.tiles(a, cp, rows, cols, accumulate);
+                    self.tiles(a, cp, rows, cols, accumulate, bias);
                 }
             }
         };
@@ -210,6 +250,7 @@ impl PackedB {
         rows: std::ops::Range<usize>,
         cols: std::ops::Range<usize>,
         accumulate: bool,
+        bias: Bias,
     ) {
         let (k, n) = (self.k, self.n);
         let av = View { ptr: a.as_ptr(), rs: k, cs: 1 };
@@ -258,6 +299,7 @@ impl PackedB {
                                         MR.min(mc - ip * MR),
                                         NR.min(n - jp * NR),
                                         load_c,
+                                        bias.panel(pc, jp),
                                     )
                                 };
                             }
@@ -273,7 +315,15 @@ impl PackedB {
     ///
     /// # Safety
     /// As for [`Self::tiles`].
-    unsafe fn stream(&self, m: usize, a: &[f32], c: Shared, cols: std::ops::Range<usize>, accumulate: bool) {
+    unsafe fn stream(
+        &self,
+        m: usize,
+        a: &[f32],
+        c: Shared,
+        cols: std::ops::Range<usize>,
+        accumulate: bool,
+        bias: Bias,
+    ) {
         let (k, n) = (self.k, self.n);
         let bf = self.floats().as_ptr();
         for pc in (0..k).step_by(KC) {
@@ -281,14 +331,14 @@ impl PackedB {
             let load_c = accumulate || pc > 0;
             for jp in cols.clone() {
                 let (b, cc) = (bf.wrapping_add(pc * self.npad + jp * NR * kc), c.0.wrapping_add(jp * NR));
-                let (ap, w) = (a.as_ptr().wrapping_add(pc), NR.min(n - jp * NR));
+                let (ap, w, bs) = (a.as_ptr().wrapping_add(pc), NR.min(n - jp * NR), bias.panel(pc, jp));
                 // SAFETY: as in `tiles`; A rows hold k >= pc + kc floats.
                 unsafe {
                     match m {
-                        1 => kernel::stream::<1>(kc, ap, k, b, cc, n, w, load_c),
-                        2 => kernel::stream::<2>(kc, ap, k, b, cc, n, w, load_c),
-                        3 => kernel::stream::<3>(kc, ap, k, b, cc, n, w, load_c),
-                        _ => kernel::stream::<4>(kc, ap, k, b, cc, n, w, load_c),
+                        1 => kernel::stream::<1>(kc, ap, k, b, cc, n, w, load_c, bs),
+                        2 => kernel::stream::<2>(kc, ap, k, b, cc, n, w, load_c, bs),
+                        3 => kernel::stream::<3>(kc, ap, k, b, cc, n, w, load_c, bs),
+                        _ => kernel::stream::<4>(kc, ap, k, b, cc, n, w, load_c, bs),
                     }
                 }
             }
@@ -332,17 +382,23 @@ mod tests {
                 &w.iter().map(|x| x.abs()).collect::<Vec<_>>(),
                 Layout::NxK,
             );
+            let bias = crate::util::randn(n, 11);
             for threads in [1, 2, 3] {
-                for accumulate in [false, true] {
+                for (accumulate, with_bias) in [(false, false), (true, false), (false, true), (true, true)] {
                     let c0 = crate::util::randn(m * n, 9);
                     let mut c = if accumulate { c0.clone() } else { vec![f32::NAN; m * n] };
-                    b.matmul_into(threads, m, &a, &mut c, accumulate);
+                    if with_bias {
+                        b.matmul_bias_into(threads, m, &a, Some(&bias), &mut c, accumulate);
+                    } else {
+                        b.matmul_into(threads, m, &a, &mut c, accumulate);
+                    }
                     for i in 0..m * n {
-                        let base = if accumulate { c0[i] } else { 0.0 };
+                        let base =
+                            if accumulate { c0[i] } else { 0.0 } + if with_bias { bias[i % n] } else { 0.0 };
                         let tol = 4.0 * (k as f32).sqrt() * f32::EPSILON * (abs[i] + base.abs()) + 1e-30;
                         assert!(
                             (c[i] - (want[i] + base)).abs() <= tol,
-                            "{m}x{k}x{n} t{threads} acc={accumulate} [{i}]: {} vs {}",
+                            "{m}x{k}x{n} t{threads} acc={accumulate} bias={with_bias} [{i}]: {} vs {}",
                             c[i],
                             want[i] + base
                         );

@@ -246,7 +246,9 @@ impl Linear {
         let (k, n) = (self.inp, self.out);
         match &self.w {
             Weights::F32(w) => matmul(threads, (m, k, n), x, w, Layout::NxK, y),
-            Weights::Packed(p) => p.matmul_into(threads, m, x, y, false),
+            // The bias goes in with the kernel's store: a separate pass over
+            // y ran on one thread while the others waited.
+            Weights::Packed(p) => return p.matmul_bias_into(threads, m, x, self.bias.as_deref(), y, false),
             Weights::F16(_) | Weights::BF16(_) => self.forward_blocked(x, m, y, scratch),
             // The shared kernels pick the fused decode dot (m <= 8) or
             // dequantized tiles through the GEMM, on the current pool.
