@@ -261,6 +261,25 @@ impl Linear {
         }
     }
 
+    /// `y[m x out] += x[m x in] W^T (+ b)`: a residual connection. Packed
+    /// weights add straight into `y` from the kernel's store; other kinds go
+    /// through `tmp` (`m x out`) and one more pass.
+    pub fn forward_add(
+        &self,
+        threads: usize,
+        x: &[f32],
+        m: usize,
+        y: &mut [f32],
+        tmp: &mut [f32],
+        scratch: &mut LinearScratch,
+    ) {
+        if let Weights::Packed(p) = &self.w {
+            return p.matmul_bias_into(threads, m, x, self.bias.as_deref(), y, true);
+        }
+        self.forward(threads, x, m, tmp, scratch);
+        y.iter_mut().zip(tmp.iter()).for_each(|(a, &b)| *a += b);
+    }
+
     fn forward_blocked(&self, x: &[f32], m: usize, y: &mut [f32], scratch: &mut LinearScratch) {
         let (k, n) = (self.inp, self.out);
         assert_eq!(x.len(), m * k, "linear: x is not {m}x{k}");
@@ -347,6 +366,17 @@ mod tests {
                         assert!(
                             (g - w).abs() <= 1e-4 * (1.0 + w.abs()),
                             "{dtype:?} {m}x{k}x{n} t{threads} [{i}]: {g} vs {w}"
+                        );
+                    }
+                    // The residual form adds the same product to what y held.
+                    let y0 = randn(m * n, 4);
+                    let (mut acc, mut tmp) = (y0.clone(), vec![f32::NAN; m * n]);
+                    lin.forward_add(threads, &x, m, &mut acc, &mut tmp, &mut scratch);
+                    for (i, ((g, w), z)) in acc.iter().zip(&want).zip(&y0).enumerate() {
+                        assert!(
+                            (g - (w + z)).abs() <= 1e-4 * (1.0 + w.abs() + z.abs()),
+                            "{dtype:?} {m}x{k}x{n} t{threads} forward_add [{i}]: {g} vs {}",
+                            w + z
                         );
                     }
                 }

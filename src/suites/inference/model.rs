@@ -11,6 +11,7 @@
 use super::linear::{DType, Linear, LinearScratch};
 use super::ops::{self, AttnShape, Rope};
 use crate::models::ModelConfig;
+use rayon::prelude::*;
 
 pub use super::loader::{Getter, Tensor};
 pub use super::workspace::{KvCache, Workspace, WorkspaceSize};
@@ -84,16 +85,27 @@ fn scatter_heads(
     cap: usize,
     start: usize,
 ) {
-    for b in 0..batch {
+    // One task per (sequence, head): its stretch of `dst` is contiguous and
+    // its own. In parallel from a prefill's size on (a serial copy of each
+    // layer's K and V held the other threads up).
+    let copy = |bh: usize, head: &mut [f32]| {
+        let (b, h) = (bh / kvh, bh % kvh);
         for t in 0..n {
-            let row = &src[(b * n + t) * kvh * hd..][..kvh * hd];
-            for (h, head) in row.chunks(hd).enumerate() {
-                let o = ((b * kvh + h) * cap + start + t) * hd;
-                dst[o..o + hd].copy_from_slice(head);
-            }
+            let from = &src[((b * n + t) * kvh + h) * hd..][..hd];
+            head[(start + t) * hd..][..hd].copy_from_slice(from);
         }
+    };
+    let dst = &mut dst[..batch * kvh * cap * hd];
+    if batch * n * kvh * hd >= PAR_SCATTER {
+        dst.par_chunks_mut(cap * hd).enumerate().for_each(|(bh, head)| copy(bh, head));
+    } else {
+        dst.chunks_mut(cap * hd).enumerate().for_each(|(bh, head)| copy(bh, head));
     }
 }
+
+/// Floats from which [`scatter_heads`] copies in parallel (a 64-token
+/// prefill of a 768-wide model; a decode step stays on one thread).
+const PAR_SCATTER: usize = 1 << 16;
 
 fn add_into(x: &mut [f32], y: &[f32]) {
     x.iter_mut().zip(y).for_each(|(a, &b)| *a += b);
@@ -218,8 +230,14 @@ impl Model {
                 &mut ws.att[..rows * h],
                 &mut ws.attn,
             );
-            blk.o.forward(t, &ws.att[..rows * h], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
-            add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
+            blk.o.forward_add(
+                t,
+                &ws.att[..rows * h],
+                rows,
+                &mut ws.x[..rows * h],
+                &mut ws.tmp[..rows * h],
+                &mut ws.lin,
+            );
             ops::layer_norm(
                 &mut ws.x[..rows * h],
                 &blk.n1.w,
@@ -229,8 +247,14 @@ impl Model {
             let f = cfg.ffn;
             blk.up.forward(t, &ws.x[..rows * h], rows, &mut ws.f1[..rows * f], &mut ws.lin);
             ops::gelu_erf(&mut ws.f1[..rows * f], f);
-            blk.down.forward(t, &ws.f1[..rows * f], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
-            add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
+            blk.down.forward_add(
+                t,
+                &ws.f1[..rows * f],
+                rows,
+                &mut ws.x[..rows * h],
+                &mut ws.tmp[..rows * h],
+                &mut ws.lin,
+            );
             ops::layer_norm(
                 &mut ws.x[..rows * h],
                 &blk.n2.w,
@@ -301,8 +325,14 @@ impl Model {
             scatter_heads(&ws.k[..rows * kvd], kc, batch, n, cfg.kv_heads, hd, cache.capacity, past);
             scatter_heads(&ws.v[..rows * kvd], vc, batch, n, cfg.kv_heads, hd, cache.capacity, past);
             ops::attention(shape, &ws.q[..rows * h], kc, vc, None, &mut ws.att[..rows * h], &mut ws.attn);
-            blk.o.forward(t, &ws.att[..rows * h], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
-            add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
+            blk.o.forward_add(
+                t,
+                &ws.att[..rows * h],
+                rows,
+                &mut ws.x[..rows * h],
+                &mut ws.tmp[..rows * h],
+                &mut ws.lin,
+            );
             norm(&blk.n2, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
             let xn = &ws.xn[..rows * h];
             match &blk.gate {
@@ -316,8 +346,14 @@ impl Model {
                     ops::gelu_tanh(&mut ws.f1[..rows * f], f)
                 }
             }
-            blk.down.forward(t, &ws.f1[..rows * f], rows, &mut ws.tmp[..rows * h], &mut ws.lin);
-            add_into(&mut ws.x[..rows * h], &ws.tmp[..rows * h]);
+            blk.down.forward_add(
+                t,
+                &ws.f1[..rows * f],
+                rows,
+                &mut ws.x[..rows * h],
+                &mut ws.tmp[..rows * h],
+                &mut ws.lin,
+            );
         }
         cache.len += n;
         let head = self.lm_head.as_ref().unwrap_or(&self.tokens);
