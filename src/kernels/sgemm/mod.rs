@@ -78,6 +78,14 @@ struct Shared(*mut f32);
 unsafe impl Send for Shared {}
 unsafe impl Sync for Shared {}
 
+impl Shared {
+    /// The pointer `i` floats on. A method, so that closures capture the
+    /// whole (Sync) wrapper rather than its raw-pointer field.
+    fn at(self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
 /// `c[m x n] (+)= a[m x k] * op(b)` on `threads` threads (the caller's plus
 /// scoped helpers), adding to `c` when `accumulate`. Returns false, touching
 /// nothing, when the CPU lacks AVX-512 (see [`available`]).

@@ -34,9 +34,20 @@ pub const SMALL_M: usize = 4;
 /// Below this many multiply-adds one thread is faster than two.
 const PAR_MIN_MKN: usize = 1 << 18;
 
+/// Column panels per task when A is packed once and shared: 4 x 32 columns,
+/// whose B panels (4 x 48 KiB per k block) stay in L2 while every A panel
+/// passes; about 6 tasks per thread at BERT-base widths.
+const TASK_PANELS: usize = 4;
+/// Largest packed A (floats) shared by the tasks (16 MiB); past it each task
+/// packs its own blocks.
+const SHARED_A_MAX: usize = 1 << 22;
+
 thread_local! {
     /// Packed A block per thread, reused across calls.
     static A_BLOCK: RefCell<Vec<Line>> = const { RefCell::new(Vec::new()) };
+    /// The whole packed A, shared with the tasks of one call (see
+    /// [`PackedB::shared_a`]); owned by the calling thread, reused.
+    static A_SHARED: RefCell<HugeBuf<Line>> = const { RefCell::new(HugeBuf::empty()) };
 }
 
 /// The bias row of a product (null for none), shared by the tasks.
@@ -210,6 +221,16 @@ impl PackedB {
         let jpanels = self.npad / NR;
         let tasks = if m * k * n < PAR_MIN_MKN { 1 } else { threads.clamp(1, jpanels.max(m.div_ceil(MR))) };
         let cp = Shared(c.as_mut_ptr());
+        if tasks > 1
+            && m > SMALL_M
+            && m.next_multiple_of(MR) * k <= SHARED_A_MAX
+            && jpanels >= 2 * TASK_PANELS
+            && threads >= rayon::current_num_threads()
+            // SAFETY: AVX-512 is present (a PackedB exists); c is m x n.
+            && unsafe { self.shared_a(m, a, cp, accumulate, bias) }
+        {
+            return;
+        }
         let run = |t: usize| {
             // Split the columns when every task gets a couple of panels
             // (the usual case: n is a layer width), else the rows.
@@ -234,6 +255,82 @@ impl PackedB {
         } else {
             (0..tasks).into_par_iter().for_each(run);
         }
+    }
+
+    /// The whole product with A packed once, in parallel, into a buffer all
+    /// tasks read, then column tasks of [`TASK_PANELS`] panels handed out by
+    /// rayon's work stealing. Splitting the columns statically, one range per
+    /// thread, had every thread pack all of A, and a thread slowed by a
+    /// neighbour on a shared host held the whole product up. False, doing
+    /// nothing, when the calling thread's buffer is already in use (a nested
+    /// call); the caller then takes the per-task path.
+    ///
+    /// # Safety
+    /// AVX-512F; `c` covers `m x n` and nothing else writes it meanwhile.
+    unsafe fn shared_a(&self, m: usize, a: &[f32], c: Shared, accumulate: bool, bias: Bias) -> bool {
+        let (k, n) = (self.k, self.n);
+        let ipanels = m.div_ceil(MR);
+        let jpanels = self.npad / NR;
+        A_SHARED.with(|cell| {
+            let Ok(mut buf) = cell.try_borrow_mut() else { return false };
+            #[cfg(test)]
+            tests::SHARED_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            // Block pc of A starts at float pc * ipanels * MR; panel ip of the
+            // block at + ip * MR * kc.
+            let need = (ipanels * MR * k).div_ceil(16);
+            if buf.len() < need {
+                // Powers of two: a few regrowths at most as shapes grow.
+                *buf = HugeBuf::filled(need.next_power_of_two(), Line([0.0; 16]));
+            }
+            let ap = Shared(buf.as_mut_ptr() as *mut f32);
+            let av = View { ptr: a.as_ptr(), rs: k, cs: 1 };
+            let blocks = k.div_ceil(KC);
+            (0..blocks * ipanels).into_par_iter().for_each(|i| {
+                let (pc, ip) = (i / ipanels * KC, i % ipanels);
+                let kc = KC.min(k - pc);
+                // SAFETY: panel (pc, ip) lies inside the buffer and is this
+                // task's alone; rows ip*MR.. and columns pc.. +kc lie inside A.
+                unsafe {
+                    pack::pack_panel::<MR>(
+                        ap.at(pc * ipanels * MR + ip * MR * kc),
+                        av,
+                        ip * MR,
+                        pc,
+                        MR.min(m - ip * MR),
+                        kc,
+                    )
+                };
+            });
+            let bf = Shared(self.floats().as_ptr() as *mut f32);
+            (0..jpanels.div_ceil(TASK_PANELS)).into_par_iter().for_each(|t| {
+                let cols = t * TASK_PANELS..((t + 1) * TASK_PANELS).min(jpanels);
+                for pc in (0..k).step_by(KC) {
+                    let kc = KC.min(k - pc);
+                    let load_c = accumulate || pc > 0;
+                    for ip in 0..ipanels {
+                        for jp in cols.clone() {
+                            // SAFETY: A panel (pc, ip) was packed above (the
+                            // first pass has finished); B panel (pc, jp) holds
+                            // kc x NR floats; the C tile is this task's.
+                            unsafe {
+                                kernel::tile(
+                                    kc,
+                                    ap.at(pc * ipanels * MR + ip * MR * kc),
+                                    bf.at(pc * self.npad + jp * NR * kc),
+                                    c.at(ip * MR * n + jp * NR),
+                                    n,
+                                    MR.min(m - ip * MR),
+                                    NR.min(n - jp * NR),
+                                    load_c,
+                                    bias.panel(pc, jp),
+                                )
+                            };
+                        }
+                    }
+                }
+            });
+            true
+        })
     }
 
     /// Rows `rows` of C over column panels `cols`, through the register
@@ -369,6 +466,10 @@ mod tests {
             (13, 777, 65),
             (40, 1000, 33),
             (400, 70, 130),
+            // Wide enough for the shared-A path (>= 2 x TASK_PANELS panels).
+            (5, 384, 256),
+            (40, 1000, 300),
+            (130, 800, 257),
         ];
         for &(m, k, n) in &shapes {
             let a = crate::util::randn(m * k, (m + 7 * k) as u64);
@@ -406,6 +507,33 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Calls that took the shared-A path (tests check it is exercised).
+    pub(super) static SHARED_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    #[test]
+    fn the_shared_a_path_is_taken_on_wide_products_and_matches_the_per_task_path() {
+        let (m, k, n) = (70, 900, 520);
+        let a = crate::util::randn(m * k, 1);
+        let w = crate::util::randn(n * k, 2);
+        let bias = crate::util::randn(n, 3);
+        let Some(b) = PackedB::from_nxk(&w, n, k) else { return };
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("a pool");
+        let before = SHARED_CALLS.load(std::sync::atomic::Ordering::Relaxed);
+        let mut shared = vec![0.0; m * n];
+        pool.install(|| b.matmul_bias_into(3, m, &a, Some(&bias), &mut shared, false));
+        assert_eq!(
+            SHARED_CALLS.load(std::sync::atomic::Ordering::Relaxed),
+            before + 1,
+            "shared path not taken"
+        );
+        // Fewer threads than the pool: the per-task path, same numbers (the
+        // same tiles in the same k order).
+        let mut per_task = vec![0.0; m * n];
+        pool.install(|| b.matmul_bias_into(2, m, &a, Some(&bias), &mut per_task, false));
+        assert_eq!(SHARED_CALLS.load(std::sync::atomic::Ordering::Relaxed), before + 1);
+        assert_eq!(shared, per_task);
     }
 
     #[test]
