@@ -38,6 +38,8 @@ const PAR_MIN_MKN: usize = 1 << 18;
 /// whose B panels (4 x 48 KiB per k block) stay in L2 while every A panel
 /// passes; about 6 tasks per thread at BERT-base widths.
 const TASK_PANELS: usize = 4;
+/// Weight bytes per task of a decode-step product (see `matmul_bias_into`).
+const STREAM_TASK_BYTES: usize = 384 << 10;
 /// Largest packed A (floats) shared by the tasks (16 MiB); past it each task
 /// packs its own blocks.
 const SHARED_A_MAX: usize = 1 << 22;
@@ -229,6 +231,19 @@ impl PackedB {
             // SAFETY: AVX-512 is present (a PackedB exists); c is m x n.
             && unsafe { self.shared_a(m, a, cp, accumulate, bias) }
         {
+            return;
+        }
+        if tasks > 1 && m <= SMALL_M && threads >= rayon::current_num_threads() {
+            // A decode step streams the weights once: hand the panels out in
+            // slices of about 384 KiB under work stealing rather than one
+            // range per thread, so a core slowed by a neighbour streams less.
+            let per = (STREAM_TASK_BYTES / (4 * NR * k)).max(1);
+            (0..jpanels.div_ceil(per)).into_par_iter().for_each(|t| {
+                let cols = t * per..((t + 1) * per).min(jpanels);
+                // SAFETY: AVX-512 is present; each task writes only its own
+                // column panels of C, which `cp` covers.
+                unsafe { self.stream(m, a, cp, cols, accumulate, bias) };
+            });
             return;
         }
         let run = |t: usize| {
@@ -470,6 +485,9 @@ mod tests {
             (5, 384, 256),
             (40, 1000, 300),
             (130, 800, 257),
+            // Decode-step rows over enough weights for work-stolen slices.
+            (1, 2000, 200),
+            (3, 1000, 700),
         ];
         for &(m, k, n) in &shapes {
             let a = crate::util::randn(m * k, (m + 7 * k) as u64);
