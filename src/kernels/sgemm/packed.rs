@@ -40,9 +40,13 @@ const PAR_MIN_MKN: usize = 1 << 18;
 const TASK_PANELS: usize = 4;
 /// Weight bytes per task of a decode-step product (see `matmul_bias_into`).
 const STREAM_TASK_BYTES: usize = 384 << 10;
-/// Largest packed A (floats) shared by the tasks (16 MiB); past it each task
-/// packs its own blocks.
-const SHARED_A_MAX: usize = 1 << 22;
+/// Largest k block of packed A (floats) shared by the tasks: 128 Ki floats
+/// (512 KiB, up to 336 rows) stay in L2 beside a task's B panels while the
+/// task's tiles reread them. Taller A (1024 rows: 1.5 MiB per block) was
+/// reread from L3 by every 4-panel task, and 1024^3 ran slower than with
+/// the per-thread blocks below, which keep a 384-row A block and 16 B panels
+/// in L2.
+const SHARED_A_BLOCK: usize = 1 << 17;
 
 thread_local! {
     /// Packed A block per thread, reused across calls.
@@ -225,7 +229,7 @@ impl PackedB {
         let cp = Shared(c.as_mut_ptr());
         if tasks > 1
             && m > SMALL_M
-            && m.next_multiple_of(MR) * k <= SHARED_A_MAX
+            && m.next_multiple_of(MR) * KC <= SHARED_A_BLOCK
             && jpanels >= 2 * TASK_PANELS
             && threads >= rayon::current_num_threads()
             // SAFETY: AVX-512 is present (a PackedB exists); c is m x n.
@@ -485,6 +489,8 @@ mod tests {
             (5, 384, 256),
             (40, 1000, 300),
             (130, 800, 257),
+            // Too tall for the shared A block: per-thread blocks again.
+            (350, 100, 300),
             // Decode-step rows over enough weights for work-stolen slices.
             (1, 2000, 200),
             (3, 1000, 700),
