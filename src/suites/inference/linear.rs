@@ -277,7 +277,7 @@ impl Linear {
             return p.matmul_bias_into(threads, m, x, self.bias.as_deref(), y, true);
         }
         self.forward(threads, x, m, tmp, scratch);
-        y.iter_mut().zip(tmp.iter()).for_each(|(a, &b)| *a += b);
+        super::ops::add_into(y, tmp);
     }
 
     fn forward_blocked(&self, x: &[f32], m: usize, y: &mut [f32], scratch: &mut LinearScratch) {

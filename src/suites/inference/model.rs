@@ -103,13 +103,9 @@ fn scatter_heads(
     }
 }
 
-/// Floats from which [`scatter_heads`] copies in parallel (a 64-token
-/// prefill of a 768-wide model; a decode step stays on one thread).
+/// Floats from which [`scatter_heads`] copies in parallel (from about 85
+/// tokens of a 768-wide model on; a decode step stays on one thread).
 const PAR_SCATTER: usize = 1 << 16;
-
-fn add_into(x: &mut [f32], y: &[f32]) {
-    x.iter_mut().zip(y).for_each(|(a, &b)| *a += b);
-}
 
 impl Model {
     /// Parameters actually stored (equals `cfg.param_count()`).
@@ -183,10 +179,10 @@ impl Model {
             self.tokens.w.row_into(id as usize * h, row);
             if let Some(p) = &self.positions {
                 let pos = start + r % n;
-                add_into(row, &p[pos * h..(pos + 1) * h]);
+                ops::add_into(row, &p[pos * h..(pos + 1) * h]);
             }
             if let Some(t) = &self.types {
-                add_into(row, &t[..h]);
+                ops::add_into(row, &t[..h]);
             }
         }
     }

@@ -141,6 +141,11 @@ pub fn layer_norm(x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
     rows_mut(x, w.len(), |_, r| layer_norm_row(r, w, b, eps));
 }
 
+/// `x += y`, elementwise (residual and embedding sums).
+pub fn add_into(x: &mut [f32], y: &[f32]) {
+    x.iter_mut().zip(y).for_each(|(a, &b)| *a += b);
+}
+
 /// `out = LayerNorm(x)` (pre-norm decoders keep the residual stream in `x`).
 pub fn layer_norm_into(x: &[f32], out: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
     out.copy_from_slice(x);
