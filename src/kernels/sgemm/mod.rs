@@ -12,10 +12,18 @@
 //! (B panel in L1, A streaming) by about 15%, and KC = 384 beat 256 and 512.
 //!
 //! Threading: the caller's thread plus `threads - 1` scoped threads pack
-//! each block together (disjoint panels), meet at a barrier, then each
-//! computes its own contiguous range of tiles (columns of the block when there
-//! are enough, else rows), so packed data is shared, never duplicated, and
-//! nothing nests inside a thread pool.
+//! each block together, meet at a barrier, compute its tiles, and meet again
+//! before the next block is packed; packed data is shared, never
+//! duplicated, and nothing nests inside a thread pool. Work is claimed, not
+//! assigned: panels to pack and tasks of tiles are taken from atomic
+//! counters, each worker first from the column range it owns (so its B
+//! panels stay in its L2), then from the others'. On a shared host one core
+//! often runs slower than the other for a while, and a helper thread starts
+//! 0.1-0.3 ms after the call; with fixed halves the faster worker then waited
+//! at every barrier (measured: 1.3-3.8 ms of 28 ms of thread time per
+//! 1024^3 product on two threads). Claiming made the median two-thread
+//! product 1-17% faster at 512^3 to 2048^3 (never slower, 3 in-process
+//! alternating runs of 30) and left one thread unchanged.
 
 mod kernel;
 mod pack;
@@ -29,6 +37,7 @@ use kernel::{MR, NR};
 use pack::View;
 use std::cell::RefCell;
 use std::sync::Barrier;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Inner-dimension block: an `MR x KC` A panel (18 KiB) stays in the 48 KiB
 /// L1 while B panels stream past it; longer blocks also mean fewer passes
@@ -44,6 +53,12 @@ const MC: usize = 340 * MR;
 const NC: usize = 32 * NR;
 /// Below this many multiply-adds one thread is faster than spawning others.
 const PAR_MIN_MKN: usize = 1 << 20;
+/// A panels per compute task (96 rows): small enough that a worker done
+/// with its own columns finds tasks left to take, large enough that a task
+/// reuses its B panels over many rows.
+const TASK_APANELS: usize = 8;
+/// Panels claimed per packing step.
+const PACK_CLAIM: usize = 2;
 
 /// True when this CPU runs the AVX-512 kernel; otherwise callers must use
 /// another GEMM.
@@ -139,8 +154,31 @@ pub fn matmul_into(
         // SAFETY: the workspace holds b_len + a_len floats, the B part first
         // (b_len is a multiple of NR = 32, so the A part stays aligned).
         let (bp, ap) = (Shared(base), Shared(unsafe { base.add(b_len) }));
-        let job =
-            Job { m, k, n, a: av, b: bv, c: Shared(c.as_mut_ptr()), ldc: n, accumulate, ap, bp, threads };
+        let need = n.div_ceil(NC) * k.div_ceil(KC) * (1 + 2 * threads);
+        // On the stack for most products: small GEMMs (attention heads) are
+        // called many times, and one allocation per call would show.
+        let stack: [AtomicUsize; 64] = std::array::from_fn(|_| AtomicUsize::new(0));
+        let heap: Vec<AtomicUsize>;
+        let claims = if need <= stack.len() {
+            &stack[..need]
+        } else {
+            heap = (0..need).map(|_| AtomicUsize::new(0)).collect();
+            &heap[..]
+        };
+        let job = Job {
+            m,
+            k,
+            n,
+            a: av,
+            b: bv,
+            c: Shared(c.as_mut_ptr()),
+            ldc: n,
+            accumulate,
+            ap,
+            bp,
+            threads,
+            claims,
+        };
         if threads == 1 {
             job.work(0, None);
         } else {
@@ -158,7 +196,7 @@ pub fn matmul_into(
 }
 
 /// One GEMM call's shared state.
-struct Job {
+struct Job<'a> {
     m: usize,
     k: usize,
     n: usize,
@@ -172,6 +210,23 @@ struct Job {
     /// Packed B block (KC x NC).
     bp: Shared,
     threads: usize,
+    /// Work counters, `1 + 2 * threads` per (column block, k block): A
+    /// panels packed, then per column range (see [`Job::ranges`]) its B
+    /// panels packed and its compute tasks taken. Fresh per block; only a
+    /// very tall A (several A blocks) resets them, between barriers.
+    claims: &'a [AtomicUsize],
+}
+
+/// Claims `step` items at a time from `counter` below `len`, calling `f` on
+/// each claimed range until none are left.
+fn claim_all(counter: &AtomicUsize, len: usize, step: usize, mut f: impl FnMut(std::ops::Range<usize>)) {
+    loop {
+        let start = counter.fetch_add(step, Ordering::Relaxed);
+        if start >= len {
+            return;
+        }
+        f(start..(start + step).min(len));
+    }
 }
 
 /// The `t`-th of `parts` near-equal contiguous chunks of `0..len`.
@@ -179,7 +234,31 @@ fn chunk(len: usize, parts: usize, t: usize) -> std::ops::Range<usize> {
     (len * t / parts)..(len * (t + 1) / parts)
 }
 
-impl Job {
+impl Job<'_> {
+    /// Column ranges a block of `jpanels` B panels is cut into: one per
+    /// worker when each gets at least two panels (worker `t` owns range
+    /// `t`), else one range of all panels.
+    fn ranges(&self, jpanels: usize) -> usize {
+        if jpanels >= 2 * self.threads { self.threads } else { 1 }
+    }
+
+    /// Worker `t` drains the counters of its own range first, then what is
+    /// left of the others', `step` items at a time: `counters[r]` counts the
+    /// items claimed in range `r`, which holds `len(r)` items.
+    fn claim_ranges(
+        &self,
+        t: usize,
+        counters: &[AtomicUsize],
+        len: impl Fn(usize) -> usize,
+        step: usize,
+        mut f: impl FnMut(usize, std::ops::Range<usize>),
+    ) {
+        let ranges = counters.len();
+        for r in (0..ranges).map(|i| (t + i) % ranges) {
+            claim_all(&counters[r], len(r), step, |items| f(r, items));
+        }
+    }
+
     /// Worker `t`'s share of the whole product; `barrier` is None alone.
     fn work(&self, t: usize, barrier: Option<&Barrier>) {
         let sync = || {
@@ -188,62 +267,120 @@ impl Job {
             }
         };
         let (m, k, n, nt) = (self.m, self.k, self.n, self.threads);
-        let (kcb, mcb, ncb) = (KC, MC, NC);
-        for jc in (0..n).step_by(ncb) {
-            let nc = ncb.min(n - jc);
+        let per_block = 1 + 2 * nt;
+        let mut block = 0;
+        for jc in (0..n).step_by(NC) {
+            let nc = NC.min(n - jc);
             let jpanels = nc.div_ceil(NR);
-            for pc in (0..k).step_by(kcb) {
-                let kc = kcb.min(k - pc);
-                for jp in chunk(jpanels, nt, t) {
-                    let w = NR.min(nc - jp * NR);
-                    // SAFETY: panel jp of the B block lies inside the
-                    // workspace; rows jc + jp*NR .. + w of B^T, columns
-                    // pc .. pc + kc, lie inside B.
-                    unsafe {
-                        pack::pack_panel::<NR>(self.bp.0.add(jp * NR * kc), self.b, jc + jp * NR, pc, w, kc)
-                    };
-                }
-                // No barrier here: the one after packing the first A block
-                // also publishes this B block, and the one closing the
-                // previous block kept everyone off it until now.
-                for ic in (0..m).step_by(mcb) {
-                    let mc = mcb.min(m - ic);
-                    let ipanels = mc.div_ceil(MR);
-                    for ip in chunk(ipanels, nt, t) {
-                        let h = MR.min(mc - ip * MR);
-                        // SAFETY: as for B, with the A block and rows of A.
-                        unsafe {
-                            pack::pack_panel::<MR>(
-                                self.ap.0.add(ip * MR * kc),
-                                self.a,
-                                ic + ip * MR,
-                                pc,
-                                h,
-                                kc,
-                            )
-                        };
-                    }
+            let ranges = self.ranges(jpanels);
+            for pc in (0..k).step_by(KC) {
+                let kc = KC.min(k - pc);
+                let claims = &self.claims[block * per_block..(block + 1) * per_block];
+                block += 1;
+                let (a_claims, b_claims, tasks) =
+                    (&claims[0], &claims[1..1 + ranges], &claims[1 + nt..1 + nt + ranges]);
+                // A worker packs its own range's B panels first, so they
+                // are in its L2 when it computes with them.
+                self.claim_ranges(
+                    t,
+                    b_claims,
+                    |r| chunk(jpanels, ranges, r).len(),
+                    PACK_CLAIM,
+                    |r, panels| {
+                        let first = chunk(jpanels, ranges, r).start;
+                        for jp in panels.start + first..panels.end + first {
+                            let w = NR.min(nc - jp * NR);
+                            // SAFETY: panel jp of the B block lies inside the
+                            // workspace; rows jc + jp*NR .. + w of B^T, columns
+                            // pc .. pc + kc, lie inside B; each panel is
+                            // claimed by one worker.
+                            unsafe {
+                                pack::pack_panel::<NR>(
+                                    self.bp.at(jp * NR * kc),
+                                    self.b,
+                                    jc + jp * NR,
+                                    pc,
+                                    w,
+                                    kc,
+                                )
+                            };
+                        }
+                    },
+                );
+                // The A block holds every row (MC >= m for all but very
+                // tall A), packed once per k block and shared.
+                for ic in (0..m).step_by(MC) {
+                    let mc = MC.min(m - ic);
+                    claim_all(a_claims, mc.div_ceil(MR), PACK_CLAIM, |panels| {
+                        for ip in panels {
+                            let h = MR.min(mc - ip * MR);
+                            // SAFETY: as for B, with the A block and rows of A.
+                            unsafe {
+                                pack::pack_panel::<MR>(
+                                    self.ap.at(ip * MR * kc),
+                                    self.a,
+                                    ic + ip * MR,
+                                    pc,
+                                    h,
+                                    kc,
+                                )
+                            };
+                        }
+                    });
+                    // Publishes this B block (with the first A block) and A.
                     sync();
-                    // Split the tiles by B panels when each worker gets at
-                    // least two, else by A panels.
-                    let (js, is) = if jpanels >= 2 * nt || jpanels >= ipanels {
-                        (chunk(jpanels, nt, t), 0..ipanels)
-                    } else {
-                        (0..jpanels, chunk(ipanels, nt, t))
-                    };
-                    let load_c = self.accumulate || pc > 0;
-                    let tile = |ip: usize, jp: usize| {
-                        let rows = MR.min(mc - ip * MR);
+                    self.compute(t, tasks, (ic, mc), (jc, nc), kc, self.accumulate || pc > 0);
+                    // Nobody repacks A (or B) while another still reads it.
+                    sync();
+                    if ic + MC < m {
+                        // The next A block reuses the A and task counters,
+                        // reset while nobody claims: between two barriers.
+                        if t == 0 {
+                            a_claims.store(0, Ordering::Relaxed);
+                            tasks.iter().for_each(|c| c.store(0, Ordering::Relaxed));
+                        }
+                        sync();
+                    }
+                }
+            }
+        }
+    }
+
+    /// The tiles of one packed (A block, B block) pair, as tasks of
+    /// [`TASK_APANELS`] A panels against one column range (one counter per
+    /// range in `tasks`), claimed own range first.
+    fn compute(
+        &self,
+        t: usize,
+        tasks: &[AtomicUsize],
+        (ic, mc): (usize, usize),
+        (jc, nc): (usize, usize),
+        kc: usize,
+        load_c: bool,
+    ) {
+        let (ipanels, jpanels) = (mc.div_ceil(MR), nc.div_ceil(NR));
+        let ranges = tasks.len();
+        let per_range = ipanels.div_ceil(TASK_APANELS);
+        self.claim_ranges(
+            t,
+            tasks,
+            |_| per_range,
+            1,
+            |r, task| {
+                let js = chunk(jpanels, ranges, r);
+                for ip in task.start * TASK_APANELS..(task.end * TASK_APANELS).min(ipanels) {
+                    let rows = MR.min(mc - ip * MR);
+                    for jp in js.clone() {
                         let cols = NR.min(nc - jp * NR);
-                        // SAFETY: the packed panels hold kc steps; the
-                        // tile (ic + ip*MR, jc + jp*NR) of rows x cols is
-                        // inside C and belongs to this worker alone.
+                        // SAFETY: the packed panels hold kc steps; the tile
+                        // (ic + ip*MR, jc + jp*NR) of rows x cols is inside C,
+                        // and its task was claimed by this worker alone.
                         unsafe {
                             kernel::tile(
                                 kc,
-                                self.ap.0.add(ip * MR * kc),
-                                self.bp.0.add(jp * NR * kc),
-                                self.c.0.add((ic + ip * MR) * self.ldc + jc + jp * NR),
+                                self.ap.at(ip * MR * kc),
+                                self.bp.at(jp * NR * kc),
+                                self.c.at((ic + ip * MR) * self.ldc + jc + jp * NR),
                                 self.ldc,
                                 rows,
                                 cols,
@@ -251,15 +388,10 @@ impl Job {
                                 std::ptr::null(),
                             )
                         };
-                    };
-                    for ip in is {
-                        js.clone().for_each(|jp| tile(ip, jp));
                     }
-                    // Nobody repacks A (or B) while another still reads it.
-                    sync();
                 }
-            }
-        }
+            },
+        );
     }
 }
 

@@ -93,7 +93,9 @@ fn several_blocks_in_every_dimension_with_two_threads() {
     }
     // Past KC, MC and NC (each block boundary crossed with a ragged rest),
     // large enough that two threads really split the work.
-    for &dims in &[(MC + 13, KC + 29, 70), (30, 2 * KC + 3, NC + 45)] {
+    // The third shape has two A blocks under a per-worker column split on
+    // two threads (one shared range on three).
+    for &dims in &[(MC + 13, KC + 29, 70), (30, 2 * KC + 3, NC + 45), (MC + 5, 40, 4 * NR + 3)] {
         for layout in [Layout::KxN, Layout::NxK] {
             check(2, dims, layout, true);
             check(3, dims, layout, false);
