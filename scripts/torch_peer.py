@@ -31,6 +31,8 @@ import copy
 import json
 import math
 import os
+import statistics
+import sys
 import time
 
 import torch
@@ -80,22 +82,46 @@ class Model:
         return F.linear(F.layer_norm(x[:, -1], (self.h,)), self.tok)
 
 
+class VerifyError(Exception):
+    """PyTorch's result disagrees with the independent check: the case fails."""
+
+
+def sampling(n, reps, warm_ns, verify_ns, stopped_by):
+    """The SamplingInfo record of a peer case (one call per sample)."""
+    return {"warm_up_ns": float(warm_ns), "iterations_per_sample": 1, "samples": n, "requested_samples": reps,
+            "stopped_by": stopped_by, "prepare_ns": 0.0, "verify_ns": float(verify_ns)}
+
+
 def timed(fn, reps, secs):
-    """Nanoseconds per call: warm up for 0.3 s (at least one call), then time
-    calls until there are `reps` of them and `secs` have passed (at most 10000
-    calls; a call slower than secs/reps stops after 5*secs, keeping 3 or more)."""
+    """(nanoseconds per call, sampling record): warm up for 0.3 s (at least
+    one call), then time calls until there are `reps` of them and `secs` have
+    passed (at most 10000 calls; a call slower than secs/reps stops after
+    5*secs, keeping 3 or more)."""
+    w0 = time.perf_counter_ns()
     t_end = time.perf_counter() + 0.3
     fn()
     while time.perf_counter() < t_end:
         fn()
+    warm = time.perf_counter_ns() - w0
     out, start = [], time.perf_counter()
     while True:
         t = time.perf_counter_ns()
         fn()
         out.append(time.perf_counter_ns() - t)
         elapsed = time.perf_counter() - start
-        if len(out) >= 10000 or (len(out) >= reps and elapsed >= secs) or (len(out) >= 3 and elapsed >= 5 * secs):
-            return out
+        if len(out) >= 10000:
+            return out, sampling(len(out), reps, warm, 0, "sample_size")
+        if len(out) >= reps and elapsed >= secs:
+            return out, sampling(len(out), reps, warm, 0, "measurement_time")
+        if len(out) >= 3 and elapsed >= 5 * secs:
+            return out, sampling(len(out), reps, warm, 0, "max_time")
+
+
+def check_finite(x, shape, what):
+    """Shape and finiteness of a model output (the check tfbench's own full-shape runs make)."""
+    if tuple(x.shape) != tuple(shape) or not bool(torch.isfinite(x).all()):
+        raise VerifyError(f"{what}: shape {tuple(x.shape)} (want {tuple(shape)}) or non-finite values")
+    return {"passed": True, "reference": f"{what}: shape {tuple(shape)} and finite", "max_error": None, "detail": ""}
 
 
 def inference_case(c, reps):
@@ -108,26 +134,33 @@ def inference_case(c, reps):
     with torch.inference_mode():
         if c["benchmark"] == "encoder":
             ids = torch.randint(1, v, (B, int(p["seq"])))
-            return timed(lambda: m.encode(ids), reps, MAX_SECS)
+            ok = check_finite(m.encode(ids), (B, int(p["seq"]), m.h), "encoder output")
+            return (*timed(lambda: m.encode(ids), reps, MAX_SECS), ok)
         if c["benchmark"] == "prefill":
             ids = torch.randint(1, v, (B, int(p["prompt"])))
-            return timed(lambda: m.decode(ids, [None] * m.L).argmax(-1), reps, MAX_SECS)
+            ok = check_finite(m.decode(ids, [None] * m.L), (B, v), "last-position logits")
+            return (*timed(lambda: m.decode(ids, [None] * m.L).argmax(-1), reps, MAX_SECS), ok)
         if c["benchmark"] == "decode":
             depth, gen = int(p["depth"]), int(p["gen"])
             prompt = torch.randint(1, v, (B, max(depth, 1)))
 
-            def generate():
+            def generate(check=False):
                 cache = [None] * m.L
                 tok = m.decode(prompt, cache).argmax(-1, keepdim=True)
                 t0 = time.perf_counter_ns()
                 for _ in range(gen):
-                    tok = m.decode(tok, cache).argmax(-1, keepdim=True)
-                return time.perf_counter_ns() - t0
-            generate()
+                    logits = m.decode(tok, cache)
+                    tok = logits.argmax(-1, keepdim=True)
+                elapsed = time.perf_counter_ns() - t0
+                return check_finite(logits, (B, v), "decode-step logits") if check else elapsed
+            w0 = time.perf_counter_ns()
+            ok = generate(check=True)
+            warm = time.perf_counter_ns() - w0
             out, start = [], time.perf_counter()
             while len(out) < 3 or (len(out) < reps and time.perf_counter() - start < 5 * MAX_SECS):
                 out.append(generate())
-            return out
+            stop = "sample_size" if len(out) >= reps else "max_time"
+            return out, sampling(len(out), reps, warm, 0, stop), ok
     return None
 
 
@@ -153,7 +186,35 @@ def optim_case(c, reps):
     kw = {"fused": True} if p["form"] == "fused" else {"foreach": True}
     opt = make([w], kw)
     with torch.no_grad():
-        return timed(opt.step, reps, MAX_SECS)
+        # The first step of 4097 values against the f64 textbook rule.
+        w0, g = w[:4097].double(), w.grad[:4097].double()
+        opt.step()
+        want = first_step(p["optimizer"], w0, g)
+        err = (w[:4097].double() - want).abs()
+        tol = 1e-6 + 1e-5 * want.abs()
+        if not bool((err <= tol).all()):
+            raise VerifyError(f"first step: max error {float(err.max()):.3g} beyond atol 1e-6 + rtol 1e-5")
+        ok = {"passed": True, "reference": "first step of the f64 textbook rule (4097 values)",
+              "max_error": float(err.max()), "detail": "within atol 1e-6 + rtol 1e-5"}
+        return (*timed(opt.step, reps, MAX_SECS), ok)
+
+
+def first_step(kind, w, g):
+    """The parameters after one step from zero state (f64): momentum buffers
+    start as the gradient, and Adam's bias correction makes m/sqrt(v) = g/|g|."""
+    if kind == "sgd":
+        return w - 1e-2 * g
+    if kind == "sgd_wd":
+        return w - 1e-2 * (g + 1e-2 * w)
+    if kind == "sgd_momentum":
+        return w - 1e-2 * g
+    if kind == "sgd_nesterov":
+        return w - 1e-2 * 1.9 * g
+    if kind == "adam":
+        return w - 1e-3 * g / (g.abs() + 1e-8)
+    if kind == "adamw":
+        return w * (1 - 1e-3 * 1e-2) - 1e-3 * g / (g.abs() + 1e-8)
+    raise ValueError(kind)
 
 
 def tensor_case(c, reps):
@@ -163,20 +224,72 @@ def tensor_case(c, reps):
     m, k, n = (int(x) for x in p["shape"].split("x"))
     a, b = torch.randn(m, k), torch.randn(k, n)
     out = torch.empty(m, n)
-    return timed(lambda: torch.mm(a, b, out=out), reps, MAX_SECS)
+    torch.mm(a, b, out=out)
+    # 64 sampled entries (corners included) against f64 dot products, within
+    # the suite's bound 8 sqrt(k) eps sum|a b|.
+    gen = torch.Generator().manual_seed(7)
+    rows = torch.cat([torch.tensor([0, m - 1]), torch.randint(0, m, (62,), generator=gen)])
+    cols = torch.cat([torch.tensor([0, n - 1]), torch.randint(0, n, (62,), generator=gen)])
+    prod = a[rows].double() * b[:, cols].double().T
+    want, mag = prod.sum(1), prod.abs().sum(1)
+    err = (out[rows, cols].double() - want).abs()
+    if not bool((err <= 8 * math.sqrt(k) * 2.0**-23 * mag + 1e-30).all()):
+        raise VerifyError(f"C differs from f64 dot products by up to {float(err.max()):.3g}")
+    ok = {"passed": True, "reference": "64 sampled entries against f64 dot products", "max_error": float(err.max()),
+          "detail": "within 8 sqrt(k) eps sum|a b|"}
+    return (*timed(lambda: torch.mm(a, b, out=out), reps, MAX_SECS), ok)
 
 
 SUITES = {"inference": inference_case, "optim": optim_case, "tensor": tensor_case}
 MAX_SECS = 2.0
 
 
-def rescale_throughput(c, old_median, new_median):
-    """Rates follow the new median; the interval spans the fastest and slowest sample."""
+def quantile(s, p):
+    """Linear interpolation between order statistics (tfbench's quantile_sorted)."""
+    h = (len(s) - 1) * p
+    lo = int(h)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (h - lo) * (s[hi] - s[lo])
+
+
+def estimates(ns):
+    """tfbench's Estimates record from PyTorch's samples. The median's
+    interval is fastest..slowest sample, which holds the median with
+    probability 1 - 2^(1-n) (the level given); the mean's is a normal
+    approximation at 95%."""
+    s = sorted(float(x) for x in ns)
+    n, med, mean = len(s), quantile(s, 0.5), statistics.fmean(s)
+    sd = statistics.stdev(s) if n > 1 else 0.0
+    half = 1.96 * sd / math.sqrt(n)
+    return {
+        "median": {"point": med, "lower": s[0], "upper": s[-1], "level": 1 - 2.0 ** (1 - n)},
+        "mean": {"point": mean, "lower": mean - half, "upper": mean + half, "level": 0.95},
+        "std_dev": sd, "mad": statistics.median(abs(x - med) for x in s), "min": s[0], "max": s[-1],
+        "p50": med, "p90": quantile(s, 0.9), "p99": quantile(s, 0.99),
+        "iqr_over_median": (quantile(s, 0.75) - quantile(s, 0.25)) / med,
+    }
+
+
+def outliers(ns):
+    """Tukey fences at 1.5 and 3 IQR, counted (nothing removed)."""
+    s = sorted(float(x) for x in ns)
+    q1, q3 = quantile(s, 0.25), quantile(s, 0.75)
+    iqr = q3 - q1
+    count = lambda f: sum(1 for x in s if f(x))
+    return {"low_severe": count(lambda x: x < q1 - 3 * iqr),
+            "low_mild": count(lambda x: q1 - 3 * iqr <= x < q1 - 1.5 * iqr),
+            "high_mild": count(lambda x: q3 + 1.5 * iqr < x <= q3 + 3 * iqr),
+            "high_severe": count(lambda x: x > q3 + 3 * iqr), "removed": 0}
+
+
+def rescale_throughput(c, est):
+    """Rates from PyTorch's median and its interval; % of peak scaled alike."""
     for t in c.get("throughput", []):
         old_point = t["rate"]["point"]
-        t["rate"]["point"] = t["per_iteration"] / (new_median / 1e9)
-        t["rate"]["lower"] = t["per_iteration"] / (c["estimates"]["median"]["upper"] / 1e9)
-        t["rate"]["upper"] = t["per_iteration"] / (c["estimates"]["median"]["lower"] / 1e9)
+        t["rate"] = {"point": t["per_iteration"] / (est["median"]["point"] / 1e9),
+                     "lower": t["per_iteration"] / (est["median"]["upper"] / 1e9),
+                     "upper": t["per_iteration"] / (est["median"]["lower"] / 1e9),
+                     "level": est["median"]["level"]}
         if t.get("pct_of_peak") is not None and old_point:
             t["pct_of_peak"] *= t["rate"]["point"] / old_point
 
@@ -191,8 +304,13 @@ def main():
     ap.add_argument("--secs", type=float, default=2.0, help="time budget per case (seconds)")
     a = ap.parse_args()
     MAX_SECS = a.secs
-    report = json.load(open(a.template))
-    cases, skipped = [], 0
+    try:
+        with open(a.template) as f:
+            report = json.load(f)
+        report["cases"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"torch_peer.py: {a.template} is not a readable tfbench results file: {e}")
+    cases, skipped, failed = [], 0, 0
     for c in report["cases"]:
         run = SUITES.get(c["suite"])
         if run is None or c["status"]["state"] != "ok":
@@ -200,34 +318,44 @@ def main():
             continue
         threads = 1 if str(c["params"].get("threads")) == "1" else a.threads
         torch.set_num_threads(threads)
+        c = copy.deepcopy(c)
         try:
-            ns = run(c, a.reps)
+            got = run(c, a.reps)
+        except VerifyError as e:
+            # Loud, and recorded as tfbench records a failed self-check.
+            print(f"{c['id']}: VERIFICATION FAILED: {e}", file=sys.stderr)
+            c.update(status={"state": "failed", "phase": "verify", "reason": str(e)}, sampling=None, samples=[],
+                     estimates=None, outliers=None, throughput=[], alloc=None, metrics=[],
+                     verification={"passed": False, "reference": "scripts/torch_peer.py", "max_error": None,
+                                   "detail": str(e)})
+            cases.append(c)
+            failed += 1
+            continue
         except (RuntimeError, TypeError, ValueError) as e:  # e.g. no fused kernel for this optimizer on CPU
             print(f"{c['id']}: skipped ({type(e).__name__}: {e})")
-            ns = None
-        if ns is None:
+            got = None
+        if got is None:
             skipped += 1
             continue
-        c = copy.deepcopy(c)
-        c["samples"] = [{"iterations": 1, "nanos": float(x), "round": 0} for x in ns]
-        s = sorted(ns)
-        med, old = float(s[len(s) // 2]), c["estimates"]["median"]["point"]
-        for key in ("median", "mean"):
-            c["estimates"][key].update(point=med, lower=float(s[0]), upper=float(s[-1]))
-        rescale_throughput(c, old, med)
-        c["notes"] = [f"PyTorch {torch.__version__}, {threads} threads (scripts/torch_peer.py); "
-                      f"interval = fastest..slowest of {len(s)} samples"]
-        c["metrics"] = []
-        c["alloc"] = None
+        ns, info, check = got
+        est = estimates(ns)
+        rescale_throughput(c, est)
+        # Every figure below is PyTorch's; nothing of tfbench's run is kept
+        # but the case's identity, parameters and declared work.
+        c.update(samples=[{"iterations": 1, "nanos": float(x), "round": 0} for x in ns], estimates=est,
+                 outliers=outliers(ns), sampling=info, verification=check, metrics=[], alloc=None,
+                 notes=[f"PyTorch {torch.__version__}, {threads} threads (scripts/torch_peer.py)"])
         cases.append(c)
-        print(f"{c['id']}: {med / 1e6:.3f} ms")
+        print(f"{c['id']}: {est['median']['point'] / 1e6:.3f} ms")
     report["cases"] = cases
     report["targets"] = []
     tmp = a.output + ".tmp"
     with open(tmp, "w") as f:
         json.dump(report, f, indent=1)
     os.replace(tmp, a.output)
-    print(f"{len(cases)} cases written to {a.output} ({skipped} without a PyTorch twin)")
+    print(f"{len(cases)} cases written to {a.output} ({skipped} without a PyTorch twin, {failed} failed)")
+    # tfbench's exit code for failed cases (results still written).
+    sys.exit(3 if failed else 0)
 
 
 if __name__ == "__main__":

@@ -293,7 +293,7 @@ impl PackedB {
         A_SHARED.with(|cell| {
             let Ok(mut buf) = cell.try_borrow_mut() else { return false };
             #[cfg(test)]
-            tests::SHARED_CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tests::SHARED_CALLS.with(|n| n.set(n.get() + 1));
             // Block pc of A starts at float pc * ipanels * MR; panel ip of the
             // block at + ip * MR * kc.
             let need = (ipanels * MR * k).div_ceil(16);
@@ -533,8 +533,12 @@ mod tests {
         }
     }
 
-    /// Calls that took the shared-A path (tests check it is exercised).
-    pub(super) static SHARED_CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    thread_local! {
+        /// Calls that took the shared-A path on this thread (tests check it
+        /// is exercised). Per thread: other tests run products of their own
+        /// at the same time, on other threads.
+        pub(super) static SHARED_CALLS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+    }
 
     #[test]
     fn the_shared_a_path_is_taken_on_wide_products_and_matches_the_per_task_path() {
@@ -547,19 +551,22 @@ mod tests {
             return;
         };
         let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().expect("a pool");
-        let before = SHARED_CALLS.load(std::sync::atomic::Ordering::Relaxed);
+        // Calls counted on the pool thread that makes the product.
+        let shared_calls = |f: &mut (dyn FnMut() + Send)| {
+            pool.install(|| {
+                let before = SHARED_CALLS.with(|n| n.get());
+                f();
+                SHARED_CALLS.with(|n| n.get()) - before
+            })
+        };
         let mut shared = vec![0.0; m * n];
-        pool.install(|| b.matmul_bias_into(3, m, &a, Some(&bias), &mut shared, false));
-        assert_eq!(
-            SHARED_CALLS.load(std::sync::atomic::Ordering::Relaxed),
-            before + 1,
-            "shared path not taken"
-        );
+        let taken = shared_calls(&mut || b.matmul_bias_into(3, m, &a, Some(&bias), &mut shared, false));
+        assert_eq!(taken, 1, "shared path not taken");
         // Fewer threads than the pool: the per-task path, same numbers (the
         // same tiles in the same k order).
         let mut per_task = vec![0.0; m * n];
-        pool.install(|| b.matmul_bias_into(2, m, &a, Some(&bias), &mut per_task, false));
-        assert_eq!(SHARED_CALLS.load(std::sync::atomic::Ordering::Relaxed), before + 1);
+        let taken = shared_calls(&mut || b.matmul_bias_into(2, m, &a, Some(&bias), &mut per_task, false));
+        assert_eq!(taken, 0);
         assert_eq!(shared, per_task);
     }
 
