@@ -6,10 +6,11 @@ mod common;
 use common::*;
 use std::path::Path;
 
-const ONE: &str = "tensor/matmul/impl=openblas,shape=128x128x128,threads=1";
-const ALL: &str = "tensor/matmul/impl=openblas,shape=128x768x768,threads=all";
+const ONE: &str = "tensor/matmul/impl=openblas,shape=64x64x64,threads=1";
+const ALL: &str = "tensor/matmul/impl=openblas,shape=256x256x256,threads=all";
 
-/// A JSON run of exactly the cases `ids` (no regex characters in them).
+/// A JSON run (quick profile) of exactly the cases `ids` (no regex
+/// characters in them; each in the quick grid).
 fn run_exact(env: &[(&str, &str)], ids: &[&str]) -> Run {
     let filter = format!("^({})$", ids.join("|"));
     tfbench_env(env, &["run", "--quick", "--no-probe", "--sample-size", "3", "--format", "json", &filter])
@@ -24,7 +25,7 @@ fn the_fetched_openblas_runs_verified_beside_the_other_gemms() {
     }
     let r = run_exact(
         &[("TFBENCH_DATA_DIR", data.to_str().unwrap())],
-        &[ONE, ALL, "tensor/matmul/impl=gemm,shape=128x128x128,threads=1"],
+        &[ONE, ALL, "tensor/matmul/impl=gemm,shape=64x64x64,threads=1"],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = json(&r);
