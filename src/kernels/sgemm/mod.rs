@@ -28,6 +28,7 @@
 mod kernel;
 mod pack;
 mod packed;
+mod small;
 
 pub use packed::{PackedB, SMALL_M};
 
@@ -138,6 +139,11 @@ pub fn matmul_into(
         Layout::NxK => View { ptr: b.as_ptr(), rs: k, cs: 1 },
     };
     let threads = if m * k * n < PAR_MIN_MKN { 1 } else { threads.max(1) };
+    if m <= small::ROWS {
+        // SAFETY: available() checked AVX-512F; the asserts checked the shapes.
+        unsafe { small::matmul(threads, (m, k, n), a, b, layout, c, accumulate) };
+        return true;
+    }
     // Whole panels: a ragged last block still packs full MR / NR panels.
     let (kc_max, mc_max, nc_max) =
         (KC.min(k), MC.min(m).next_multiple_of(MR), NC.min(n).next_multiple_of(NR));

@@ -104,6 +104,33 @@ fn several_blocks_in_every_dimension_with_two_threads() {
 }
 
 #[test]
+fn up_to_four_rows_read_b_in_place_in_both_layouts() {
+    if skip() {
+        return;
+    }
+    // Every row count of the streaming path, k around its 4-row passes and
+    // the 16-float vectors, n around the vectors and the 512 / 64-column
+    // tasks; the last two are big enough for two threads to split.
+    for m in 1..=small::ROWS {
+        for k in [1, 3, 4, 5, 15, 16, 17, 67] {
+            for n in [1, 15, 16, 17, 63, 64, 65, 513] {
+                for layout in [Layout::KxN, Layout::NxK] {
+                    check(1, (m, k, n), layout, k % 2 == 1);
+                }
+            }
+        }
+        for dims in [(m, 700, 1600), (m, 1031, 1025)] {
+            for layout in [Layout::KxN, Layout::NxK] {
+                check(2, dims, layout, false);
+                check(3, dims, layout, true);
+            }
+        }
+    }
+    // The first row count past the path still takes the packed kernel.
+    check(2, (small::ROWS + 1, 700, 1600), Layout::KxN, false);
+}
+
+#[test]
 fn empty_dims() {
     if skip() {
         return;
