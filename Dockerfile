@@ -11,6 +11,10 @@ COPY configs ./configs
 RUN cargo build --release --locked && strip target/release/tfbench
 
 FROM debian:bookworm-slim
+# OpenBLAS for the tensor suite's impl=openblas (loaded at run time; its
+# cases are skipped without it).
+RUN apt-get update && apt-get install -y --no-install-recommends libopenblas0-pthread \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home bench && mkdir /work && chown bench /work
 COPY --from=build /src/target/release/tfbench /usr/local/bin/tfbench
 COPY suites /opt/tfbench/suites

@@ -11,7 +11,8 @@
 //!    from PyPI's `scipy-openblas32`: the OpenBLAS NumPy and SciPy ship,
 //!    self-contained, built for every x86-64 core with its kernel chosen at
 //!    load time;
-//! 3. the system's `libopenblas.so.0` (Debian's `libopenblas0`).
+//! 3. the system's `libopenblas.so.0`, in the loader's search path or where
+//!    Debian's `libopenblas0-pthread` puts it.
 //!
 //! Only the 32-bit-integer (LP64) interface is used; symbols are looked up
 //! plain (`cblas_sgemm`) or with SciPy's prefix (`scipy_cblas_sgemm`).
@@ -85,6 +86,8 @@ fn find() -> Result<OpenBlas, String> {
             },
             "libopenblas.so.0".into(),
             "libopenblas.so".into(),
+            // Debian's libopenblas0-pthread keeps it out of the search path.
+            format!("/usr/lib/{}-linux-gnu/openblas-pthread/libopenblas.so.0", std::env::consts::ARCH),
         ],
     };
     let mut tried = Vec::new();
