@@ -24,6 +24,9 @@
 //! 1024^3 product on two threads). Claiming made the median two-thread
 //! product 1-17% faster at 512^3 to 2048^3 (never slower, 3 in-process
 //! alternating runs of 30) and left one thread unchanged.
+//!
+//! Products with at most [`small::ROWS`] rows of A (decode steps) skip all
+//! of this and read B where it lies ([`small`]).
 
 mod kernel;
 mod pack;
