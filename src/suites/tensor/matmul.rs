@@ -315,7 +315,8 @@ pub(crate) fn check_product(
     samples: usize,
     seed: u64,
 ) -> Checked {
-    let entries: Vec<(usize, usize)> = if m * k * n <= 1 << 24 {
+    let every = m * k * n <= 1 << 24;
+    let entries: Vec<(usize, usize)> = if every {
         (0..m).flat_map(|i| (0..n).map(move |j| (i, j))).collect()
     } else {
         let mut e: Vec<_> =
@@ -324,6 +325,29 @@ pub(crate) fn check_product(
         e
     };
     let (mut got, mut want, mut tol) = (Vec::new(), Vec::new(), Vec::new());
+    if every {
+        // Every entry: whole rows of f64 sums, walking B row by row. The
+        // same sums in the same order as `dot_entry`, but B is read
+        // sequentially rather than a column at a time (a 1x4096x4096
+        // check took a quarter of a second on cache misses that way).
+        let (mut s, mut abs) = (vec![0.0f64; n], vec![0.0f64; n]);
+        for i in 0..m {
+            s.fill(0.0);
+            abs.fill(0.0);
+            for p in 0..k {
+                let x = a[i * k + p] as f64;
+                for ((s, abs), &y) in s.iter_mut().zip(abs.iter_mut()).zip(&b[p * n..(p + 1) * n]) {
+                    let t = x * y as f64;
+                    *s += t;
+                    *abs += t.abs();
+                }
+            }
+            got.extend_from_slice(&c[i * n..(i + 1) * n]);
+            want.extend_from_slice(&s);
+            tol.extend(abs.iter().map(|&x| reference::dot_tolerance(k, x)));
+        }
+        return Checked { got, want, tol, entries };
+    }
     for &(i, j) in &entries {
         let (s, abs) = reference::dot_entry(a, b, k, n, i, j);
         got.push(c[i * n + j]);
@@ -498,6 +522,26 @@ mod tests {
         }
         let err = prepare_bmm(&case("bmm", "2x3x4x5", ParamValue::Int(1))).err().expect("bmm refuses packed");
         assert!(err.to_string().contains("tfbench-packed"), "{err}");
+    }
+
+    #[test]
+    fn the_every_entry_check_sums_like_dot_entry_and_catches_a_wrong_entry() {
+        let dims = (3, 37, 21);
+        let (m, k, n) = dims;
+        let a = util::randn(m * k, 11);
+        let b = util::randn(k * n, 12);
+        let mut c = vec![0.0; m * n];
+        matmul(Impl::Gemm, 1, dims, &a, &b, &mut c);
+        let Checked { got: g, want: w, tol: t, entries: e } = check_product(&a, &b, &c, dims, 64, 13);
+        assert_eq!(e.len(), m * n);
+        for (x, &(i, j)) in e.iter().enumerate() {
+            let (s, abs) = reference::dot_entry(&a, &b, k, n, i, j);
+            assert_eq!((g[x], w[x], t[x]), (c[i * n + j], s, reference::dot_tolerance(k, abs)), "C[{i},{j}]");
+        }
+        assert!(reference::compare_bounded("t", &g, &w, &t, |x| x.to_string()).passed);
+        c[n + 5] += 1e-2;
+        let Checked { got: g, want: w, tol: t, .. } = check_product(&a, &b, &c, dims, 64, 13);
+        assert!(!reference::compare_bounded("t", &g, &w, &t, |x| x.to_string()).passed);
     }
 
     #[test]
