@@ -59,11 +59,15 @@ fn without_a_library_the_cases_are_skipped_with_a_way_to_get_one() {
             assert!(reason.contains(needle), "reason lacks {needle:?}: {reason}");
         }
     }
-    // The table says so too, on a line of its own for the case.
+    // The table says so too, in the case's row.
     let t = tfbench_env(
         &[("TFBENCH_OPENBLAS", "/nonexistent/libopenblas.so")],
         &["run", "--quick", "--no-probe", "--sample-size", "3", "--exact", ONE],
     );
     assert_eq!(t.code, 0, "{}", t.stderr);
     assert!(t.stdout.contains("skipped"), "{}", t.stdout);
+    assert!(t.stdout.lines().any(|l| l.contains(ONE) && l.contains("skipped")), "{}", t.stdout);
+    // The loader's message names the path once, not twice.
+    let reason = cases[0]["status"]["reason"].as_str().unwrap();
+    assert_eq!(reason.matches("/nonexistent/libopenblas.so").count(), 1, "{reason}");
 }

@@ -94,6 +94,8 @@ fn find() -> Result<OpenBlas, String> {
     for path in &candidates {
         match open(path) {
             Ok(lib) => return Ok(lib),
+            // dlopen's own message usually names the file already.
+            Err(e) if e.contains(path.as_str()) => tried.push(e),
             Err(e) => tried.push(format!("{path}: {e}")),
         }
     }

@@ -254,6 +254,14 @@ pub(crate) fn prepare_bmm(case: &Case) -> Result<Box<dyn Workload>> {
 
 fn build(case: &Case, batch: usize, (m, k, n): (usize, usize, usize)) -> Result<Box<dyn Workload>> {
     let imp = parse_impl(case)?;
+    if imp == Impl::OpenBlas && [m, k, n].iter().any(|&d| d > i32::MAX as usize) {
+        bail!(
+            "case {}: impl=openblas takes dimensions up to {} (its BLAS interface uses 32-bit integers), \
+             not {m}x{k}x{n}",
+            case.id,
+            i32::MAX
+        );
+    }
     let (pool, threads) = thread_pool(case)?;
     let seed = super::seed(case);
     let a = HugeBuf::from_slice(&util::randn(batch * m * k, seed));
@@ -326,22 +334,9 @@ pub(crate) fn check_product(
     };
     let (mut got, mut want, mut tol) = (Vec::new(), Vec::new(), Vec::new());
     if every {
-        // Every entry: whole rows of f64 sums, walking B row by row. The
-        // same sums in the same order as `dot_entry`, but B is read
-        // sequentially rather than a column at a time (a 1x4096x4096
-        // check took a quarter of a second on cache misses that way).
-        let (mut s, mut abs) = (vec![0.0f64; n], vec![0.0f64; n]);
+        // Whole rows at once: B read sequentially (see `dot_row`).
         for i in 0..m {
-            s.fill(0.0);
-            abs.fill(0.0);
-            for p in 0..k {
-                let x = a[i * k + p] as f64;
-                for ((s, abs), &y) in s.iter_mut().zip(abs.iter_mut()).zip(&b[p * n..(p + 1) * n]) {
-                    let t = x * y as f64;
-                    *s += t;
-                    *abs += t.abs();
-                }
-            }
+            let (s, abs) = reference::dot_row(a, b, k, n, i);
             got.extend_from_slice(&c[i * n..(i + 1) * n]);
             want.extend_from_slice(&s);
             tol.extend(abs.iter().map(|&x| reference::dot_tolerance(k, x)));
@@ -542,6 +537,24 @@ mod tests {
         c[n + 5] += 1e-2;
         let Checked { got: g, want: w, tol: t, .. } = check_product(&a, &b, &c, dims, 64, 13);
         assert!(!reference::compare_bounded("t", &g, &w, &t, |x| x.to_string()).passed);
+    }
+
+    #[test]
+    fn openblas_refuses_dimensions_past_its_32_bit_interface_before_allocating() {
+        if !runnable(Impl::OpenBlas) {
+            return;
+        }
+        let mut p = BTreeMap::new();
+        p.insert("impl".to_string(), ParamValue::Str("openblas".into()));
+        // 2^31 columns of A: 8 GiB it must refuse before allocating.
+        p.insert("shape".to_string(), ParamValue::Str("1x2147483648x1".into()));
+        p.insert("threads".to_string(), ParamValue::Int(1));
+        let err = prepare_matmul(&Case::new("tensor", "matmul", p)).err().expect("refused");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("impl=openblas") && msg.contains("32-bit") && msg.contains("1x2147483648x1"),
+            "{msg}"
+        );
     }
 
     #[test]
