@@ -10,6 +10,7 @@ mod gemv;
 pub mod openblas;
 pub mod sgemm;
 mod simd;
+pub(crate) mod workers;
 pub(crate) use simd::simd_dispatch;
 pub mod quant;
 

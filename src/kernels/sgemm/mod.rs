@@ -11,10 +11,11 @@
 //! in thread CPU time, the machine being loaded) it beat the opposite order
 //! (B panel in L1, A streaming) by about 15%, and KC = 384 beat 256 and 512.
 //!
-//! Threading: the caller's thread plus `threads - 1` scoped threads pack
-//! each block together, meet at a barrier, compute its tiles, and meet again
-//! before the next block is packed; packed data is shared, never
-//! duplicated, and nothing nests inside a thread pool. Work is claimed, not
+//! Threading: the caller's thread plus `threads - 1` persistent workers
+//! ([`super::workers`], which spin briefly between calls instead of being
+//! spawned per call) pack each block together, meet at a barrier, compute
+//! its tiles, and meet again before the next block is packed; packed data
+//! is shared, never duplicated, and nothing nests inside rayon's pool. Work is claimed, not
 //! assigned: panels to pack and tasks of tiles are taken from atomic
 //! counters, each worker first from the column range it owns (so its B
 //! panels stay in its L2), then from the others'. On a shared host one core
@@ -37,10 +38,10 @@ pub use packed::{PackedB, SMALL_M};
 
 use super::Layout;
 use super::buffer::HugeBuf;
+use super::workers::{self, SpinBarrier};
 use kernel::{MR, NR};
 use pack::View;
 use std::cell::RefCell;
-use std::sync::Barrier;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Inner-dimension block: an `MR x KC` A panel (18 KiB) stays in the 48 KiB
@@ -106,7 +107,7 @@ impl Shared {
 }
 
 /// `c[m x n] (+)= a[m x k] * op(b)` on `threads` threads (the caller's plus
-/// scoped helpers), adding to `c` when `accumulate`. Returns false, touching
+/// pooled workers), adding to `c` when `accumulate`. Returns false, touching
 /// nothing, when the CPU lacks AVX-512 (see [`available`]).
 ///
 /// # Panics
@@ -191,14 +192,8 @@ pub fn matmul_into(
         if threads == 1 {
             job.work(0, None);
         } else {
-            let barrier = Barrier::new(threads);
-            std::thread::scope(|s| {
-                for t in 1..threads {
-                    let (job, barrier) = (&job, &barrier);
-                    s.spawn(move || job.work(t, Some(barrier)));
-                }
-                job.work(0, Some(&barrier));
-            });
+            let barrier = SpinBarrier::new(threads);
+            workers::run(threads, &|t| job.work(t, Some(&barrier)));
         }
     });
     true
@@ -269,7 +264,7 @@ impl Job<'_> {
     }
 
     /// Worker `t`'s share of the whole product; `barrier` is None alone.
-    fn work(&self, t: usize, barrier: Option<&Barrier>) {
+    fn work(&self, t: usize, barrier: Option<&SpinBarrier>) {
         let sync = || {
             if let Some(b) = barrier {
                 b.wait();

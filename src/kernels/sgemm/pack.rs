@@ -17,7 +17,7 @@ pub(super) struct View {
 }
 
 // SAFETY: a view is only read, and the matrices it points into outlive the
-// scoped threads that read them.
+// call, which returns only when every worker reading them is done.
 unsafe impl Send for View {}
 unsafe impl Sync for View {}
 

@@ -16,7 +16,7 @@
 //!   loads of A.
 //!
 //! Tasks (strips of columns) are claimed from a counter by the caller's
-//! thread and `threads - 1` scoped helpers, as in the packed driver.
+//! thread and `threads - 1` pooled workers, as in the packed driver.
 
 #[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
@@ -93,12 +93,7 @@ pub(super) unsafe fn matmul(
     if workers == 1 {
         work();
     } else {
-        std::thread::scope(|s| {
-            for _ in 1..workers {
-                s.spawn(work);
-            }
-            work();
-        });
+        crate::kernels::workers::run(workers, &|_| work());
     }
 }
 
