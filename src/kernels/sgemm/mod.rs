@@ -1,15 +1,16 @@
 //! tfbench's own packed f32 GEMM for AVX-512, BLIS-style: `C (+)= A op(B)`.
 //!
-//! Loops, outermost first: `NC` columns of C; `KC` steps of the inner
-//! dimension (B's `KC x NC` block packed into NR-column panels, sized to
-//! stay in L2); `MC` rows (A's `MC x KC` block packed into MR-row panels);
+//! Loops, outermost first: `NC` columns of C; up to `KC_MAX` steps of the
+//! inner dimension (B's `kc x NC` block packed into NR-column panels, sized
+//! to stay in L2); `MC` rows (A's `MC x kc` block packed into MR-row panels);
 //! then one MR-row A panel (kept in L1) against every NR-column B panel
 //! streamed from L2, each a [`kernel::tile`] call on a 12 x 32 register tile.
 //! This is BLIS's order for its 32 x 12 Skylake-X kernel, transposed: the
 //! broadcast operand stays in L1, the vector operand streams. Measured on
 //! the 2-core AVX-512 dev machine (1024^3, one thread, best of several runs
 //! in thread CPU time, the machine being loaded) it beat the opposite order
-//! (B panel in L1, A streaming) by about 15%, and KC = 384 beat 256 and 512.
+//! (B panel in L1, A streaming) by about 15%, and KC = 384 beat 256 and 512
+//! then; with two pooled threads 512 won later (see `KC_MAX`).
 //!
 //! Threading: the caller's thread plus `threads - 1` persistent workers
 //! ([`super::workers`], which spin briefly between calls instead of being
@@ -44,19 +45,34 @@ use pack::View;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Inner-dimension block: an `MR x KC` A panel (18 KiB) stays in the 48 KiB
-/// L1 while B panels stream past it; longer blocks also mean fewer passes
-/// over C.
+/// Inner-dimension block of [`PackedB`]'s panels: an `MR x KC` A panel
+/// (18 KiB) stays in the 48 KiB L1 while B panels stream past it; longer
+/// blocks also mean fewer passes over C.
 const KC: usize = 384;
+/// Longest inner-dimension block of the per-call driver, which cuts `k`
+/// into equal blocks ([`k_block`]): a 24 KiB A panel still leaves half of
+/// L1 to the streaming B panels. In one process, alternating with KC = 384
+/// on 2 threads, 1024^3 ran 3-6% faster (medians, 4 runs of 100 calls);
+/// one thread, and products with shorter k, were level within the noise.
+const KC_MAX: usize = 512;
+/// The driver's inner-dimension block for a product with inner dimension
+/// `k`: `k` cut into the fewest blocks of at most [`KC_MAX`], all equal but
+/// the last (lengths rounded up to 8 steps), so no block is a short tail
+/// that costs a whole pass over C for a few steps.
+fn k_block(k: usize) -> usize {
+    let blocks = k.div_ceil(KC_MAX).max(1);
+    k.div_ceil(blocks).next_multiple_of(8).min(k).max(1)
+}
+
 /// Rows per A block, a whole number of MR-row panels. A panels are read
 /// once per block from wherever they are, so this only bounds the workspace
-/// (6 MiB).
+/// (8 MiB at `KC_MAX`).
 const MC: usize = 340 * MR;
-/// Columns per B block, a whole number of NR-column panels: `KC x NC`
-/// floats (1.5 MiB) stay in the 2 MiB L2, half of it per core when two
-/// threads split the block's columns.
+/// Columns per B block, a whole number of NR-column panels: `KC_MAX x NC`
+/// floats (2 MiB) fill the 2 MiB L2 of one core, half of it per core when
+/// two threads split the block's columns.
 const NC: usize = 32 * NR;
-/// Below this many multiply-adds one thread is faster than spawning others.
+/// Below this many multiply-adds one thread is faster than waking others.
 const PAR_MIN_MKN: usize = 1 << 20;
 /// A panels per compute task (96 rows): small enough that a worker done
 /// with its own columns finds tasks left to take, large enough that a task
@@ -149,10 +165,10 @@ pub fn matmul_into(
         return true;
     }
     // Whole panels: a ragged last block still packs full MR / NR panels.
-    let (kc_max, mc_max, nc_max) =
-        (KC.min(k), MC.min(m).next_multiple_of(MR), NC.min(n).next_multiple_of(NR));
-    let b_len = kc_max * nc_max;
-    let a_len = mc_max * kc_max;
+    let (kc_step, mc_max, nc_max) =
+        (k_block(k), MC.min(m).next_multiple_of(MR), NC.min(n).next_multiple_of(NR));
+    let b_len = kc_step * nc_max;
+    let a_len = mc_max * kc_step;
     WORKSPACE.with_borrow_mut(|ws| {
         let need = (b_len + a_len).div_ceil(16);
         if ws.len() < need {
@@ -164,7 +180,7 @@ pub fn matmul_into(
         // SAFETY: the workspace holds b_len + a_len floats, the B part first
         // (b_len is a multiple of NR = 32, so the A part stays aligned).
         let (bp, ap) = (Shared(base), Shared(unsafe { base.add(b_len) }));
-        let need = n.div_ceil(NC) * k.div_ceil(KC) * (1 + 2 * threads);
+        let need = n.div_ceil(NC) * k.div_ceil(kc_step) * (1 + 2 * threads);
         // On the stack for most products: small GEMMs (attention heads) are
         // called many times, and one allocation per call would show.
         let stack: [AtomicUsize; 64] = std::array::from_fn(|_| AtomicUsize::new(0));
@@ -179,6 +195,7 @@ pub fn matmul_into(
             m,
             k,
             n,
+            kc_step,
             a: av,
             b: bv,
             c: Shared(c.as_mut_ptr()),
@@ -204,14 +221,16 @@ struct Job<'a> {
     m: usize,
     k: usize,
     n: usize,
+    /// Inner-dimension block ([`k_block`]).
+    kc_step: usize,
     a: View,
     b: View,
     c: Shared,
     ldc: usize,
     accumulate: bool,
-    /// Packed A block (MC x KC).
+    /// Packed A block (MC x kc_step).
     ap: Shared,
-    /// Packed B block (KC x NC).
+    /// Packed B block (kc_step x NC).
     bp: Shared,
     threads: usize,
     /// Work counters, `1 + 2 * threads` per (column block, k block): A
@@ -277,8 +296,8 @@ impl Job<'_> {
             let nc = NC.min(n - jc);
             let jpanels = nc.div_ceil(NR);
             let ranges = self.ranges(jpanels);
-            for pc in (0..k).step_by(KC) {
-                let kc = KC.min(k - pc);
+            for pc in (0..k).step_by(self.kc_step) {
+                let kc = self.kc_step.min(k - pc);
                 let claims = &self.claims[block * per_block..(block + 1) * per_block];
                 block += 1;
                 let (a_claims, b_claims, tasks) =

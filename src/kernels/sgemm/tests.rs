@@ -91,11 +91,11 @@ fn several_blocks_in_every_dimension_with_two_threads() {
     if skip() {
         return;
     }
-    // Past KC, MC and NC (each block boundary crossed with a ragged rest),
+    // Past KC_MAX, MC and NC (each block boundary crossed with a ragged rest),
     // large enough that two threads really split the work.
     // The third shape has two A blocks under a per-worker column split on
     // two threads (one shared range on three).
-    for &dims in &[(MC + 13, KC + 29, 70), (30, 2 * KC + 3, NC + 45), (MC + 5, 40, 4 * NR + 3)] {
+    for &dims in &[(MC + 13, KC_MAX + 29, 70), (30, 2 * KC_MAX + 3, NC + 45), (MC + 5, 40, 4 * NR + 3)] {
         for layout in [Layout::KxN, Layout::NxK] {
             check(2, dims, layout, true);
             check(3, dims, layout, false);
@@ -141,4 +141,21 @@ fn empty_dims() {
     assert!(matmul_into(2, (2, 0, 3), &[], &[], Layout::NxK, &mut c, false));
     assert!(c.iter().all(|&x| x == 0.0));
     assert!(matmul_into(2, (0, 4, 3), &[], &[0.0; 12], Layout::KxN, &mut [], false));
+}
+
+#[test]
+fn k_blocks_are_as_few_and_as_even_as_kc_max_allows() {
+    assert_eq!(k_block(1024), 512);
+    assert_eq!(k_block(768), 384);
+    assert_eq!(k_block(KC_MAX + 1), (KC_MAX + 1).div_ceil(2).next_multiple_of(8));
+    for k in 1..3000 {
+        let step = k_block(k);
+        let blocks = k.div_ceil(step);
+        assert!((1..=KC_MAX).contains(&step), "k {k}: step {step}");
+        assert_eq!(blocks, k.div_ceil(KC_MAX), "k {k}: {blocks} blocks of {step}");
+        // The last block is never a short tail: at least half the others
+        // once the steps round up, or the whole of k.
+        let last = k - (blocks - 1) * step;
+        assert!(blocks == 1 || last + 8 * blocks >= step, "k {k}: last block {last} of step {step}");
+    }
 }
