@@ -313,6 +313,11 @@ pub struct TargetCheck {
     pub ratio: f64,
     /// Required ratio.
     pub required: f64,
-    /// ratio >= required.
+    /// ratio >= required, and the limit believable (see `caveat`).
     pub met: bool,
+    /// Why the ratio gives no verdict, when it does not: a case measured
+    /// above a probed compute peak shows that the probe ran while the
+    /// machine was busy, so its limit (and any "met") is not to be trusted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caveat: Option<String>,
 }

@@ -86,13 +86,20 @@ pub fn render(report: &RunReport) -> String {
             let _ = writeln!(
                 out,
                 "- {} {}: {} vs {} = {} (required {})",
-                if t.met { "met:" } else { "**NOT MET**:" },
+                match (&t.caveat, t.met) {
+                    (Some(_), _) => "no verdict:",
+                    (None, true) => "met:",
+                    (None, false) => "**NOT MET**:",
+                },
                 t.name,
                 units::format_quantity(t.measured, &t.unit),
                 units::format_quantity(t.limit, &t.unit),
                 units::format_percent(t.ratio * 100.0),
                 units::format_percent(t.required * 100.0),
             );
+            if let Some(caveat) = &t.caveat {
+                let _ = writeln!(out, "  ({caveat})");
+            }
         }
     }
     out

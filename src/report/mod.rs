@@ -429,6 +429,7 @@ pub(crate) fn fixture() -> RunReport {
                 ratio: 3.12e11 / 3.5e11,
                 required: 0.8,
                 met: true,
+                caveat: None,
             },
             TargetCheck {
                 name: "softmax vs triad bandwidth".into(),
@@ -439,6 +440,7 @@ pub(crate) fn fixture() -> RunReport {
                 ratio: 2.74e10 / 3.0e10,
                 required: 0.95,
                 met: false,
+                caveat: None,
             },
         ],
         cases: vec![matmul, softmax, layernorm],

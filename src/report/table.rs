@@ -120,11 +120,19 @@ pub fn render(report: &RunReport) -> String {
                 units::format_quantity(t.limit, &t.unit),
                 units::format_percent(t.ratio * 100.0),
                 format!(">= {}", units::format_percent(t.required * 100.0)),
-                if t.met { "met" } else { "NOT MET" }.to_string(),
+                match (&t.caveat, t.met) {
+                    (Some(_), _) => "no verdict",
+                    (None, true) => "met",
+                    (None, false) => "NOT MET",
+                }
+                .to_string(),
             ]);
         }
         out.push_str(&table.trim_fmt());
         out.push('\n');
+        for caveat in report.targets.iter().filter_map(|t| t.caveat.as_ref()) {
+            let _ = writeln!(out, "{caveat}");
+        }
     }
     out
 }
@@ -176,6 +184,19 @@ mod tests {
         }
         assert!(line("softmax vs triad").contains("NOT MET"));
         assert!(text.lines().all(|l| l == l.trim_end()), "no trailing spaces");
+    }
+
+    #[test]
+    fn a_target_with_a_caveat_shows_no_verdict_and_why() {
+        let mut report = super::super::fixture();
+        report.targets[0].met = false;
+        report.targets[0].caveat = Some("no verdict: the probe ran while the machine was busy".into());
+        let text = render(&report);
+        let gemm = text.lines().find(|l| l.contains("best GEMM")).expect("the GEMM target row");
+        assert!(gemm.contains("no verdict") && !gemm.contains("NOT MET"), "{gemm}");
+        assert!(text.lines().any(|l| l == "no verdict: the probe ran while the machine was busy"), "{text}");
+        let md = super::super::markdown::render(&report);
+        assert!(md.contains("- no verdict: best GEMM") && md.contains("(no verdict: the probe ran"), "{md}");
     }
 
     #[test]
