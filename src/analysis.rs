@@ -404,25 +404,33 @@ mod tests {
         assert!(r.status.is_failed() && r.estimates.is_none());
     }
 
-    #[test]
-    fn targets_pick_the_best_matching_case() {
-        let mk = |id: &str, rate: f64| {
-            let mut r =
-                analyze(&outcome(&[1.0, 1.0, 1.0], vec![Throughput::flops(1.0)]), &Settings::default(), None);
-            r.id = id.into();
-            r.throughput[0].rate.point = rate;
-            r
-        };
-        let cases = vec![mk("t/mm/a", 150e9), mk("t/mm/b", 170e9), mk("t/add/x", 500e9)];
-        let spec = TargetSpec {
+    /// A case rating `rate` per second of what `decl` declares.
+    fn case_at(decl: Throughput, id: &str, rate: f64) -> CaseResult {
+        let mut r = analyze(&outcome(&[1.0, 1.0, 1.0], vec![decl]), &Settings::default(), None);
+        r.id = id.into();
+        r.throughput[0].rate.point = rate;
+        r
+    }
+
+    fn flops_at(id: &str, rate: f64) -> CaseResult {
+        case_at(Throughput::flops(1.0), id, rate)
+    }
+
+    fn gemm_target() -> TargetSpec {
+        TargetSpec {
             name: "gemm",
             case_pattern: "^t/mm/",
             matching: TargetMatch::Fastest,
             kind: ThroughputKind::Flops,
             limit: Limit::PeakFlopsAllCores,
             required: 0.8,
-        };
-        let checks = evaluate_targets(&[spec], &cases, Some(&limits()));
+        }
+    }
+
+    #[test]
+    fn targets_pick_the_best_matching_case() {
+        let cases = vec![flops_at("t/mm/a", 150e9), flops_at("t/mm/b", 170e9), flops_at("t/add/x", 500e9)];
+        let checks = evaluate_targets(&[gemm_target()], &cases, Some(&limits()));
         assert_eq!(checks.len(), 1);
         assert_eq!(checks[0].case_id, "t/mm/b");
         assert!((checks[0].ratio - 0.85).abs() < 1e-12 && checks[0].met);
@@ -431,23 +439,8 @@ mod tests {
 
     #[test]
     fn a_case_above_the_probed_fma_peak_gives_no_verdict() {
-        let mk = |rate: f64| {
-            let mut r =
-                analyze(&outcome(&[1.0, 1.0, 1.0], vec![Throughput::flops(1.0)]), &Settings::default(), None);
-            r.id = "t/mm/a".into();
-            r.throughput[0].rate.point = rate;
-            r
-        };
-        let spec = TargetSpec {
-            name: "gemm",
-            case_pattern: "^t/mm/",
-            matching: TargetMatch::Fastest,
-            kind: ThroughputKind::Flops,
-            limit: Limit::PeakFlopsAllCores,
-            required: 0.8,
-        };
         // 210 of a probed 200 GFLOP/s: the probe was disturbed, not met.
-        let check = &evaluate_targets(std::slice::from_ref(&spec), &[mk(210e9)], Some(&limits()))[0];
+        let check = &evaluate_targets(&[gemm_target()], &[flops_at("t/mm/a", 210e9)], Some(&limits()))[0];
         assert!(!check.met, "an impossible ratio is no pass");
         let caveat = check.caveat.as_deref().expect("a caveat");
         assert!(
@@ -455,7 +448,7 @@ mod tests {
             "{caveat}"
         );
         // At the peak exactly: believable, met.
-        let check = &evaluate_targets(&[spec], &[mk(200e9)], Some(&limits()))[0];
+        let check = &evaluate_targets(&[gemm_target()], &[flops_at("t/mm/a", 200e9)], Some(&limits()))[0];
         assert!(check.met && check.caveat.is_none());
         // Bandwidth above the triad probe is possible: no caveat.
         let cases = vec![rated("q/a", 25e9)];
@@ -464,11 +457,7 @@ mod tests {
     }
 
     fn rated(id: &str, rate: f64) -> CaseResult {
-        let mut r =
-            analyze(&outcome(&[1.0, 1.0, 1.0], vec![Throughput::bytes(1.0)]), &Settings::default(), None);
-        r.id = id.into();
-        r.throughput[0].rate.point = rate;
-        r
+        case_at(Throughput::bytes(1.0), id, rate)
     }
 
     fn every(pattern: &'static str) -> TargetSpec {
