@@ -8,7 +8,7 @@
 //! Threading: `threads = 1` runs inside a dedicated one-thread rayon pool so
 //! no kernel can go parallel; `threads = "all"` uses the global pool.
 //! `gemm` threads itself (`Parallelism::Rayon(threads)`), `tfbench` with
-//! scoped threads sharing its packed panels. `matrixmultiply` is
+//! its own persistent workers sharing its packed panels. `matrixmultiply` is
 //! built without its threading feature (single-threaded, and its thread count
 //! would be fixed per process anyway), so with several threads we split C into
 //! one row block per thread (multiples of 8 rows; column blocks when there are
