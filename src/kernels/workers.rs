@@ -21,8 +21,9 @@
 //! thread, a caller inside a rayon pool) gets scoped threads instead, which
 //! are slower to start but never wait for the pool.
 
+use std::any::Any;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError};
 use std::time::{Duration, Instant};
 
@@ -129,8 +130,9 @@ struct Shared {
     job: Mutex<Published>,
     /// Workers still running the current job.
     remaining: AtomicUsize,
-    /// Set when a worker's part of the job panicked.
-    panicked: AtomicBool,
+    /// The payload of the first worker panic in the current job, re-raised
+    /// by the caller so the original message reaches whoever catches it.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
     /// Where workers wait for a job.
     idle: Parking,
     /// Where the caller waits for the workers.
@@ -178,9 +180,8 @@ fn worker(shared: Arc<Shared>, index: usize, mut seen: usize) {
         let Some(job) = published.job.filter(|_| index < published.participants) else { continue };
         // SAFETY: `run` keeps the job alive until `remaining` reaches 0,
         // which needs this worker's decrement below.
-        let result = catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)(index) }));
-        if result.is_err() {
-            shared.panicked.store(true, SeqCst);
+        if let Err(payload) = catch_unwind(AssertUnwindSafe(|| unsafe { (*job.0)(index) })) {
+            shared.panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(payload);
         }
         shared.remaining.fetch_sub(1, SeqCst);
         shared.done.notify();
@@ -222,7 +223,6 @@ pub(crate) fn run(threads: usize, f: &(dyn Fn(usize) + Sync)) {
     // SAFETY: only the lifetime is erased; every worker is done with the
     // job before this function returns or unwinds (below).
     let job: JobRef = unsafe { std::mem::transmute::<*const (dyn Fn(usize) + Sync + '_), JobRef>(f) };
-    shared.panicked.store(false, SeqCst);
     shared.remaining.store(threads - 1, SeqCst);
     {
         let mut published = lock_job(shared);
@@ -234,12 +234,11 @@ pub(crate) fn run(threads: usize, f: &(dyn Fn(usize) + Sync)) {
     let mine = catch_unwind(AssertUnwindSafe(|| f(0)));
     shared.done.wait_until(|| shared.remaining.load(SeqCst) == 0);
     lock_job(shared).job = None;
-    let theirs = shared.panicked.load(SeqCst);
+    let theirs = shared.panic.lock().unwrap_or_else(|e| e.into_inner()).take();
     drop(started);
-    if let Err(payload) = mine {
+    if let Some(payload) = mine.err().or(theirs) {
         resume_unwind(payload);
     }
-    assert!(!theirs, "a GEMM worker thread panicked");
 }
 
 /// [`run`] on freshly spawned scoped threads.
@@ -256,87 +255,122 @@ fn run_scoped(threads: usize, f: &(dyn Fn(usize) + Sync)) {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
+    use std::sync::mpsc::{RecvTimeoutError, channel};
+
+    /// Runs `body` on a thread of its own and fails if it has not finished
+    /// within a minute: a lost wake-up would otherwise hang the test binary
+    /// instead of failing. A panic in `body` is re-raised as it was.
+    fn finishes(body: impl FnOnce() + Send + 'static) {
+        let (done, finished) = channel();
+        let handle = std::thread::spawn(move || {
+            body();
+            let _ = done.send(());
+        });
+        match finished.recv_timeout(Duration::from_secs(60)) {
+            Ok(()) => {}
+            Err(RecvTimeoutError::Timeout) => panic!("still waiting after 60 s: a lost wake-up?"),
+            Err(RecvTimeoutError::Disconnected) => {
+                if let Err(payload) = handle.join() {
+                    resume_unwind(payload);
+                }
+            }
+        }
+    }
 
     #[test]
     fn every_part_runs_once_per_call() {
-        for threads in 1..=4 {
-            for _ in 0..50 {
-                let hits: Vec<AtomicUsize> = (0..threads).map(|_| AtomicUsize::new(0)).collect();
-                run(threads, &|t| {
-                    hits[t].fetch_add(1, SeqCst);
-                });
-                assert!(hits.iter().all(|h| h.load(SeqCst) == 1), "{threads} threads");
+        finishes(|| {
+            for threads in 1..=4 {
+                for _ in 0..50 {
+                    let hits: Vec<AtomicUsize> = (0..threads).map(|_| AtomicUsize::new(0)).collect();
+                    run(threads, &|t| {
+                        hits[t].fetch_add(1, SeqCst);
+                    });
+                    assert!(hits.iter().all(|h| h.load(SeqCst) == 1), "{threads} threads");
+                }
             }
-        }
+        });
     }
 
     #[test]
     fn barrier_separates_rounds() {
-        // Each round every part writes its slot, meets the others, and
-        // then checks that all slots hold this round's value.
-        let threads = 3;
-        let slots: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
-        let barrier = SpinBarrier::new(threads);
-        let bad = AtomicUsize::new(0);
-        run(threads, &|t| {
-            for round in 1..=200u64 {
-                slots[t].store(round, SeqCst);
-                barrier.wait();
-                if slots.iter().any(|s| s.load(SeqCst) != round) {
-                    bad.fetch_add(1, SeqCst);
+        finishes(|| {
+            // Each round every part writes its slot, meets the others, and
+            // then checks that all slots hold this round's value.
+            let threads = 3;
+            let slots: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
+            let barrier = SpinBarrier::new(threads);
+            let bad = AtomicUsize::new(0);
+            run(threads, &|t| {
+                for round in 1..=200u64 {
+                    slots[t].store(round, SeqCst);
+                    barrier.wait();
+                    if slots.iter().any(|s| s.load(SeqCst) != round) {
+                        bad.fetch_add(1, SeqCst);
+                    }
+                    barrier.wait();
                 }
-                barrier.wait();
-            }
+            });
+            assert_eq!(bad.load(SeqCst), 0);
         });
-        assert_eq!(bad.load(SeqCst), 0);
     }
 
     #[test]
     fn workers_that_slept_wake_for_the_next_job() {
-        let count = AtomicUsize::new(0);
-        for _ in 0..3 {
-            run(2, &|_| {
-                count.fetch_add(1, SeqCst);
-            });
-            // Well past the spin time: the worker is asleep now.
-            std::thread::sleep(SPIN * 4);
-        }
-        assert_eq!(count.load(SeqCst), 6);
+        finishes(|| {
+            let count = AtomicUsize::new(0);
+            for _ in 0..3 {
+                run(2, &|_| {
+                    count.fetch_add(1, SeqCst);
+                });
+                // Well past the spin time: the worker is asleep now.
+                std::thread::sleep(SPIN * 4);
+            }
+            assert_eq!(count.load(SeqCst), 6);
+        });
     }
 
     #[test]
     fn concurrent_callers_all_complete() {
-        let total = AtomicUsize::new(0);
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    for _ in 0..50 {
-                        run(2, &|_| {
-                            total.fetch_add(1, SeqCst);
-                        });
-                    }
-                });
-            }
+        finishes(|| {
+            let total = AtomicUsize::new(0);
+            std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| {
+                        for _ in 0..50 {
+                            run(2, &|_| {
+                                total.fetch_add(1, SeqCst);
+                            });
+                        }
+                    });
+                }
+            });
+            assert_eq!(total.load(SeqCst), 4 * 50 * 2);
         });
-        assert_eq!(total.load(SeqCst), 4 * 50 * 2);
     }
 
     #[test]
     fn a_panicking_part_is_reported_and_the_pool_still_works() {
-        for bad_part in [0, 1] {
-            let caught = catch_unwind(|| {
-                run(2, &|t| {
-                    if t == bad_part {
-                        panic!("part {t} fails");
-                    }
-                })
+        finishes(|| {
+            for bad_part in [0, 1] {
+                let caught = catch_unwind(|| {
+                    run(2, &|t| {
+                        if t == bad_part {
+                            panic!("part {t} fails");
+                        }
+                    })
+                });
+                assert!(caught.is_err(), "part {bad_part}");
+                // The original message, from the caller's part or a worker's.
+                let payload = caught.expect_err("a panic");
+                let message = payload.downcast_ref::<String>().map(String::as_str).unwrap_or_default();
+                assert_eq!(message, format!("part {bad_part} fails"));
+            }
+            let count = AtomicUsize::new(0);
+            run(2, &|_| {
+                count.fetch_add(1, SeqCst);
             });
-            assert!(caught.is_err(), "part {bad_part}");
-        }
-        let count = AtomicUsize::new(0);
-        run(2, &|_| {
-            count.fetch_add(1, SeqCst);
+            assert_eq!(count.load(SeqCst), 2);
         });
-        assert_eq!(count.load(SeqCst), 2);
     }
 }
