@@ -444,6 +444,8 @@ pub(crate) fn fixture() -> RunReport {
             },
         ],
         cases: vec![matmul, softmax, layernorm],
+        run_id: "fixture-run".into(),
+        canaries: Vec::new(),
     }
 }
 

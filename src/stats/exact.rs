@@ -77,7 +77,8 @@ pub fn mann_whitney_exact_p(a: &[f64], b: &[f64]) -> Option<f64> {
     let threshold = dev(observed);
     let row = &counts[na];
     let all: f64 = row.iter().sum();
-    let extreme: f64 = row.iter().enumerate().filter(|(s, _)| dev(*s as u64) >= threshold).map(|(_, c)| c).sum();
+    let extreme: f64 =
+        row.iter().enumerate().filter(|(s, _)| dev(*s as u64) >= threshold).map(|(_, c)| c).sum();
     Some((extreme / all).min(1.0))
 }
 
@@ -153,7 +154,8 @@ fn signed_rank_exact_p(ranks: &[u64], observed: u64) -> f64 {
     let dev = |s: u64| (2 * s as i128 - total as i128).abs();
     let threshold = dev(observed);
     let all: f64 = counts.iter().sum();
-    let extreme: f64 = counts.iter().enumerate().filter(|(s, _)| dev(*s as u64) >= threshold).map(|(_, c)| c).sum();
+    let extreme: f64 =
+        counts.iter().enumerate().filter(|(s, _)| dev(*s as u64) >= threshold).map(|(_, c)| c).sum();
     (extreme / all).min(1.0)
 }
 

@@ -14,8 +14,8 @@
 //! caller says so (see [`Levels::replicated`]).
 
 use super::summary::median_in_place;
-use rand::{Rng, RngExt};
 use rand::distr::{Distribution, Uniform};
+use rand::{Rng, RngExt};
 use rand_distr::Normal;
 
 /// One side's samples as runs -> rounds -> per-iteration times. Empty rounds
@@ -153,7 +153,11 @@ mod tests {
         // sample-level bootstrap would give +-0.4%; the hierarchical one must
         // cover the spread of the round levels.
         let rounds = |base: f64, seed: u64| -> Vec<Vec<f64>> {
-            [0.95, 1.05, 0.97, 1.03].iter().enumerate().map(|(i, f)| noisy(50, base * f, seed + i as u64)).collect()
+            [0.95, 1.05, 0.97, 1.03]
+                .iter()
+                .enumerate()
+                .map(|(i, f)| noisy(50, base * f, seed + i as u64))
+                .collect()
         };
         let old = Levels::new(vec![rounds(100.0, 10)]);
         let new = Levels::new(vec![rounds(100.0, 20)]);

@@ -32,7 +32,7 @@ pub(crate) fn verdict_class(v: Verdict) -> &'static str {
         Verdict::Improved => "faster",
         Verdict::Regressed => "slower",
         Verdict::Unchanged => "same",
-        Verdict::Inconclusive => "unsure",
+        Verdict::Inconclusive | Verdict::TooFewSamples => "unsure",
     }
 }
 
