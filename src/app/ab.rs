@@ -155,6 +155,7 @@ fn plan_args(p: &WorkerPlan) -> Vec<String> {
 pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
     let plan = resolve_plan(&args.plan)?;
     let injection = crate::harness::inject::from_env()?;
+    let panics = crate::harness::inject::panic_from_env()?;
     rayon::ThreadPoolBuilder::new()
         .num_threads(plan.threads)
         .build_global()
@@ -185,7 +186,7 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
                 workload = None;
                 Reply::Ok
             }
-            Request::Prepare(id) => match prepare(&plan, &id, injection.as_ref()) {
+            Request::Prepare(id) => match prepare(&plan, &id, injection.as_ref(), panics.as_ref()) {
                 Ok(w) => {
                     workload = Some(w);
                     Reply::Ok
@@ -247,6 +248,7 @@ fn prepare(
     plan: &Resolved,
     id: &str,
     inject: Option<&crate::harness::inject::Injection>,
+    panics: Option<&regex::Regex>,
 ) -> Result<Box<dyn Workload>, Reply> {
     let fail = |phase: &str, reason: String| Reply::Failed { phase: phase.into(), reason };
     let case =
@@ -267,6 +269,9 @@ fn prepare(
     }
     if let Some(i) = inject.filter(|i| i.applies_to(id)) {
         w = Box::new(crate::harness::inject::Slowed::new(w, i.factor));
+    }
+    if panics.is_some_and(|p| p.is_match(id)) {
+        w = Box::new(crate::harness::inject::Panicking(w));
     }
     Ok(w)
 }

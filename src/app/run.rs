@@ -96,6 +96,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         }
     }
     let injection = crate::harness::inject::from_env()?;
+    let panics = crate::harness::inject::panic_from_env()?;
     let history = (args.history || loaded.as_ref().is_some_and(|c| c.config.run.history == Some(true)))
         .then(|| HistoryStore::new(history_dir(args.history_dir.as_deref(), loaded.as_ref(), &baselines)));
     // The reference and the thresholds are checked before running: a typo in
@@ -194,7 +195,8 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         println!("{}", report::jsonl::run_line(&report)?);
     }
     let mut progress = Progress::new(verbosity, stream);
-    let hooks = runner::RunHooks { canaries: !args.no_canary, inject: injection.as_ref() };
+    let hooks =
+        runner::RunHooks { canaries: !args.no_canary, inject: injection.as_ref(), panics: panics.as_ref() };
     let executed = runner::execute_with(&plan, &clock, limits.as_ref(), &mut progress, &hooks);
     report.cases = executed.cases;
     report.canaries = executed.canaries;

@@ -15,6 +15,34 @@ use std::time::Instant;
 
 /// The environment variable of the hook.
 pub const VAR: &str = "TFBENCH_INJECT_SLOWDOWN";
+/// The companion hook: cases whose id matches this regex panic when run, so
+/// tests can check that one failing case never loses the others.
+pub const PANIC_VAR: &str = "TFBENCH_INJECT_PANIC";
+
+/// The panic hook's pattern from the environment (`Ok(None)` when unset).
+pub fn panic_from_env() -> Result<Option<Regex>> {
+    match std::env::var(PANIC_VAR) {
+        Ok(s) if !s.trim().is_empty() => {
+            Regex::new(s.trim()).map(Some).map_err(|e| anyhow::anyhow!("{PANIC_VAR}={s:?}: bad regex: {e}"))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A workload that panics when run (the [`PANIC_VAR`] test hook).
+pub struct Panicking(pub Box<dyn Workload>);
+
+impl Workload for Panicking {
+    fn verify(&mut self) -> Result<Verification> {
+        self.0.verify()
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        self.0.throughput()
+    }
+    fn run(&mut self, _iters: u64) -> Result<()> {
+        panic!("injected panic ({PANIC_VAR} test hook)");
+    }
+}
 
 /// A parsed injection: which cases, and by how much.
 #[derive(Debug, Clone)]

@@ -64,6 +64,8 @@ pub struct RunHooks<'a> {
     pub canaries: bool,
     /// The slowdown-injection test hook, when set.
     pub inject: Option<&'a super::inject::Injection>,
+    /// The panic-injection test hook's pattern, when set.
+    pub panics: Option<&'a regex::Regex>,
 }
 
 /// Runs every case of `plan` and returns results in plan order.
@@ -129,7 +131,8 @@ pub fn execute_with(
             }
             let settings = plan.settings.get(&o.case.suite).cloned().unwrap_or_default();
             let slow = hooks.inject.filter(|i| i.applies_to(&o.case.id)).map(|i| i.factor);
-            if let Err((phase, reason)) = run_one(o, &settings, timer, round, obs, slow) {
+            let panic = hooks.panics.is_some_and(|p| p.is_match(&o.case.id));
+            if let Err((phase, reason)) = run_one(o, &settings, timer, round, obs, slow, panic) {
                 o.failure = Some((phase.to_string(), reason));
             }
             done += 1;
@@ -162,6 +165,7 @@ fn run_one(
     round: u32,
     obs: &mut dyn Observer,
     slow: Option<f64>,
+    panic: bool,
 ) -> Result<(), (&'static str, String)> {
     let suite = suites::find(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
     let case = o.case.clone();
@@ -179,6 +183,9 @@ fn run_one(
     let prepare_ns = t0.elapsed().as_nanos() as f64;
     if let Some(f) = slow {
         w = Box::new(super::inject::Slowed::new(w, f));
+    }
+    if panic {
+        w = Box::new(super::inject::Panicking(w));
     }
     let t1 = std::time::Instant::now();
     let v = guarded(|| w.verify()).map_err(|e| ("verify", e))?;
