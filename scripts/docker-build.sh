@@ -125,6 +125,10 @@ fi
 
 # The flags containers need on this machine (docker-engine.sh), tried on the base.
 detect_engine_flags "$debian_tag"
+# Never ask a registry for a base: podman says so; docker uses local images
+# (its --pull is a yes/no "always pull").
+pull=()
+if [ "$engine" = podman ]; then pull=(--pull=never); fi
 
 # --- rust:1-slim-<suite> ------------------------------------------------------
 if [ "$rebase" = 1 ] || ! image_exists "$rust_tag"; then
@@ -160,7 +164,7 @@ COPY toolchain/ /usr/local/
 ENV CARGO_HOME=/usr/local/cargo
 RUN mkdir -p /usr/local/cargo && rustc --version && cargo --version
 EOF
-    "$engine" build "${eflags[@]}" --network host --pull=never -t "$rust_tag" "$work/rust" >"$work/rust.log" 2>&1 \
+    "$engine" build "${eflags[@]}" --network host "${pull[@]}" -t "$rust_tag" "$work/rust" >"$work/rust.log" 2>&1 \
         || { tail -n 30 "$work/rust.log" >&2; die "building $rust_tag failed (log above)"; }
     id="$("$engine" image inspect --format '{{.Id}}' "$rust_tag")"
     tag_both "$id" "$rust_tag"
@@ -176,7 +180,7 @@ fi
 bash "$root/scripts/fetch-test-data.sh" >&2 || die "scripts/fetch-test-data.sh failed; the image needs its files in .data/"
 say "building $image from $root/Dockerfile"
 start=$SECONDS
-"$engine" build "${eflags[@]}" --network host --pull=never -t "$image" -f "$root/Dockerfile" "$root"
+"$engine" build "${eflags[@]}" --network host "${pull[@]}" -t "$image" -f "$root/Dockerfile" "$root"
 build_s=$((SECONDS - start))
 size="$("$engine" image inspect --format '{{.Size}}' "$image")"
 say "built $image in ${build_s} s; image size $((size / 1000000)) MB ($size bytes)"
