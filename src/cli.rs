@@ -167,6 +167,9 @@ pub struct WorkerPlan {
     /// Measurement budget per case, round and build, seconds.
     #[arg(long, value_name = "SECS")]
     pub measurement_time: Option<f64>,
+    /// Hard budget per case, round and build for the samples, seconds.
+    #[arg(long, value_name = "SECS")]
+    pub max_time: Option<f64>,
     /// Rounds (the pairs of all rounds are pooled).
     #[arg(long, value_name = "N")]
     pub rounds: Option<u32>,

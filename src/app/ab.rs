@@ -102,6 +102,7 @@ fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
             sample_size: p.sample_size,
             warm_up_time: p.warm_up_time,
             measurement_time: p.measurement_time,
+            max_time: p.max_time,
             seed: p.seed,
             ..Default::default()
         },
@@ -140,6 +141,7 @@ fn plan_args(p: &WorkerPlan) -> Vec<String> {
     opt("--sample-size", p.sample_size.map(|v| v.to_string()));
     opt("--warm-up-time", p.warm_up_time.map(|v| v.to_string()));
     opt("--measurement-time", p.measurement_time.map(|v| v.to_string()));
+    opt("--max-time", p.max_time.map(|v| v.to_string()));
     opt("--rounds", p.rounds.map(|v| v.to_string()));
     opt("--threads", p.threads.map(|v| v.to_string()));
     opt("--seed", p.seed.map(|v| v.to_string()));
@@ -582,7 +584,9 @@ fn pair_case(
         // sample lasts what `run` would give it.
         let target = (0.9 * s.measurement_time * 1e9 / s.sample_size.max(1) as f64).max(min_sample_ns);
         let iters = ((target / per_iter[0].max(per_iter[1])).round() as u64).max(1);
-        let budget = Duration::from_secs_f64(2.0 * s.measurement_time);
+        // Both builds' budgets: the measurement time, capped by --max-time.
+        let per_build = s.max_time.map_or(s.measurement_time, |m| m.min(s.measurement_time));
+        let budget = Duration::from_secs_f64(2.0 * per_build);
         let start = Instant::now();
         let (mut tb, mut th) = (Vec::new(), Vec::new());
         for i in 0..s.sample_size {
