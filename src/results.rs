@@ -3,7 +3,7 @@
 //! comparisons read it.
 
 use crate::plan::ParamValue;
-use crate::suites::{ThroughputKind, Verification};
+use crate::workload::{ThroughputKind, Verification};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -120,24 +120,7 @@ impl CaseStatus {
     }
 }
 
-/// A named figure a workload reports beside its timings: an accuracy error,
-/// a memory footprint, a per-step latency percentile, a hit rate.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Metric {
-    /// Short snake_case name, e.g. `rmse`, `kv_cache_bytes`, `ttft_ns`.
-    pub name: String,
-    /// The value.
-    pub value: f64,
-    /// Unit of `value` (`ns`, `B`, `dB`, `%`, `ratio`, or empty for plain numbers).
-    pub unit: String,
-}
-
-impl Metric {
-    /// A metric with a unit.
-    pub fn new(name: impl Into<String>, value: f64, unit: impl Into<String>) -> Self {
-        Self { name: name.into(), value, unit: unit.into() }
-    }
-}
+pub use crate::workload::Metric;
 
 /// One raw measurement: `iterations` back-to-back runs took `nanos`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]

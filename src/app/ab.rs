@@ -19,7 +19,8 @@ use crate::cli::{AbArgs, AbWorkerArgs, CompareFormat, WorkerPlan};
 use crate::compare::{self, paired::PairedCase};
 use crate::config::{self, CliOverrides, PartialSettings, Resolved, Settings};
 use crate::plan::Filter;
-use crate::suites::{self, Workload};
+use crate::suites;
+use crate::workload::Workload;
 use anyhow::{Context, Result, anyhow, bail};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -111,6 +112,7 @@ fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
         rounds: p.rounds,
         shuffle: false,
         shard: None,
+        devices: crate::device::parse_list(&p.selection.devices)?,
     };
     config::resolve(loaded.as_ref(), &cli)
 }
@@ -132,6 +134,9 @@ fn plan_args(p: &WorkerPlan) -> Vec<String> {
     }
     if p.selection.quick {
         a.push("--quick".into());
+    }
+    for d in &p.selection.devices {
+        a.extend(["--device".into(), d.clone()]);
     }
     let mut opt = |flag: &str, v: Option<String>| {
         if let Some(v) = v {
@@ -205,6 +210,7 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
                 Some(w) => guarded("measure", || {
                     let t = Instant::now();
                     w.run(iters)?;
+                    w.sync()?;
                     Ok(t.elapsed().as_nanos() as f64)
                 })
                 .map_or_else(|r| r, Reply::Nanos),
@@ -255,6 +261,7 @@ fn prepare(
     let fail = |phase: &str, reason: String| Reply::Failed { phase: phase.into(), reason };
     let case =
         plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
+    case.device.availability().map_err(Reply::Skipped)?;
     let suite =
         suites::find(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
     let mut w = match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {

@@ -70,6 +70,7 @@ fn resolve(
         rounds: run.and_then(|r| r.rounds),
         shuffle: run.is_some_and(|r| r.shuffle),
         shard: run.and_then(|r| r.shard),
+        devices: crate::device::parse_list(&sel.devices)?,
     };
     let resolved = config::resolve(loaded.as_ref(), &cli)?;
     Ok((resolved, loaded))

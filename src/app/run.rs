@@ -85,6 +85,12 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     };
     let (plan, loaded) = resolve(&args.selection, harness, Some(args))?;
     if plan.cases.is_empty() {
+        if !args.selection.devices.is_empty() {
+            bail!(
+                "no case matches the selection on --device {}: no benchmark of the selected suites runs there yet; `tfbench list` shows the case ids",
+                args.selection.devices.join(",")
+            );
+        }
         bail!("no case matches the selection; `tfbench list` shows the case ids");
     }
     let baselines = baseline_dir(args.dir.baseline_dir.as_deref(), loaded.as_ref());

@@ -4,7 +4,7 @@ use crate::config::Settings;
 use crate::harness::sampler::Measurement;
 use crate::plan::Case;
 use crate::results::{AllocStats, CaseResult, Sample, StopReason};
-use crate::suites::Verification;
+use crate::workload::Verification;
 use rand_distr::{Distribution, LogNormal};
 use std::collections::HashMap;
 use std::sync::OnceLock;

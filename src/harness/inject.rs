@@ -8,7 +8,7 @@
 //! records the spec in its environment, warns on stderr, notes it on every
 //! affected case, and every comparison that reads such a run says so.
 
-use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::{Throughput, Verification, Workload};
 use anyhow::{Result, bail};
 use regex::Regex;
 use std::time::Instant;
@@ -127,6 +127,9 @@ impl Workload for Slowed {
     }
     fn metrics(&mut self) -> Vec<crate::results::Metric> {
         self.inner.metrics()
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()
     }
 }
 

@@ -7,7 +7,8 @@ use crate::analysis::{self, CaseOutcome};
 use crate::config::Resolved;
 use crate::probe::MachineLimits;
 use crate::results::CaseResult;
-use crate::suites::{self, Verification};
+use crate::suites;
+use crate::workload::Verification;
 use rand::seq::SliceRandom;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
@@ -169,6 +170,11 @@ fn run_one(
 ) -> Result<(), (&'static str, String)> {
     let suite = suites::find(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
     let case = o.case.clone();
+    // A device this build or machine lacks: skipped with the reason.
+    if let Err(why) = case.device.availability() {
+        o.skipped = Some(why);
+        return Ok(());
+    }
     let t0 = std::time::Instant::now();
     let prepared = catch_unwind(AssertUnwindSafe(|| suite.prepare(&case)));
     let mut w = match prepared {

@@ -21,7 +21,7 @@ pub use render::{render_json, render_table, sparkline};
 pub use store::{History, HistoryStore};
 
 use crate::results::{CaseStatus, RunReport};
-use crate::suites::ThroughputKind;
+use crate::workload::ThroughputKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
