@@ -34,6 +34,7 @@ pub mod config;
 pub mod env;
 pub mod harness;
 pub mod history;
+pub mod isa;
 pub mod kernels;
 pub mod merge;
 pub mod models;
