@@ -31,6 +31,7 @@ pub mod baseline;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod data;
 pub mod env;
 pub mod harness;
 pub mod history;
