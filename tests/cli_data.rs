@@ -37,7 +37,10 @@ fn sources(v: &Value) -> Vec<String> {
 
 #[test]
 fn a_copied_binary_finds_data_beside_itself_and_never_the_build_checkout() {
-    let dir = scratch("data-copied");
+    // Under the system's temporary folder, not the target folder: that one
+    // is inside this checkout, which would then be searched.
+    let dir = std::env::temp_dir().join(format!("tfbench-data-copied-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     let bin_dir = dir.join("prefix/bin");
     std::fs::create_dir_all(bin_dir.join("data")).unwrap();
     std::fs::write(bin_dir.join("data/kjv.txt"), "In the beginning\n").unwrap();
@@ -78,6 +81,7 @@ fn a_copied_binary_finds_data_beside_itself_and_never_the_build_checkout() {
     assert!(reason.contains("minilm/model.safetensors is not in the data folder"), "{reason}");
     assert!(reason.contains(&bin_dir.join("data").display().to_string()), "{reason}");
     assert!(!reason.contains(env!("CARGO_MANIFEST_DIR")), "{reason}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
