@@ -499,7 +499,8 @@ mod tests {
 
     #[test]
     fn packed_impl_verifies_and_runs_and_bmm_refuses_it() {
-        if !crate::kernels::sgemm::available() {
+        if let Some(why) = crate::isa::unavailable(&crate::kernels::sgemm::FEATURES) {
+            eprintln!("SKIPPED: impl=tfbench-packed cannot run here: {why}");
             return;
         }
         let case = |bench: &str, shape: &str, threads: ParamValue| {
