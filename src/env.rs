@@ -119,7 +119,7 @@ impl Environment {
                 || read_trimmed("/sys/hypervisor/type").is_some(),
             transparent_huge_pages: crate::kernels::buffer::thp_mode(),
             huge_pages_requested: crate::kernels::buffer::huge_pages_wanted(),
-            allocator: crate::harness::alloc::backend().name().to_string(),
+            allocator: crate::alloc::backend().name().to_string(),
             tfbench_version: env!("CARGO_PKG_VERSION").to_string(),
             git_revision: env!("TFBENCH_GIT_REVISION").to_string(),
             rustc_version: env!("TFBENCH_RUSTC_VERSION").to_string(),
@@ -129,7 +129,9 @@ impl Environment {
                 .map(str::to_string)
                 .collect(),
             build_profile: if cfg!(debug_assertions) { "debug" } else { "release" }.to_string(),
-            injected_slowdown: crate::harness::inject::from_env().ok().flatten().map(|i| i.spec),
+            // Set by `run` from the hook it parsed (the environment module
+            // reads the machine, not the harness's hooks).
+            injected_slowdown: None,
         }
     }
 
@@ -205,10 +207,7 @@ pub fn render_table(env: &Environment, limits: Option<&crate::probe::MachineLimi
     let requested = if env.huge_pages_requested { "requested" } else { "off (TFBENCH_HUGE_PAGES=0)" };
     row("huge pages", format!("{}, {requested}", or_unknown(env.transparent_huge_pages.clone())));
     let allocator = if env.allocator.is_empty() { "unknown" } else { env.allocator.as_str() };
-    row(
-        "allocator",
-        format!("{allocator} (TFBENCH_ALLOCATOR={})", crate::harness::alloc::Backend::NAMES.join("|")),
-    );
+    row("allocator", format!("{allocator} (TFBENCH_ALLOCATOR={})", crate::alloc::Backend::NAMES.join("|")));
     let fingerprint = env.fingerprint();
     row("fingerprint", fingerprint.clone());
 

@@ -41,6 +41,7 @@
 #[global_allocator]
 static TEST_ALLOC: harness::alloc::CountingAlloc = harness::alloc::CountingAlloc;
 
+pub mod alloc;
 pub mod analysis;
 pub mod app;
 pub mod baseline;
@@ -63,5 +64,6 @@ pub mod report;
 pub mod results;
 pub mod stats;
 pub mod suites;
+pub mod units;
 pub mod util;
 pub mod workload;

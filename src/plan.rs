@@ -172,7 +172,7 @@ impl Case {
     pub fn threads(&self) -> Result<usize> {
         match self.params.get("threads") {
             None => Ok(rayon::current_num_threads()),
-            Some(ParamValue::Str(s)) if s == "all" => Ok(rayon::current_num_threads()),
+            Some(ParamValue::Str(s)) if s == "all" => Ok(crate::device::cpu::threads()),
             Some(ParamValue::Int(n)) if *n >= 1 => Ok(*n as usize),
             Some(other) => {
                 bail!("case {}: `threads` must be a positive integer or \"all\", got {other}", self.id)

@@ -354,3 +354,28 @@ pub struct TargetCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub caveat: Option<String>,
 }
+
+/// Preference order of throughput kinds for the headline rate: FLOPs, then
+/// bytes, then elements, tokens and items.
+fn kind_rank(kind: ThroughputKind) -> u8 {
+    match kind {
+        ThroughputKind::Flops => 0,
+        ThroughputKind::Bytes => 1,
+        ThroughputKind::Elements => 2,
+        ThroughputKind::Tokens => 3,
+        ThroughputKind::Items => 4,
+    }
+}
+
+/// The case's headline rate: bytes/s for a memory-bound case; otherwise
+/// FLOP/s if FLOPs are declared, else bytes/s,
+/// else elements, tokens or items per second.
+pub fn primary_throughput(case: &CaseResult) -> Option<&ThroughputEstimate> {
+    // A memory-bound case is judged by its bandwidth, not its FLOP rate.
+    if case.bound == Some(Bound::Memory)
+        && let Some(t) = case.throughput.iter().find(|t| t.kind == ThroughputKind::Bytes)
+    {
+        return Some(t);
+    }
+    case.throughput.iter().min_by_key(|t| kind_rank(t.kind))
+}

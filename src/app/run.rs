@@ -154,7 +154,8 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         Verbosity::Normal
     };
     let quiet = verbosity == Verbosity::Quiet;
-    let environment = Environment::gather();
+    let mut environment = Environment::gather();
+    environment.injected_slowdown = injection.as_ref().map(|i| i.spec.clone());
     let limits = machine_limits(args.probe, args.no_probe, plan.threads, quiet);
     let clock = timer::calibrate();
     let started_at = probe::now_rfc3339();

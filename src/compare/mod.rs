@@ -71,7 +71,7 @@ use crate::stats::{self, Levels};
 use anyhow::{Result, bail};
 pub use drift::MachineDrift;
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 /// Thresholds and statistics settings of a comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -367,9 +367,8 @@ impl Comparison {
     }
 }
 
-/// Run-to-run spreads learned from history, by case id: (log-scale spread,
-/// runs it was learned from). See [`crate::history::learned_spreads`].
-pub type Spreads = HashMap<String, (f64, usize)>;
+/// Run-to-run spreads learned from history ([`crate::history::learned_spreads`]).
+pub use crate::history::Spreads;
 
 /// Compares one candidate run with one baseline run (see
 /// [`compare_sets`]), without history.

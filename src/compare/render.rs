@@ -2,7 +2,7 @@
 //! and for tools (JSON).
 
 use super::{CaseChange, Comparison, MemoryChange, Verdict};
-use crate::report::units;
+use crate::units;
 use anyhow::{Context, Result};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{Cell, CellAlignment, Color, ContentArrangement, Table};

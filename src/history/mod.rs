@@ -64,7 +64,7 @@ pub struct CasePoint {
     pub upper_ns: f64,
     /// Samples the median was computed from.
     pub samples: usize,
-    /// Headline rate ([`crate::report::primary_throughput`]), if declared.
+    /// Headline rate ([`crate::results::primary_throughput`]), if declared.
     #[serde(default)]
     pub rate: Option<RatePoint>,
 }
@@ -90,7 +90,7 @@ pub fn entry_from_report(r: &RunReport) -> HistoryEntry {
         .filter_map(|c| {
             let e = c.estimates.as_ref()?;
             let samples = c.sampling.as_ref().map_or(c.samples.len(), |s| s.samples);
-            let rate = crate::report::primary_throughput(c)
+            let rate = crate::results::primary_throughput(c)
                 .map(|t| RatePoint { kind: t.kind, per_second: t.rate.point });
             let point = CasePoint {
                 median_ns: e.median.point,
@@ -115,6 +115,10 @@ pub fn entry_from_report(r: &RunReport) -> HistoryEntry {
     }
 }
 
+/// Run-to-run spreads learned from history, by case id: (log-scale spread,
+/// runs it was learned from).
+pub type Spreads = std::collections::HashMap<String, (f64, usize)>;
+
 /// Fewest runs of a case in history before its spread is learned.
 pub const MIN_RUNS_FOR_SPREAD: usize = 5;
 
@@ -126,7 +130,7 @@ pub const MIN_RUNS_FOR_SPREAD: usize = 5;
 /// drift measurement handles that. Runs carrying an injected slowdown are
 /// skipped; cases with fewer than [`MIN_RUNS_FOR_SPREAD`] runs get none.
 /// Returns `(spread, runs)` by case id.
-pub fn learned_spreads(h: &[HistoryEntry]) -> crate::compare::Spreads {
+pub fn learned_spreads(h: &[HistoryEntry]) -> Spreads {
     let entries: Vec<&HistoryEntry> = h.iter().filter(|e| e.injected.is_none()).collect();
     let mut logs: BTreeMap<&str, Vec<(usize, f64)>> = BTreeMap::new();
     for (i, e) in entries.iter().enumerate() {

@@ -1,7 +1,7 @@
 //! Trends for people (a table with sparklines) and for tools (JSON).
 
 use super::{CaseTrend, ChangePoint};
-use crate::report::units::format_time_ns;
+use crate::units::format_time_ns;
 use anyhow::{Context, Result};
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table};

@@ -4,8 +4,7 @@
 //!
 //! The JSON layout is documented in `docs/json-schema.md`.
 
-use crate::results::{CaseResult, CaseStatus, RunReport, ThroughputEstimate};
-use crate::suites::ThroughputKind;
+use crate::results::{CaseStatus, RunReport};
 
 pub mod bencher;
 pub mod csv;
@@ -14,7 +13,8 @@ pub mod json;
 pub mod jsonl;
 pub mod markdown;
 pub mod table;
-pub mod units;
+/// Number formatting (a leaf of its own, [`crate::units`]).
+pub use crate::units;
 
 pub use json::parse_json;
 pub use jsonl::case_line;
@@ -49,30 +49,7 @@ pub fn render(format: Format, report: &RunReport) -> anyhow::Result<String> {
     })
 }
 
-/// Preference order of throughput kinds for the headline rate: FLOPs, then
-/// bytes, then elements, tokens and items.
-fn kind_rank(kind: ThroughputKind) -> u8 {
-    match kind {
-        ThroughputKind::Flops => 0,
-        ThroughputKind::Bytes => 1,
-        ThroughputKind::Elements => 2,
-        ThroughputKind::Tokens => 3,
-        ThroughputKind::Items => 4,
-    }
-}
-
-/// The case's headline rate: bytes/s for a memory-bound case; otherwise
-/// FLOP/s if FLOPs are declared, else bytes/s,
-/// else elements, tokens or items per second.
-pub fn primary_throughput(case: &CaseResult) -> Option<&ThroughputEstimate> {
-    // A memory-bound case is judged by its bandwidth, not its FLOP rate.
-    if case.bound == Some(crate::results::Bound::Memory)
-        && let Some(t) = case.throughput.iter().find(|t| t.kind == ThroughputKind::Bytes)
-    {
-        return Some(t);
-    }
-    case.throughput.iter().min_by_key(|t| kind_rank(t.kind))
-}
+pub use crate::results::primary_throughput;
 
 /// `phase: reason` of a failed case.
 pub(crate) fn failure_text(status: &CaseStatus) -> Option<String> {
@@ -213,7 +190,7 @@ pub(crate) fn fixture() -> RunReport {
     use crate::plan::{Case, ParamValue};
     use crate::probe::MachineLimits;
     use crate::results::*;
-    use crate::suites::Verification;
+    use crate::workload::{ThroughputKind, Verification};
     use std::collections::BTreeMap;
 
     fn samples(median: f64, iterations: u64) -> Vec<Sample> {
@@ -483,6 +460,7 @@ pub(crate) fn assert_same_json(got: &serde_json::Value, want: &serde_json::Value
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::ThroughputKind;
     use clap::ValueEnum;
 
     #[test]

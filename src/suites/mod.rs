@@ -10,6 +10,7 @@ pub use params::ParamRule;
 // The vocabulary lives in `crate::workload`; suites use it from here.
 pub use crate::workload::{Metric, SkipCase, Throughput, ThroughputKind, Verification, Workload, skip};
 
+pub mod common;
 pub mod inference;
 pub mod memory;
 pub mod optim;

@@ -7,7 +7,7 @@ use super::linear::DType;
 use super::model::{KvCache, Model, Workspace, WorkspaceSize};
 use super::weights;
 use crate::models::Arch;
-use crate::results::Metric;
+use crate::workload::Metric;
 use anyhow::Result;
 
 /// Tokens of the comparison input: long enough to exercise attention,

@@ -7,8 +7,8 @@ use super::model::{Model, Workspace, WorkspaceSize};
 use super::{reference, weights};
 use crate::models::Arch;
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Context, Result, bail};
 
 /// The committed reference embeddings (see `scripts/minilm_reference.py`).

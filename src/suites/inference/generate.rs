@@ -8,8 +8,8 @@ use super::model::{KvCache, Model, Workspace, WorkspaceSize};
 use super::{reference, weights};
 use crate::models::Arch;
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 use std::time::Instant;
 

@@ -233,7 +233,7 @@ fn accuracy_vs_f32(
     model: &model::Model,
     case_seed: u64,
     plan: &weights::MemoryPlan,
-) -> Result<(Vec<crate::results::Metric>, Option<String>)> {
+) -> Result<(Vec<crate::workload::Metric>, Option<String>)> {
     if model.dtype == linear::DType::F32 {
         return Ok((Vec::new(), None));
     }
@@ -246,7 +246,7 @@ fn accuracy_vs_f32(
 /// The allocator's peak while `f` builds a case, and `f`'s result: the
 /// figure the memory plan is checked against.
 fn measure_peak<T>(f: impl FnOnce() -> Result<T>) -> Result<(T, Option<usize>)> {
-    use crate::harness::alloc;
+    use crate::alloc;
     let base = alloc::reset_peak();
     let out = f()?;
     let peak = alloc::is_installed().then(|| alloc::peak().saturating_sub(base));
@@ -283,8 +283,8 @@ fn memory_metrics(
     plan: &weights::MemoryPlan,
     peak: Option<usize>,
     full_layers: usize,
-) -> Vec<crate::results::Metric> {
-    use crate::results::Metric;
+) -> Vec<crate::workload::Metric> {
+    use crate::workload::Metric;
     let mut m = vec![
         Metric::new("params", model.stored_params() as f64, ""),
         Metric::new("layers", model.cfg.layers as f64, ""),

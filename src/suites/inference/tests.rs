@@ -73,7 +73,7 @@ fn the_target_matches_a_default_decode_case_that_declares_bytes() {
     }
 }
 
-fn run_case(c: &Case) -> Vec<crate::results::Metric> {
+fn run_case(c: &Case) -> Vec<crate::workload::Metric> {
     let mut w = InferenceSuite.prepare(c).unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
     let v = w.verify().unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
     assert!(v.passed, "{}: {} {}", c.id, v.reference, v.detail);

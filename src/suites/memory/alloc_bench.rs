@@ -6,9 +6,9 @@ use super::allocators::{self, BlockAlloc, Body, Leak, LeakMonitor};
 use super::pool::TensorPool;
 use super::{bytes_param, clock_overhead_ns, percentiles};
 use crate::plan::Case;
-use crate::results::Metric;
-use crate::suites::tensor::choice;
+use crate::suites::common::choice;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Context, Result, ensure};
 use std::hint::black_box;
 use std::time::Instant;
@@ -153,7 +153,7 @@ impl<A: BlockAlloc> Workload for AllocLoop<A> {
     fn run(&mut self, iters: u64) -> Result<()> {
         // The leak check below reads the global counters, so this loop is
         // timed with counting on (the harness turns it off for samples).
-        let _counted = crate::harness::alloc::set_counting(true);
+        let _counted = crate::alloc::set_counting(true);
         let (a, size) = (&mut self.a, self.size);
         let blocks_before = pool_blocks(a);
         let mut body = AllocFree { size, align: 64 };
@@ -164,7 +164,7 @@ impl<A: BlockAlloc> Workload for AllocLoop<A> {
         let after = allocators::Counts::global();
         let mut leak = Leak::between(before, after, iters);
         leak.allocs -= pool_blocks(a) as i64 - blocks_before as i64;
-        if crate::harness::alloc::is_installed() && self.which != "counting" {
+        if crate::alloc::is_installed() && self.which != "counting" {
             leak.check("the allocation loop")?;
             self.leaks.total.add(leak);
         }
@@ -383,7 +383,7 @@ impl<A: BlockAlloc> Workload for Overhead<A> {
     fn run(&mut self, iters: u64) -> Result<()> {
         // The leak check below reads the global counters, so this loop is
         // timed with counting on (the harness turns it off for samples).
-        let _counted = crate::harness::alloc::set_counting(true);
+        let _counted = crate::alloc::set_counting(true);
         let before = pool_blocks(&self.a);
         let c = allocators::Counts::global();
         let mut body = AllocTouch { size: self.size };
@@ -392,7 +392,7 @@ impl<A: BlockAlloc> Workload for Overhead<A> {
         }
         let mut leak = Leak::between(c, allocators::Counts::global(), iters);
         leak.allocs -= pool_blocks(&self.a) as i64 - before as i64;
-        if crate::harness::alloc::is_installed() {
+        if crate::alloc::is_installed() {
             leak.check("the allocate-and-write loop")?;
             self.leaks.total.add(leak);
         }

@@ -9,7 +9,7 @@
 //! workloads count those themselves.
 
 use super::pool::{ALIGN, Block, PoolError, PoolStats, TensorPool};
-use crate::harness::alloc::{self as counting, CountingAlloc};
+use crate::alloc::{self as counting, CountingAlloc};
 use anyhow::{Result, bail};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::ptr::NonNull;
@@ -197,8 +197,8 @@ impl Leak {
         Ok(())
     }
     /// `leaked_allocs_per_iter` and `leaked_bytes_per_iter` metrics.
-    pub fn metrics(&self) -> Vec<crate::results::Metric> {
-        use crate::results::Metric;
+    pub fn metrics(&self) -> Vec<crate::workload::Metric> {
+        use crate::workload::Metric;
         vec![
             Metric::new("leaked_allocs_per_iter", self.allocs_per_iter(), ""),
             Metric::new("leaked_bytes_per_iter", self.bytes_per_iter(), "B"),

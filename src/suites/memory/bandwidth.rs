@@ -9,9 +9,10 @@
 //! not counted), so the figures compare with published STREAM numbers.
 
 use crate::plan::Case;
-use crate::results::Metric;
-use crate::suites::tensor::{choice, install, thread_pool};
+use crate::suites::common::choice;
+use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload, skip};
+use crate::workload::Metric;
 use anyhow::{Result, ensure};
 use rayon::prelude::*;
 use std::hint::black_box;

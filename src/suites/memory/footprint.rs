@@ -6,12 +6,12 @@
 //! growth is reported beside it). Models too big to allocate here are
 //! computed only, and the verification says so.
 
-use crate::harness::alloc as counting;
+use crate::alloc as counting;
 use crate::models::{Arch, ModelConfig};
 use crate::plan::Case;
-use crate::results::Metric;
-use crate::suites::tensor::choice;
+use crate::suites::common::choice;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Context, Result, ensure};
 use std::alloc::Layout;
 

@@ -9,8 +9,8 @@
 
 use super::bandwidth::caches;
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload, skip};
+use crate::workload::Metric;
 use anyhow::{Result, ensure};
 use rand::RngExt;
 use std::time::Instant;
@@ -82,7 +82,7 @@ pub(crate) fn prepare_latency(case: &Case) -> Result<Box<dyn Workload>> {
     let bytes = super::bytes_param(case, "size")?;
     ensure!(bytes >= 128, "case {}: `size` must be at least two 64-byte lines", case.id);
     too_big(bytes)?;
-    Ok(Box::new(Latency { next: cycle(bytes, crate::suites::tensor::seed(case)), p: 0 }))
+    Ok(Box::new(Latency { next: cycle(bytes, crate::suites::common::seed(case)), p: 0 }))
 }
 
 impl Workload for Latency {
@@ -197,7 +197,7 @@ pub(crate) fn prepare_levels(case: &Case) -> Result<Box<dyn Workload>> {
     }
     sizes.retain(|&x| x <= top);
     too_big(sizes.iter().sum())?;
-    let seed = crate::suites::tensor::seed(case);
+    let seed = crate::suites::common::seed(case);
     let cycles: Vec<Vec<usize>> = sizes.iter().map(|&b| cycle(b, seed ^ b as u64)).collect();
     let n = sizes.len();
     let warm_limit = (l3.unwrap_or(32 << 20) as usize).min(8 << 20);

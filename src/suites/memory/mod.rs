@@ -130,8 +130,8 @@ pub(crate) fn bytes_param(case: &Case, key: &str) -> Result<usize> {
 }
 
 /// Median, p99 and max of `ns` (sorted in place), as metrics named `prefix_*`.
-pub(crate) fn percentiles(prefix: &str, ns: &mut [f64]) -> Vec<crate::results::Metric> {
-    use crate::results::Metric;
+pub(crate) fn percentiles(prefix: &str, ns: &mut [f64]) -> Vec<crate::workload::Metric> {
+    use crate::workload::Metric;
     if ns.is_empty() {
         return Vec::new();
     }

@@ -10,9 +10,9 @@ use super::allocators::{self, BlockAlloc, Body, Leak, LeakMonitor};
 use super::pool::{PoolError, TensorPool, external_fragmentation};
 use crate::models::ModelConfig;
 use crate::plan::Case;
-use crate::results::Metric;
-use crate::suites::tensor::{choice, seed};
+use crate::suites::common::{choice, seed};
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Result, bail, ensure};
 use rand::RngExt;
 
@@ -457,7 +457,7 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
     fn run(&mut self, iters: u64) -> Result<()> {
         // The leak check below reads the global counters, so this loop is
         // timed with counting on (the harness turns it off for samples).
-        let _counted = crate::harness::alloc::set_counting(true);
+        let _counted = crate::alloc::set_counting(true);
         let (before, blocks) = (allocators::Counts::global(), self.pool_blocks());
         for _ in 0..iters {
             let list = &self.lists[self.next];
@@ -468,7 +468,7 @@ impl<A: BlockAlloc> Workload for Pattern<A> {
         self.iters += iters;
         let mut leak = Leak::between(before, allocators::Counts::global(), iters);
         leak.allocs -= self.pool_blocks() as i64 - blocks as i64;
-        if crate::harness::alloc::is_installed() {
+        if crate::alloc::is_installed() {
             leak.check("the pattern")?;
             self.leaks.total.add(leak);
         }

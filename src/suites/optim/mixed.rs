@@ -12,8 +12,8 @@
 use super::optimizers::{AdamConst, CHUNK, Kind, Reference, adam_chunk};
 use super::{install, thread_pool};
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
 use half::{bf16, f16};

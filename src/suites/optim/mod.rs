@@ -97,12 +97,12 @@ impl Suite for OptimSuite {
 
 /// A reproducible seed derived from the case id (FNV-1a).
 pub(crate) fn seed(case: &Case) -> u64 {
-    crate::suites::tensor::seed(case)
+    crate::suites::common::seed(case)
 }
 
 /// The string parameter `key`, which must be one of `valid`.
 pub(crate) fn choice<'a>(case: &Case, key: &str, valid: &[&'a str]) -> Result<&'a str> {
-    crate::suites::tensor::choice(case, key, valid)
+    crate::suites::common::choice(case, key, valid)
 }
 
 /// The positive integer parameter `key`.
@@ -134,13 +134,13 @@ pub(crate) fn ensure_memory(bytes: f64) -> Result<()> {
     }
 }
 
-pub(crate) use crate::suites::tensor::{install, thread_pool};
+pub(crate) use crate::suites::common::{install, thread_pool};
 
 /// Bytes of memory that became live while `f` ran (allocator counters are
 /// process-wide; cases run one at a time, so the delta is `f`'s own).
 /// `None` when the counting allocator is not installed (library tests).
 pub(crate) fn live_delta<R>(f: impl FnOnce() -> R) -> (R, Option<usize>) {
-    use crate::harness::alloc;
+    use crate::alloc;
     let before = alloc::snapshot().live;
     let r = f();
     let after = alloc::snapshot().live;
@@ -158,7 +158,7 @@ pub(crate) fn bytes_match(got: usize, want: usize) -> bool {
 
 /// Peak live bytes above the starting level while `f` ran (see [`live_delta`]).
 pub(crate) fn peak_during<R>(f: impl FnOnce() -> R) -> (R, Option<usize>) {
-    use crate::harness::alloc;
+    use crate::alloc;
     let base = alloc::reset_peak();
     let r = f();
     let peak = alloc::peak();

@@ -5,9 +5,9 @@
 use super::optimizers::{self, Kind, NAMES, Optimizer, Reference};
 use super::{install, thread_pool};
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 
 /// Values checked against the f64 reference after three steps (evenly

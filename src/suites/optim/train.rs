@@ -6,8 +6,8 @@
 use super::model::{Arch, Model};
 use super::optimizers::{Kind, Optimizer};
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 
 struct TrainWorkload {

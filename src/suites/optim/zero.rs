@@ -11,8 +11,8 @@
 
 use super::optimizers::{Kind, Optimizer};
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 use rayon::prelude::*;
 use std::ops::Range;

@@ -7,9 +7,9 @@ use super::{choice, shape2};
 use crate::kernels::quant::int8::{self, QParams};
 use crate::kernels::quant::rne;
 use crate::plan::Case;
-use crate::results::Metric;
-use crate::suites::tensor::{install, thread_pool};
+use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 use rayon::prelude::*;
 

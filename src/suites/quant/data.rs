@@ -1,8 +1,8 @@
 //! Seeded test data with realistic shapes of distribution, and the accuracy
 //! figures every quantized case reports against its f32 result.
 
-use crate::results::Metric;
 use crate::util;
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 use rand::RngExt;
 use rand_distr::{Distribution, StandardNormal};

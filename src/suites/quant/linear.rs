@@ -8,9 +8,9 @@ use crate::kernels::quant::igemm::dot_scalar;
 use crate::kernels::quant::{DynamicLinear, I8Weights, Int8Path, QMatrix, WeightFormat, gemm_i8, int8};
 use crate::kernels::{Layout, matmul};
 use crate::plan::Case;
-use crate::results::Metric;
-use crate::suites::tensor::{install, thread_pool};
+use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload, skip};
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 use std::time::Instant;
 

@@ -27,7 +27,7 @@ mod linear;
 mod mixed;
 mod model;
 
-pub(crate) use crate::suites::tensor::{choice, seed, shape2};
+pub(crate) use crate::suites::common::{choice, seed, shape2};
 pub(crate) use model::mem_available;
 
 /// Quantization speed and accuracy.

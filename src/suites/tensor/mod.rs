@@ -20,7 +20,7 @@
 //! (AVX-512, AVX2+FMA, baseline) and picked at run time by [`simd_dispatch`],
 //! since the crate itself is built for baseline x86-64.
 
-use crate::plan::{Case, ParamValue};
+use crate::plan::Case;
 use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
@@ -131,61 +131,14 @@ pub(crate) const PAR_MIN: usize = 1 << 17;
 /// Elements per rayon task for parallel elementwise kernels (256 KiB of f32).
 pub(crate) const CHUNK: usize = 1 << 16;
 
-/// A reproducible seed derived from the case id (FNV-1a).
-pub(crate) fn seed(case: &Case) -> u64 {
-    case.id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
-}
-
-/// The string parameter `key`, which must be one of `valid`.
-pub(crate) fn choice<'a>(case: &Case, key: &str, valid: &[&'a str]) -> Result<&'a str> {
-    let got = case.str(key)?;
-    match valid.iter().find(|v| **v == got) {
-        Some(v) => Ok(v),
-        None => bail!("case {}: `{key}` = `{got}` is not valid; valid: {}", case.id, valid.join(", ")),
-    }
-}
-
-/// The positive integer parameter `elements`.
-pub(crate) fn elements(case: &Case) -> Result<usize> {
-    let n = case.usize("elements")?;
-    if n == 0 {
-        bail!("case {}: `elements` must be positive", case.id);
-    }
-    Ok(n)
-}
-
-/// A two-dimensional `shape` parameter, `ROWSxCOLS`.
-pub(crate) fn shape2(case: &Case) -> Result<(usize, usize)> {
-    match case.shape("shape")?.as_slice() {
-        &[r, c] => Ok((r, c)),
-        other => bail!("case {}: `shape` must be ROWSxCOLS, got {} dimensions", case.id, other.len()),
-    }
-}
-
-/// A dedicated pool when `threads` is an explicit count, `None` (the global
-/// pool) when it is `all`, together with the thread count to use.
-pub(crate) fn thread_pool(case: &Case) -> Result<(Option<rayon::ThreadPool>, usize)> {
-    let threads = case.threads()?;
-    match case.params.get("threads") {
-        Some(ParamValue::Int(_)) => {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build()?;
-            Ok((Some(pool), threads))
-        }
-        _ => Ok((None, threads)),
-    }
-}
-
-/// Runs `f` inside `pool`, or on the current (global) pool when `None`.
-pub(crate) fn install<R: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
-    match pool {
-        Some(p) => p.install(f),
-        None => f(),
-    }
-}
+// Parameter helpers and the CPU execution context live in neutral places,
+// shared with the other suites.
+pub(crate) use super::common::{choice, elements, install, seed, shape2, thread_pool};
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::ParamValue;
     use crate::plan::{SuiteSpec, expand};
     use std::collections::BTreeMap;
 

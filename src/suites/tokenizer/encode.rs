@@ -5,8 +5,8 @@
 use super::reference;
 use super::sources::{self, Family, Loaded};
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 use std::hint::black_box;
 use std::sync::Arc;

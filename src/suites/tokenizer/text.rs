@@ -4,8 +4,8 @@
 use super::reference;
 use super::sources::{self, Length};
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Context, Result, bail};
 use std::hint::black_box;
 use tokenizers::normalizers::{BertNormalizer, Lowercase, NFC, NFD, NFKC, Sequence, StripAccents};

