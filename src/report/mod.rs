@@ -13,6 +13,7 @@ pub mod html;
 pub mod json;
 pub mod jsonl;
 pub mod markdown;
+pub mod summary;
 pub mod table;
 pub mod units;
 
@@ -127,7 +128,7 @@ pub(crate) mod cells {
     /// suites start their errors with it for logs, and in a narrow cell it
     /// would crowd out the part that says what to do (the valid choices).
     fn without_case_id(text: &str, id: &str) -> String {
-        text.replacen(&format!("case {id}: "), "", 1)
+        super::summary::without_case_id(text, id)
     }
 
     /// One metric as `name value unit`: times and byte counts get scaled
