@@ -290,11 +290,11 @@ fn comparison_fixture() -> Comparison {
         candidate: "pr & new".into(),
         machine_mismatch: Some("fingerprints differ: \"a\" vs <b>".into()),
         changes: vec![
-            change("t/slow", 1.25, 1.2, 1.31, Verdict::Regressed),
-            change("t/flat", 1.004, 0.995, 1.012, Verdict::Unchanged),
-            change("t/unsure<>", 1.03, 0.99, 1.08, Verdict::Inconclusive),
-            change("t/fast", 0.8, 0.78, 0.83, Verdict::Improved),
-            change("t/nan", f64::NAN, f64::NAN, f64::NAN, Verdict::Inconclusive),
+            change("t/b/x=slow", 1.25, 1.2, 1.31, Verdict::Regressed),
+            change("t/b/x=flat", 1.004, 0.995, 1.012, Verdict::Unchanged),
+            change("t/b/x=unsure<>", 1.03, 0.99, 1.08, Verdict::Inconclusive),
+            change("t/b/x=fast", 0.8, 0.78, 0.83, Verdict::Improved),
+            change("t/b/x=nan", f64::NAN, f64::NAN, f64::NAN, Verdict::Inconclusive),
         ],
         only_in_baseline: vec!["t/gone".into()],
         only_in_candidate: vec!["t/new".into()],
@@ -337,7 +337,8 @@ fn comparison_bars_show_change_ci_verdict_and_noise_band() {
     assert!((band.num("x") - x.map(-2.0)).abs() < 0.06);
     assert!((band.num("width") - (x.map(2.0) - x.map(-2.0))).abs() < 0.1);
     let text = doc.all_text();
-    for needle in ["main <old>", "pr & new", "t/unsure<>", "\"a\" vs <b>", "t/gone", "t/new", "t/broken"] {
+    for needle in ["main <old>", "pr & new", "t/b/x=unsure<>", "\"a\" vs <b>", "t/gone", "t/new", "t/broken"]
+    {
         assert!(text.contains(needle), "{needle}");
     }
     assert!(html.contains("href=\"#comparison\""));
