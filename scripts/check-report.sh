@@ -49,10 +49,10 @@ if [ ! -d "$work/baselines/history" ]; then
     done
 fi
 
-"$bin" report --title "tfbench check-report" --baseline-dir "$work/baselines" \
-    --baseline "$work/tensor.json" --html "$work/report.html" \
-    "$work/tensor-no-openblas.json" "$work/tensor.json" "$work/inference.json" "$work/tokenizer.json" \
-    "$work/quant.json" "$work/optim.json" "$work/memory.json"
+# From the work folder, so the files are labelled by their names.
+(cd "$work" && "$bin" report --title "tfbench check-report" --baseline-dir baselines \
+    --baseline tensor.json --html report.html \
+    tensor-no-openblas.json tensor.json inference.json tokenizer.json quant.json optim.json memory.json)
 
 # The checks run in the page: the report itself has no script, so a copy
 # gets one that writes its verdict into the DOM, which --dump-dom prints.
@@ -107,7 +107,12 @@ cat > "$work/check.js" <<'JS'
     document.documentElement.scrollHeight + ' px tall');
   var pre = document.createElement('pre');
   pre.id = 'check-result';
-  pre.textContent = (problems.length ? 'FAIL\n' + problems.join('\n') : 'PASS') + '\n' + notes.join('\n');
+  var sections = document.querySelectorAll('section');
+  var heights = [];
+  for (var q = 0; q < sections.length; q++) heights.push(sections[q].id + ' ' + sections[q].offsetHeight + ' px');
+  notes.push('section heights: ' + heights.join(', '));
+  pre.textContent = 'CHECK-BEGIN\n' + (problems.length ? 'FAIL\n' + problems.join('\n') : 'PASS') + '\n' +
+    notes.join('\n') + '\nCHECK-END';
   document.body.appendChild(pre);
 })();
 JS
@@ -118,7 +123,8 @@ flags=(--headless --no-sandbox --disable-gpu --hide-scrollbars --window-size=140
     > "$work/dom.html"
 "$chrome" "${flags[@]}" --screenshot="$work/report.png" "file://$work/report.html" >/dev/null 2>&1 || true
 
-result=$(sed -n '/<pre id="check-result">/,/<\/pre>/p' "$work/dom.html" | sed 's/<[^>]*>//g')
+result=$(awk '/CHECK-BEGIN/{on=1; sub(/.*CHECK-BEGIN/, "")} on{print} /CHECK-END/{on=0}' "$work/dom.html" |
+    sed -e 's/CHECK-END.*//' -e 's/&lt;/</g' -e 's/&gt;/>/g' -e 's/&amp;/\&/g' -e 's/&quot;/"/g' | sed '/^$/d')
 size=$(wc -c < "$work/report.html")
 echo "report: $work/report.html ($((size / 1024)) KiB), screenshot: $work/report.png"
 echo "$result"

@@ -113,7 +113,8 @@ pub(crate) fn distribution(out: &mut String, case_id: &str, series: &[DistSeries
     let present: Vec<&Distribution> = series.iter().filter_map(|s| s.dist.as_ref()).collect();
     let y = dist_scale(&present, &cis);
     let w = LEFT + COL * series.len() as f64 + RIGHT;
-    svg::open(out, "dist", w, H, &format!("Distribution of per-iteration times of {case_id}"));
+    let label = format!("Distribution of per-iteration times of {case_id}");
+    svg::open_sized(out, "dist", w, H, &label, Some(w * 1.5));
     svg::y_axis(out, &y, LEFT, w - RIGHT, Units::Time);
     for (k, s) in series.iter().enumerate() {
         let d = &s.dist;
@@ -265,13 +266,15 @@ pub(crate) fn rate_scale(rows: &[RateRow], x0: f64) -> LinearScale {
     LinearScale::new((0.0, hi * 1.02), (x0, width(rows) - bars::VALUE_W))
 }
 
-/// Horizontal bars of `rows`' rates in `unit`, one bar per file (colour per
-/// file), the CI as an error bar, the value at the end of each bar.
+/// Horizontal bars of `rows`' rates in `unit`, one bar per file of `files`
+/// (`(index of the file in the report, label)`: the index picks the colour,
+/// so a file keeps its colour in every chart), the CI as an error bar, the
+/// value at the end of each bar.
 pub(crate) fn throughput(
     out: &mut String,
     title: &str,
     unit: &'static str,
-    files: &[&str],
+    files: &[(usize, &str)],
     rows: &[RateRow],
 ) {
     use bars::*;
@@ -320,12 +323,12 @@ pub(crate) fn throughput(
                  <title>{}: {}</title></rect>\
                  <line class=\"err\" x1=\"{}\" y1=\"{mid}\" x2=\"{}\" y2=\"{mid}\"/>\
                  <text x=\"{}\" y=\"{mid}\" dy=\"0.32em\">{}</text></g>",
-                k % super::PALETTE,
+                files.get(k).map_or(k, |f| f.0) % super::PALETTE,
                 N(x0),
                 N(by),
                 N(end - x0),
                 N(BAR),
-                Esc(files.get(k).copied().unwrap_or("")),
+                Esc(files.get(k).map_or("", |f| f.1)),
                 Esc(&text),
                 N(lo),
                 N(hi),

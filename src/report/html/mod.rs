@@ -54,6 +54,7 @@ h3{margin:1.4em 0 .4em}code{font:12px ui-monospace,Menlo,Consolas,monospace}\
 .scroll{overflow-x:auto}table{border-collapse:collapse;margin:.5em 0}\
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}\
 table.summary,table.changes,table.side,table.infer{width:100%}td.id{min-width:14em}\
+table.changes td.num,table.side td.num{white-space:normal}\
 th{background:#f6f6f6}td.num{text-align:right;white-space:nowrap}\
 ol.notes{font-size:12px;margin:.3em 0 1em;padding-left:2.2em;overflow-wrap:anywhere}\
 .summary-box{background:#f6f8fa;border:1px solid #e1e4e8;padding:8px 14px;margin:1em 0}\
@@ -261,25 +262,32 @@ fn throughput_section(out: &mut String, reports: &[(String, &RunReport)]) {
     if groups.is_empty() {
         out.push_str("<p class=\"muted\">No measured case declares a throughput.</p>");
     }
-    let files: Vec<&str> = reports.iter().map(|(l, _)| l.as_str()).collect();
     for ((suite, bench, kind), mut ids) in groups {
         ids.sort_by(|a, b| labels::natural_cmp(a, b));
         let names = labels::varying_labels(&ids);
+        // Only the files that have a case of this group get a bar slot: a
+        // report of every suite's run would otherwise draw rows of empty slots.
+        let present: Vec<(usize, &str)> = reports
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, r))| ids.iter().any(|id| tables::find(r, id).is_some()))
+            .map(|(k, (l, _))| (k, l.as_str()))
+            .collect();
         let rows: Vec<charts::RateRow> = ids
             .iter()
             .zip(names)
             .map(|(id, label)| charts::RateRow {
                 id,
                 label,
-                rates: reports
+                rates: present
                     .iter()
-                    .map(|(_, r)| tables::find(r, id).and_then(|c| rate_of(c, kind)))
+                    .map(|(k, _)| tables::find(reports[*k].1, id).and_then(|c| rate_of(c, kind)))
                     .collect(),
             })
             .collect();
         let title = format!("{suite}/{bench}: {}", kind.rate_unit());
         let _ = write!(out, "<figure><figcaption><b>{}</b></figcaption>", Esc(&title));
-        charts::throughput(out, &title, kind.rate_unit(), &files, &rows);
+        charts::throughput(out, &title, kind.rate_unit(), &present, &rows);
         out.push_str("</figure>");
     }
     out.push_str("</section>");
@@ -300,7 +308,14 @@ fn distribution_section(out: &mut String, reports: &[(String, &RunReport)]) {
     if reports.len() > 1 {
         legend(out, reports);
     }
-    let columns = reports.len().max(1) as f64;
+    // As many columns as the most files sharing one case, not the number of
+    // files: a report of every suite's run has one file per case.
+    let columns = tables::union_ids(reports)
+        .iter()
+        .map(|id| reports.iter().filter(|(_, r)| tables::find(r, id).is_some()).count())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
     let min_width = 220.0 + 110.0 * (columns - 1.0);
     let _ = write!(
         out,

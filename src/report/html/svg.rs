@@ -185,9 +185,17 @@ fn pick(value: f64, steps: &[(f64, &'static str)]) -> (f64, &'static str) {
 /// Opens an `<svg>` of `w` x `h` viewBox units with an accessible name; the
 /// caller closes it with `</svg>`.
 pub(crate) fn open(out: &mut String, class: &str, w: f64, h: f64, label: &str) {
+    open_sized(out, class, w, h, label, None);
+}
+
+/// [`open`], drawn at most `max_px` CSS pixels wide: a small chart in a wide
+/// cell would otherwise be scaled up to the cell's width (a one-column
+/// distribution plot 1,300 px tall).
+pub(crate) fn open_sized(out: &mut String, class: &str, w: f64, h: f64, label: &str, max_px: Option<f64>) {
+    let style = max_px.map_or(String::new(), |m| format!(" style=\"max-width:{}px\"", N(m)));
     let _ = write!(
         out,
-        "<svg xmlns=\"{SVG_NS}\" class=\"{class}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">\
+        "<svg xmlns=\"{SVG_NS}\" class=\"{class}\"{style} viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">\
          <title>{}</title>",
         N(w),
         N(h),

@@ -156,7 +156,9 @@ fn metric(case: &CaseResult, name: &str) -> Option<f64> {
 /// metrics of the prefill and decode benchmarks).
 pub(crate) fn inference(out: &mut String, r: &RunReport) {
     use crate::suites::ThroughputKind;
-    let rows: Vec<(&CaseResult, Option<f64>, [Option<f64>; 4])> = r
+    // (case, tokens/s, [TTFT p50, TTFT p99, per-token p50, per-token p99])
+    type Row<'a> = (&'a CaseResult, Option<f64>, [Option<f64>; 4]);
+    let rows: Vec<Row> = r
         .cases
         .iter()
         .filter(|c| !c.status.is_failed())
@@ -236,16 +238,34 @@ pub(crate) fn find<'a>(r: &'a RunReport, id: &str) -> Option<&'a CaseResult> {
     r.cases.iter().find(|c| c.id == id)
 }
 
-/// Medians of every case in every file, with the ratio to the first file
-/// (a plain ratio of medians: the comparison section has the statistics).
-pub(crate) fn side_by_side(out: &mut String, reports: &[(String, &RunReport)]) {
+/// Medians of the cases found in two files or more, one column per file
+/// that has any of them, with the ratio to the first such file (a plain
+/// ratio of medians: the comparison section has the statistics). Cases of
+/// one file only are left out: a report of every suite's run would
+/// otherwise be a table of dashes.
+pub(crate) fn side_by_side(out: &mut String, all: &[(String, &RunReport)]) {
+    let shared: Vec<&str> = union_ids(all)
+        .into_iter()
+        .filter(|id| all.iter().filter(|(_, r)| find(r, id).is_some()).count() > 1)
+        .collect();
+    if shared.is_empty() {
+        out.push_str("<p class=\"muted\">No case appears in more than one results file.</p>");
+        return;
+    }
+    let columns: Vec<(usize, &(String, &RunReport))> =
+        all.iter().enumerate().filter(|(_, (_, r))| shared.iter().any(|id| find(r, id).is_some())).collect();
+    let reports: Vec<(String, &RunReport)> = columns.iter().map(|(_, (l, r))| (l.clone(), *r)).collect();
     out.push_str("<div class=\"scroll\"><table class=\"side\"><thead><tr><th>Case</th>");
-    for (k, (label, _)) in reports.iter().enumerate() {
-        let _ =
-            write!(out, "<th><span class=\"key s{}\"><i></i></span>{}</th>", k % super::PALETTE, Esc(label));
+    for (k, (label, _)) in &columns {
+        let _ = write!(
+            out,
+            "<th><span class=\"key s{}\"><i></i></span>{}</th>",
+            k % super::PALETTE,
+            labels::id_html(label)
+        );
     }
     out.push_str("</tr></thead><tbody>");
-    for id in union_ids(reports) {
+    for id in shared {
         let _ = write!(out, "<tr><td class=\"id\"><code>{}</code></td>", labels::id_html(id));
         let base = find(reports[0].1, id).and_then(|c| c.estimates.as_ref()).map(|e| e.median.point);
         for (k, (_, r)) in reports.iter().enumerate() {

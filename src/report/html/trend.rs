@@ -42,11 +42,13 @@ pub(crate) fn scales(t: &CaseTrend) -> (LinearScale, LinearScale) {
     (x, LinearScale::new((0.0, if hi > 0.0 { hi * 1.08 } else { 1.0 }), (BOTTOM, TOP)))
 }
 
-/// A run's short name: its date and time to the minute (runs of one day
-/// differ in it) and the first 7 characters of its revision.
+/// A run's short name: its date and time (runs of one day differ in it) and
+/// the first 7 characters of its revision.
 pub(crate) fn run_label(recorded_at: &str, rev: &str) -> String {
     let date = recorded_at.get(..10).unwrap_or(recorded_at);
-    let time = recorded_at.get(11..16).filter(|t| t.as_bytes().get(2) == Some(&b':'));
+    // To the second: runs recorded within one minute (a CI matrix, a loop)
+    // must not read alike.
+    let time = recorded_at.get(11..19).filter(|t| t.as_bytes().get(2) == Some(&b':'));
     let rev: String = rev.chars().take(7).collect();
     match time {
         Some(t) => format!("{date} {t} {rev}"),
@@ -63,8 +65,8 @@ pub(crate) fn chart(out: &mut String, t: &CaseTrend) {
     svg::y_axis(out, &y, LEFT, W - RIGHT, Units::Time);
     let n = t.points.len();
     // Run labels at evenly spaced runs, first and last included, as many as
-    // fit side by side (labels are "YYYY-MM-DD HH:MM abcdef0").
-    let fit = ((W - LEFT - RIGHT) / (24.0 * svg::CHAR_W + 12.0)).floor().max(1.0) as usize;
+    // fit side by side (labels are "YYYY-MM-DD HH:MM:SS abcdef0").
+    let fit = ((W - LEFT - RIGHT) / (27.0 * svg::CHAR_W + 12.0)).floor().max(1.0) as usize;
     let shown = n.min(fit);
     out.push_str("<g class=\"axis\">");
     for k in 0..shown {
