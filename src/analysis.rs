@@ -10,7 +10,8 @@ use crate::results::{
     TargetCheck, ThroughputEstimate,
 };
 use crate::stats::{self, OutlierClass};
-use crate::suites::{Limit, TargetMatch, TargetSpec, Throughput, ThroughputKind, Verification};
+use crate::suites::{Limit, TargetMatch, TargetSpec};
+use crate::workload::{Throughput, ThroughputKind, Verification};
 
 /// IQR/median above this marks a case as noisy.
 pub const NOISY_IQR_RATIO: f64 = 0.10;

@@ -33,6 +33,13 @@ pub enum Command {
     Report(ReportArgs),
     /// Join the results of shards (`run --shard I/N`) into one results file.
     Merge(MergeArgs),
+    /// Paired A/B run: two tfbench builds run the same plan alternately on
+    /// this machine, judged on the paired ratios (drift cancels).
+    Ab(Box<AbArgs>),
+    /// The measuring side of `tfbench ab` (driven over stdin/stdout; not for
+    /// people).
+    #[command(hide = true)]
+    AbWorker(Box<AbWorkerArgs>),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completions(CompletionsArgs),
     /// Print the man page (roff), or write one page per subcommand with --dir.
@@ -86,6 +93,23 @@ pub struct GateArgs {
     /// Refuse to compare results from different machine fingerprints.
     #[arg(long)]
     pub strict_machine: bool,
+    /// Per-case significance level on the raw p-value, beside the
+    /// Benjamini-Hochberg q: a lone large change is never hidden by a large
+    /// plan (0 turns it off).
+    #[arg(long, value_name = "ALPHA", default_value_t = 0.001)]
+    pub case_alpha: f64,
+    /// A case's noise band is at least K times its run-to-run spread learned
+    /// from history.
+    #[arg(long, value_name = "K", default_value_t = 3.0)]
+    pub noise_k: f64,
+    /// Divide every ratio by the machine's measured drift (canaries, else the
+    /// median case), labelled as such.
+    #[arg(long)]
+    pub normalize: bool,
+    /// With --fail-on-regression, pass a comparison that has nothing to judge
+    /// (no case in common, every case failed, a run compared with itself).
+    #[arg(long)]
+    pub allow_vacuous: bool,
 }
 
 /// `tfbench compare`.
@@ -110,6 +134,80 @@ pub struct CompareArgs {
     /// Also write the comparison to FILE (.md markdown, .json JSON, else the --format).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// History store whose runs give each case's learned noise band
+    /// [default: <baseline dir>/history].
+    #[arg(long, value_name = "DIR")]
+    pub history_dir: Option<PathBuf>,
+}
+
+/// `tfbench ab`.
+#[derive(Debug, Args)]
+pub struct AbArgs {
+    /// The base (old) tfbench executable.
+    #[arg(long, value_name = "PATH")]
+    pub base: PathBuf,
+    /// The head (new) tfbench executable.
+    #[arg(long, value_name = "PATH")]
+    pub head: PathBuf,
+    /// KEY=VALUE set in the base build's environment only (repeatable).
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub base_env: Vec<String>,
+    /// KEY=VALUE set in the head build's environment only (repeatable), e.g.
+    /// the TFBENCH_INJECT_SLOWDOWN test hook.
+    #[arg(long, value_name = "KEY=VALUE")]
+    pub head_env: Vec<String>,
+    /// What both builds run, and how long.
+    #[command(flatten)]
+    pub plan: WorkerPlan,
+    /// Thresholds.
+    #[command(flatten)]
+    pub gate: GateArgs,
+    /// Output format.
+    #[arg(long, short = 'f', value_enum, default_value_t = CompareFormat::Table)]
+    pub format: CompareFormat,
+    /// Also write the comparison to FILE (.md markdown, .json JSON, else the --format).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// No progress output on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+}
+
+/// The plan and timing both sides of `ab` use.
+#[derive(Debug, Args, Clone)]
+pub struct WorkerPlan {
+    /// Case selection.
+    #[command(flatten)]
+    pub selection: Selection,
+    /// Sample pairs per case and round [default: the profile's sample size].
+    #[arg(long, value_name = "N")]
+    pub sample_size: Option<usize>,
+    /// Warm-up time per case and build, seconds.
+    #[arg(long, value_name = "SECS")]
+    pub warm_up_time: Option<f64>,
+    /// Measurement budget per case, round and build, seconds.
+    #[arg(long, value_name = "SECS")]
+    pub measurement_time: Option<f64>,
+    /// Hard budget per case, round and build for the samples, seconds.
+    #[arg(long, value_name = "SECS")]
+    pub max_time: Option<f64>,
+    /// Rounds (the pairs of all rounds are pooled).
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u32>,
+    /// Worker threads of each build.
+    #[arg(long, short = 'j', value_name = "N")]
+    pub threads: Option<usize>,
+    /// Seed for input data and the case order.
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+}
+
+/// `tfbench ab-worker`.
+#[derive(Debug, Args)]
+pub struct AbWorkerArgs {
+    /// The plan, as `ab` passes it on.
+    #[command(flatten)]
+    pub plan: WorkerPlan,
 }
 
 /// Output format of a comparison.
@@ -223,6 +321,12 @@ pub struct Selection {
     /// Apply the quick profile (configs/quick.toml): seconds for a suite.
     #[arg(long)]
     pub quick: bool,
+    /// Device(s) to run on: cpu, cuda, cuda:N, wasm (repeatable or
+    /// comma-separated) [default: cpu]. Benchmarks that do not run on a
+    /// chosen device are left out; a device this build or machine lacks is
+    /// listed and its cases skipped with the reason.
+    #[arg(long = "device", value_name = "DEVICE")]
+    pub devices: Vec<String>,
 }
 
 /// Output format of `list`.
@@ -300,6 +404,15 @@ pub struct RunArgs {
     /// Save this run's full results as baseline NAME.
     #[arg(long, value_name = "NAME")]
     pub save_baseline: Option<String>,
+    /// With --save-baseline: add this run to the baseline's runs instead of
+    /// replacing them (same build and machine), so comparisons measure the
+    /// baseline's run-to-run noise.
+    #[arg(long, requires = "save_baseline")]
+    pub append: bool,
+    /// Do not time the machine canaries between cases (they let a comparison
+    /// measure how much the machine itself drifted).
+    #[arg(long)]
+    pub no_canary: bool,
     /// Compare this run with saved baseline NAME (or a results/baseline JSON file).
     #[arg(long, short = 'b', value_name = "NAME|FILE")]
     pub baseline: Option<String>,

@@ -70,6 +70,10 @@ pub struct Environment {
     pub cargo_features: Vec<String>,
     /// Build profile: `debug` or `release`.
     pub build_profile: String,
+    /// The `TFBENCH_INJECT_SLOWDOWN` test hook in force (`REGEX=FACTOR`),
+    /// if any: results carrying it are not real measurements.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected_slowdown: Option<String>,
 }
 
 impl Environment {
@@ -119,6 +123,7 @@ impl Environment {
                 .map(str::to_string)
                 .collect(),
             build_profile: if cfg!(debug_assertions) { "debug" } else { "release" }.to_string(),
+            injected_slowdown: crate::harness::inject::from_env().ok().flatten().map(|i| i.spec),
         }
     }
 

@@ -3,19 +3,35 @@
 //! Data flows one way:
 //!
 //! ```text
-//! suites/*.toml + configs/*.toml|yaml + CLI flags
-//!         |  config (defaults < profile < config file < suite section < CLI)
+//! suites/*.toml + configs/*.toml|yaml + CLI flags (--suite, FILTER, --device)
+//!         |  config::resolve (defaults < profile < config file < suite section < CLI)
 //!         v
-//!       Plan = Vec<Case>         (plan: suite x benchmark x grid, filtered)
-//!         |  harness (warm-up, calibration, samples, allocations; no statistics)
+//!       Plan = Vec<Case>   (plan: suite x benchmark x grid x device, filtered)
+//!         |  harness::runner (prepare on the case's device, verify, warm up,
+//!         |  calibrate, sample; Workload::sync before every clock read;
+//!         |  canaries between cases; no statistics)
 //!         v
 //!       Samples
 //!         |  analysis + stats (pure functions)
 //!         v
-//!       RunReport                (results: estimates, CIs, outliers, throughput)
+//!       RunReport          (results: estimates, CIs, outliers, throughput)
 //!         |
-//!         +-- report::{table, json, jsonl, csv, markdown, bencher}
+//!         +-- report::{table, json, jsonl, csv, markdown, bencher, html}
+//!         +-- baseline::Store (several runs per baseline) / history
+//!         +-- compare (stored sets) / app::ab (two builds, paired) -> verdicts, gate
 //! ```
+//!
+//! Where things plug in:
+//! - **a suite**: a folder under `src/suites/` implementing
+//!   [`suites::Suite`], a file under `suites/`, one line in
+//!   [`suites::registry`]; it speaks the vocabulary of [`workload`]
+//!   ([`workload::Workload`], [`workload::Verification`], ...) and imports
+//!   no other suite; its numeric kernels live in [`kernels`].
+//! - **a device**: a variant of [`device::Device`] with its availability
+//!   check, and the benchmarks that list it in [`suites::Suite::devices`];
+//!   its workloads wait for it in [`workload::Workload::sync`].
+//! - **an output format**: a file under `src/report/`.
+
 #![deny(missing_docs)]
 
 /// Unit tests run with the counting allocator installed, as the binary does,
@@ -31,6 +47,7 @@ pub mod baseline;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod device;
 pub mod env;
 pub mod harness;
 pub mod history;
@@ -45,3 +62,4 @@ pub mod results;
 pub mod stats;
 pub mod suites;
 pub mod util;
+pub mod workload;

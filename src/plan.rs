@@ -118,9 +118,23 @@ pub struct Case {
     pub benchmark: String,
     /// Parameter values.
     pub params: BTreeMap<String, ParamValue>,
+    /// Where it runs; part of the id unless it is the CPU.
+    #[serde(default)]
+    pub device: crate::device::Device,
 }
 
 impl Case {
+    /// The same case on `device`: the id gains `device=...` unless it is
+    /// the CPU, so results of two devices never share an id.
+    pub fn on(mut self, device: crate::device::Device) -> Self {
+        if device != crate::device::Device::Cpu {
+            let sep = if self.params.is_empty() { '/' } else { ',' };
+            self.id = format!("{}{sep}device={device}", self.id);
+        }
+        self.device = device;
+        self
+    }
+
     /// Builds a case and its id.
     pub fn new(suite: &str, benchmark: &str, params: BTreeMap<String, ParamValue>) -> Self {
         let mut id = format!("{suite}/{benchmark}");
@@ -129,7 +143,7 @@ impl Case {
             id.push('/');
             id.push_str(&joined.join(","));
         }
-        Self { id, suite: suite.into(), benchmark: benchmark.into(), params }
+        Self { id, suite: suite.into(), benchmark: benchmark.into(), params, device: Default::default() }
     }
 
     fn param(&self, key: &str) -> Result<&ParamValue> {
@@ -329,5 +343,16 @@ threads = [1]
         assert_eq!(parse_shape("1000").unwrap(), vec![1000]);
         assert!(parse_shape("12xx3").is_err());
         assert!(parse_shape("0x3").is_err());
+    }
+
+    #[test]
+    fn a_device_other_than_the_cpu_is_part_of_the_id() {
+        use crate::device::Device;
+        let mut p = BTreeMap::new();
+        p.insert("n".to_string(), ParamValue::Int(4));
+        let c = Case::new("s", "b", p.clone());
+        assert_eq!(c.clone().on(Device::Cpu).id, "s/b/n=4");
+        assert_eq!(c.on(Device::Cuda(1)).id, "s/b/n=4,device=cuda:1");
+        assert_eq!(Case::new("s", "b", BTreeMap::new()).on(Device::Wasm).id, "s/b/device=wasm");
     }
 }

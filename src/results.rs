@@ -3,7 +3,7 @@
 //! comparisons read it.
 
 use crate::plan::ParamValue;
-use crate::suites::{ThroughputKind, Verification};
+use crate::workload::{ThroughputKind, Verification};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -32,6 +32,36 @@ pub struct RunReport {
     /// Checks of the performance targets the run can evaluate (e.g. best GEMM
     /// as a fraction of peak FMA throughput).
     pub targets: Vec<TargetCheck>,
+    /// A unique id of this run (`<start time>-<pid>-<random>`), so that a
+    /// comparison can tell a run compared with itself; empty in files
+    /// written before it existed.
+    #[serde(default)]
+    pub run_id: String,
+    /// Canary timings taken between the cases: how fast the machine itself
+    /// was while the run went on (see `harness::canary`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canaries: Vec<CanarySample>,
+}
+
+/// Which fixed canary workload a [`CanarySample`] timed.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum CanaryKind {
+    /// A dependent chain of floating-point multiply-adds (core speed).
+    Compute,
+    /// A sweep over a buffer larger than the caches (memory bandwidth).
+    Memory,
+}
+
+/// One timing of a canary workload.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct CanarySample {
+    /// Which canary.
+    pub kind: CanaryKind,
+    /// The round of the run it was taken in.
+    pub round: u32,
+    /// Nanoseconds for one pass of the canary.
+    pub nanos: f64,
 }
 
 impl RunReport {
@@ -90,24 +120,7 @@ impl CaseStatus {
     }
 }
 
-/// A named figure a workload reports beside its timings: an accuracy error,
-/// a memory footprint, a per-step latency percentile, a hit rate.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Metric {
-    /// Short snake_case name, e.g. `rmse`, `kv_cache_bytes`, `ttft_ns`.
-    pub name: String,
-    /// The value.
-    pub value: f64,
-    /// Unit of `value` (`ns`, `B`, `dB`, `%`, `ratio`, or empty for plain numbers).
-    pub unit: String,
-}
-
-impl Metric {
-    /// A metric with a unit.
-    pub fn new(name: impl Into<String>, value: f64, unit: impl Into<String>) -> Self {
-        Self { name: name.into(), value, unit: unit.into() }
-    }
-}
+pub use crate::workload::Metric;
 
 /// One raw measurement: `iterations` back-to-back runs took `nanos`.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
@@ -127,17 +140,28 @@ impl Sample {
     }
 }
 
-/// A point estimate with a confidence interval.
+/// A point estimate with a confidence interval. A figure that could not be
+/// computed is written as `null` (JSON has no NaN) and read back as NaN, so
+/// such a file still loads.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
 pub struct Estimate {
     /// The estimate.
+    #[serde(deserialize_with = "null_as_nan")]
     pub point: f64,
     /// Lower bound of the interval.
+    #[serde(deserialize_with = "null_as_nan")]
     pub lower: f64,
     /// Upper bound of the interval.
+    #[serde(deserialize_with = "null_as_nan")]
     pub upper: f64,
     /// Confidence level of the interval, e.g. 0.95.
+    #[serde(deserialize_with = "null_as_nan")]
     pub level: f64,
+}
+
+/// Reads a number, or `null` (a statistic that could not be computed) as NaN.
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Statistics of the per-iteration time, in nanoseconds.
@@ -148,20 +172,28 @@ pub struct Estimates {
     /// Mean with a seeded percentile-bootstrap interval.
     pub mean: Estimate,
     /// Sample standard deviation.
+    #[serde(deserialize_with = "null_as_nan")]
     pub std_dev: f64,
     /// Median absolute deviation (unscaled).
+    #[serde(deserialize_with = "null_as_nan")]
     pub mad: f64,
     /// Fastest sample.
+    #[serde(deserialize_with = "null_as_nan")]
     pub min: f64,
     /// Slowest sample.
+    #[serde(deserialize_with = "null_as_nan")]
     pub max: f64,
     /// 50th percentile.
+    #[serde(deserialize_with = "null_as_nan")]
     pub p50: f64,
     /// 90th percentile.
+    #[serde(deserialize_with = "null_as_nan")]
     pub p90: f64,
     /// 99th percentile.
+    #[serde(deserialize_with = "null_as_nan")]
     pub p99: f64,
     /// Interquartile range divided by the median.
+    #[serde(deserialize_with = "null_as_nan")]
     pub iqr_over_median: f64,
 }
 
@@ -193,6 +225,7 @@ pub struct ThroughputEstimate {
     /// What is counted.
     pub kind: ThroughputKind,
     /// Units per iteration, as declared by the workload.
+    #[serde(deserialize_with = "null_as_nan")]
     pub per_iteration: f64,
     /// Units per second from the median time, with its interval.
     pub rate: Estimate,

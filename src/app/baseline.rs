@@ -1,7 +1,8 @@
 //! `tfbench baseline list|show|delete` and `tfbench compare`.
 
 use super::{
-    Outcome, check_machine, check_writable, compare_options, load_result_set, print_stdout, stdout_color,
+    Outcome, check_machine, check_writable, compare_options, gate_outcome, load_run_set, print_stdout,
+    stdout_color,
 };
 use crate::baseline::Store;
 use crate::cli::{BaselineAction, BaselineArgs, CompareArgs, CompareFormat};
@@ -62,9 +63,9 @@ pub fn baseline(args: &BaselineArgs) -> Result<String> {
 /// `tfbench compare`: two stored result sets, no running.
 pub fn compare(args: &CompareArgs) -> Result<Outcome> {
     let store = Store::new(super::baseline_dir(args.dir.baseline_dir.as_deref(), None));
-    let (old_label, old) = load_result_set(&store, &args.baseline)?;
+    let (old_label, old) = load_run_set(&store, &args.baseline)?;
     let (new_label, new) = match &args.against {
-        Some(spec) => load_result_set(&store, spec)?,
+        Some(spec) => load_run_set(&store, spec)?,
         None => {
             // The newest other readable baseline: "what changed since NAME".
             let mut infos: Vec<_> = store
@@ -80,7 +81,7 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome> {
                 );
             };
             eprintln!("comparing against the newest other baseline, `{}`", newest.name);
-            (newest.name.clone(), store.load(&newest.name)?.report)
+            load_run_set(&store, &newest.name)?
         }
     };
     if let Some(p) = &args.output {
@@ -88,7 +89,10 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome> {
     }
     let d = Settings::default();
     let opts = compare_options(&args.gate, d.confidence_level, d.seed)?;
-    let c = compare::compare(&old_label, &old, &new_label, &new, &opts);
+    let baselines = super::baseline_dir(args.dir.baseline_dir.as_deref(), None);
+    let spreads =
+        super::spreads_for(&super::history_dir(args.history_dir.as_deref(), None, &baselines), &new);
+    let c = compare::compare_sets(&old_label, &old, &new_label, &new, &spreads, &opts);
     check_machine(&c, args.gate.strict_machine)?;
     let text = match args.format {
         CompareFormat::Table => compare::render_table(&c, stdout_color()),
@@ -105,9 +109,5 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome> {
         crate::util::write_atomic(p, file_text.as_bytes())?;
     }
     print_stdout(&text)?;
-    Ok(if args.gate.fail_on_regression && c.has_gating_failure() {
-        Outcome::Regression
-    } else {
-        Outcome::Success
-    })
+    Ok(gate_outcome(&c, &args.gate))
 }

@@ -8,6 +8,7 @@ use anyhow::{Context, Result, bail};
 use std::io::Write;
 use std::path::Path;
 
+mod ab;
 mod baseline;
 mod completions;
 mod history;
@@ -18,6 +19,7 @@ mod run;
 pub mod suggest;
 mod sysinfo;
 
+pub use ab::{ab, ab_worker};
 pub use baseline::{baseline, compare};
 pub use completions::{completions, man};
 pub use history::history;
@@ -37,6 +39,8 @@ pub enum Outcome {
     Regression,
     /// One or more cases failed; results were still written (exit 3).
     CaseFailures,
+    /// `--fail-on-regression` on a comparison with nothing to judge (exit 1).
+    VacuousGate,
 }
 
 impl Outcome {
@@ -44,7 +48,7 @@ impl Outcome {
     pub fn code(self) -> u8 {
         match self {
             Self::Success => 0,
-            Self::Regression => 1,
+            Self::Regression | Self::VacuousGate => 1,
             Self::CaseFailures => 3,
         }
     }
@@ -69,6 +73,7 @@ fn resolve(
         rounds: run.and_then(|r| r.rounds),
         shuffle: run.is_some_and(|r| r.shuffle),
         shard: run.and_then(|r| r.shard),
+        devices: crate::device::parse_list(&sel.devices)?,
     };
     let resolved = config::resolve(loaded.as_ref(), &cli)?;
     Ok((resolved, loaded))
@@ -134,6 +139,9 @@ fn compare_options(
 ) -> Result<crate::compare::CompareOptions> {
     let opts = crate::compare::CompareOptions {
         alpha: g.alpha,
+        case_alpha: g.case_alpha,
+        noise_k: g.noise_k,
+        normalize: g.normalize,
         noise_threshold: g.noise_threshold / 100.0,
         max_regression: g.max_regression / 100.0,
         max_memory_regression: g.max_memory_regression / 100.0,
@@ -159,6 +167,62 @@ fn load_result_set(
         bail!("results file {spec} does not exist");
     }
     Ok((spec.to_string(), store.load(spec)?.report))
+}
+
+/// Every run of a stored result set named on the command line (a baseline
+/// may hold several), each checked strictly (see
+/// [`crate::compare::input::validate`]) and checked to be one build on one
+/// machine. Returns a label too.
+fn load_run_set(
+    store: &crate::baseline::Store,
+    spec: &str,
+) -> Result<(String, Vec<crate::results::RunReport>)> {
+    let path = Path::new(spec);
+    let runs = if path.is_file() {
+        crate::baseline::load_runs(path)?
+    } else if spec.ends_with(".json") || spec.contains(std::path::MAIN_SEPARATOR) {
+        bail!("results file {spec} does not exist");
+    } else {
+        let runs = store.load(spec)?.runs();
+        crate::baseline::check_same_build_and_machine(&format!("baseline `{spec}`"), &runs)?;
+        runs
+    };
+    for (i, r) in runs.iter().enumerate() {
+        let source = if runs.len() > 1 { format!("{spec} (run {})", i + 1) } else { spec.to_string() };
+        crate::compare::input::validate(&source, r)?;
+    }
+    Ok((spec.to_string(), runs))
+}
+
+/// Learned run-to-run spreads of the machine that ran `runs`, from the
+/// history in `dir` (empty when there is none).
+fn spreads_for(dir: &Path, runs: &[crate::results::RunReport]) -> crate::compare::Spreads {
+    let Some(r) = runs.last() else { return Default::default() };
+    match crate::history::HistoryStore::new(dir).load(&r.environment.fingerprint()) {
+        Ok(h) => crate::history::learned_spreads(&h.entries),
+        Err(e) => {
+            eprintln!("warning: history in {} not used for noise bands: {e:#}", dir.display());
+            Default::default()
+        }
+    }
+}
+
+/// The exit status of a comparison's gate; says why on stderr when the
+/// comparison has nothing to judge.
+fn gate_outcome(c: &crate::compare::Comparison, g: &crate::cli::GateArgs) -> Outcome {
+    if !g.fail_on_regression {
+        return Outcome::Success;
+    }
+    if c.has_gating_failure() {
+        return Outcome::Regression;
+    }
+    match &c.vacuous {
+        Some(why) if !g.allow_vacuous => {
+            eprintln!("error: the regression gate has nothing to judge: {why} (--allow-vacuous passes it)");
+            Outcome::VacuousGate
+        }
+        _ => Outcome::Success,
+    }
 }
 
 /// Refuses (`strict`) or warns loudly about results from another machine.

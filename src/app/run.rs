@@ -1,8 +1,8 @@
 //! `tfbench run`: plan, run, report, and optionally save, record and compare.
 
 use super::{
-    Outcome, baseline_dir, check_machine, check_writable, compare_options, history_dir, load_result_set,
-    print_stdout, resolve, stdout_color,
+    Outcome, baseline_dir, check_machine, check_writable, compare_options, gate_outcome, history_dir,
+    load_run_set, print_stdout, resolve, stdout_color,
 };
 use crate::baseline::Store;
 use crate::cli::RunArgs;
@@ -85,13 +85,24 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     };
     let (plan, loaded) = resolve(&args.selection, harness, Some(args))?;
     if plan.cases.is_empty() {
+        if !args.selection.devices.is_empty() {
+            bail!(
+                "no case matches the selection on --device {}: no benchmark of the selected suites runs there yet; `tfbench list` shows the case ids",
+                args.selection.devices.join(",")
+            );
+        }
         bail!("no case matches the selection; `tfbench list` shows the case ids");
     }
     let baselines = baseline_dir(args.dir.baseline_dir.as_deref(), loaded.as_ref());
     let store = Store::new(&baselines);
     if let Some(name) = &args.save_baseline {
         crate::baseline::validate_name(name)?;
+        if args.append {
+            check_appendable(&store, name)?;
+        }
     }
+    let injection = crate::harness::inject::from_env()?;
+    let panics = crate::harness::inject::panic_from_env()?;
     let history = (args.history || loaded.as_ref().is_some_and(|c| c.config.run.history == Some(true)))
         .then(|| HistoryStore::new(history_dir(args.history_dir.as_deref(), loaded.as_ref(), &baselines)));
     // The reference and the thresholds are checked before running: a typo in
@@ -99,14 +110,17 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     let first_settings = plan.settings.values().next().cloned().unwrap_or_default();
     let reference = match &args.baseline {
         Some(spec) => Some((
-            load_result_set(&store, spec)?,
+            load_run_set(&store, spec)?,
             compare_options(&args.gate, first_settings.confidence_level, first_settings.seed)?,
         )),
         None => None,
     };
-    if let Some(((label, old), _)) = &reference {
+    if let Some(((label, runs), _)) = &reference {
         let here = Environment::gather().fingerprint();
-        if args.gate.strict_machine && old.environment.fingerprint() != here {
+        if let Some(old) = runs.last()
+            && args.gate.strict_machine
+            && old.environment.fingerprint() != here
+        {
             bail!(
                 "refusing to compare with {label}: it was measured on another machine ({}, fingerprint {}) and --strict-machine is set",
                 old.environment.cpu_model,
@@ -144,6 +158,15 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     let limits = machine_limits(args.probe, args.no_probe, plan.threads, quiet);
     let clock = timer::calibrate();
     let started_at = probe::now_rfc3339();
+    if let Some(i) = &injection {
+        eprintln!(
+            "WARNING: {}={} is set: matching cases do x{} the work (a test hook for the regression detector); these results are NOT real measurements",
+            crate::harness::inject::VAR,
+            i.spec,
+            i.factor
+        );
+    }
+    let run_id = format!("{started_at}-{}-{:08x}", std::process::id(), rand::random::<u32>());
     let mut report = RunReport {
         schema_version: SCHEMA_VERSION,
         tfbench_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -161,6 +184,8 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         machine_limits: limits.clone(),
         cases: Vec::new(),
         targets: Vec::new(),
+        run_id,
+        canaries: Vec::new(),
     };
     if verbosity == Verbosity::Verbose {
         eprintln!(
@@ -176,7 +201,11 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         println!("{}", report::jsonl::run_line(&report)?);
     }
     let mut progress = Progress::new(verbosity, stream);
-    report.cases = runner::execute(&plan, &clock, limits.as_ref(), &mut progress);
+    let hooks =
+        runner::RunHooks { canaries: !args.no_canary, inject: injection.as_ref(), panics: panics.as_ref() };
+    let executed = runner::execute_with(&plan, &clock, limits.as_ref(), &mut progress, &hooks);
+    report.cases = executed.cases;
+    report.canaries = executed.canaries;
     progress.finish();
     let specs: Vec<_> = plan.suites.iter().flat_map(|s| s.targets()).collect();
     report.targets = crate::analysis::evaluate_targets(&specs, &report.cases, limits.as_ref());
@@ -207,9 +236,10 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     }
     // Everything below only adds to what was already printed and written.
     if let Some(name) = &args.save_baseline {
-        let path = store.save(name, &report)?;
+        let path = if args.append { store.append(name, &report)? } else { store.save(name, &report)? };
         if !quiet {
-            eprintln!("baseline `{name}` saved to {}", path.display());
+            let how = if args.append { "run added to baseline" } else { "baseline" };
+            eprintln!("{how} `{name}` saved to {}", path.display());
         }
     }
     if let Some(h) = &history {
@@ -218,9 +248,11 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
             eprintln!("run appended to history {}", path.display());
         }
     }
-    let mut regression = false;
+    let mut gate = Outcome::Success;
     if let Some(((label, old), opts)) = &reference {
-        let c = compare::compare(label, old, "this run", &report, opts);
+        let hdir = history_dir(args.history_dir.as_deref(), loaded.as_ref(), &baselines);
+        let spreads = super::spreads_for(&hdir, std::slice::from_ref(&report));
+        let c = compare::compare_sets(label, old, "this run", std::slice::from_ref(&report), &spreads, opts);
         check_machine(&c, args.gate.strict_machine)?;
         if stdout_format == Format::Table {
             print_stdout(&format!("\n{}", compare::render_table(&c, stdout_color())))?;
@@ -235,13 +267,33 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
             };
             crate::util::write_atomic(p, text.as_bytes())?;
         }
-        regression = args.gate.fail_on_regression && c.has_gating_failure();
+        gate = gate_outcome(&c, &args.gate);
     }
-    Ok(if report.failed_count() > 0 {
-        Outcome::CaseFailures
-    } else if regression {
-        Outcome::Regression
-    } else {
-        Outcome::Success
-    })
+    Ok(if report.failed_count() > 0 { Outcome::CaseFailures } else { gate })
+}
+
+/// Before a run that will `--append` to baseline `name`: refuses when the
+/// stored runs come from another build or machine, so nothing is run (or
+/// written) in vain.
+fn check_appendable(store: &Store, name: &str) -> Result<()> {
+    let Ok(existing) = store.load(name) else { return Ok(()) };
+    let here = Environment::gather();
+    let r = &existing.report;
+    let (build, this_build) = (
+        format!("tfbench {} ({})", r.tfbench_version, r.environment.git_revision),
+        format!("tfbench {} ({})", env!("CARGO_PKG_VERSION"), here.git_revision),
+    );
+    if build != this_build {
+        bail!(
+            "cannot --append to baseline `{name}`: it holds runs of {build}, this is {this_build}; save under another name or without --append"
+        );
+    }
+    if existing.machine_fingerprint != here.fingerprint() {
+        bail!(
+            "cannot --append to baseline `{name}`: it was measured on another machine (fingerprint {}, this one {}); save under another name or without --append",
+            existing.machine_fingerprint,
+            here.fingerprint()
+        );
+    }
+    Ok(())
 }

@@ -39,8 +39,14 @@ pub struct Baseline {
     /// [`crate::env::Environment::fingerprint`] of the machine the report
     /// ran on, kept at the top so listings need not recompute it.
     pub machine_fingerprint: String,
-    /// The run itself, with raw samples.
+    /// The run itself (the newest one), with raw samples.
     pub report: RunReport,
+    /// Earlier runs of the same build on the same machine, oldest first
+    /// (`run --save-baseline NAME --append`): with several runs, a
+    /// comparison measures the baseline's run-to-run noise instead of
+    /// assuming it. Readers that predate the field see the newest run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_runs: Vec<RunReport>,
 }
 
 impl Baseline {
@@ -52,8 +58,55 @@ impl Baseline {
             saved_at: crate::probe::now_rfc3339(),
             machine_fingerprint: report.environment.fingerprint(),
             report: report.clone(),
+            earlier_runs: Vec::new(),
         }
     }
+
+    /// Every run, oldest first.
+    pub fn runs(&self) -> Vec<RunReport> {
+        self.earlier_runs.iter().chain(std::iter::once(&self.report)).cloned().collect()
+    }
+}
+
+/// Checks that `runs` can stand together on one side of a comparison: one
+/// build (version and git revision) on one machine. The error names
+/// `source` and the two that differ.
+pub fn check_same_build_and_machine(source: &str, runs: &[RunReport]) -> Result<()> {
+    let Some(first) = runs.first() else { return Ok(()) };
+    let build = |r: &RunReport| format!("tfbench {} ({})", r.tfbench_version, r.environment.git_revision);
+    for r in &runs[1..] {
+        if build(r) != build(first) {
+            bail!(
+                "{source}: its runs come from different builds ({} and {}); compare one build's runs",
+                build(first),
+                build(r)
+            );
+        }
+        let (a, b) = (first.environment.fingerprint(), r.environment.fingerprint());
+        if a != b {
+            bail!("{source}: its runs come from different machines (fingerprints {a} and {b})");
+        }
+    }
+    Ok(())
+}
+
+/// Reads a run's results from `path` as every run it holds (a baseline file
+/// may hold several), checked to be one build on one machine.
+pub fn load_runs(path: &Path) -> Result<Vec<RunReport>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        anyhow!(
+            "cannot load results from {}: not a tfbench results or baseline file: invalid JSON: {e}",
+            path.display()
+        )
+    })?;
+    let runs = if value.get("report").is_some() {
+        parse_baseline(&text).with_context(|| format!("cannot load results from {}", path.display()))?.runs()
+    } else {
+        vec![load_results(path)?]
+    };
+    check_same_build_and_machine(&path.display().to_string(), &runs)?;
+    Ok(runs)
 }
 
 /// Parses the text of a baseline file. The versions are checked before the

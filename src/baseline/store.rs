@@ -100,6 +100,42 @@ impl Store {
         Ok(path)
     }
 
+    /// Adds `report` to baseline `name` as its newest run, keeping the runs
+    /// it already holds (creates it when missing). Refused, with nothing
+    /// written, when the stored runs come from another build or machine.
+    pub fn append(&self, name: &str, report: &RunReport) -> Result<PathBuf> {
+        let path = self.path_of(name)?;
+        let existing = match std::fs::read_to_string(&path) {
+            Ok(text) => Some(
+                parse_baseline(&text)
+                    .with_context(|| format!("baseline file {} is unusable", path.display()))?,
+            ),
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            Err(e) => return Err(anyhow!(e).context(format!("cannot read baseline file {}", path.display()))),
+        };
+        let Some(old) = existing else { return self.save(name, report) };
+        let mut runs = old.runs();
+        runs.push(report.clone());
+        super::check_same_build_and_machine(&format!("--append to baseline `{name}`"), &runs)
+            .context("start a new baseline (another name, or without --append)")?;
+        let mut b = super::Baseline::new(name, report);
+        runs.pop();
+        b.earlier_runs = runs;
+        self.write(name, &path, &b)
+    }
+
+    fn write(&self, name: &str, path: &Path, b: &super::Baseline) -> Result<PathBuf> {
+        std::fs::create_dir_all(&self.dir)
+            .with_context(|| format!("cannot create baseline directory {}", self.dir.display()))?;
+        let mut text =
+            serde_json::to_string_pretty(b).with_context(|| format!("cannot serialize baseline `{name}`"))?;
+        text.push('\n');
+        let _turn = SAVE_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        crate::util::write_atomic(path, text.as_bytes())
+            .with_context(|| format!("cannot save baseline `{name}`"))?;
+        Ok(path.to_path_buf())
+    }
+
     /// Loads baseline `name`. A missing baseline is an error listing the
     /// available ones; an unreadable, corrupt or other-version file is an
     /// error naming the file and the problem.

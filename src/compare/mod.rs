@@ -1,45 +1,61 @@
-//! Statistical comparison of a candidate run against a baseline run.
+//! Statistical comparison of a candidate with a baseline: stored result
+//! sets (each side one or several runs of the same build), or a paired A/B
+//! run of two builds ([`paired`]).
 //!
-//! Cases are matched by id. A case measured in both runs is compared on the
-//! per-iteration times of its raw samples (`nanos / iterations`):
+//! Cases are matched by id. A case measured on both sides is compared on the
+//! per-iteration times of its raw samples (`nanos / iterations`), after the
+//! outlier policy each run itself applied (`--outliers remove` removes the
+//! same samples here as in the run's own estimates):
 //!
-//! - **ratio**: `median(new) / median(old)` with a seeded percentile-bootstrap
-//!   interval at [`CompareOptions::confidence_level`] (each case seeded with
-//!   `seed ^ hash(id)`, so a comparison is reproducible and one case's
-//!   interval does not depend on which other cases are present);
-//! - **p**: two-sided Mann-Whitney U test of the two sets of times;
-//! - **q**: Benjamini-Hochberg adjustment of the p-values over every case
-//!   compared in this run, so comparing many cases does not manufacture
-//!   regressions out of noise.
+//! - **ratio**: `median(new) / median(old)` with a seeded *hierarchical*
+//!   bootstrap interval ([`crate::stats::hierarchical_ratio_ci`]): runs,
+//!   then rounds within a run, then samples within a round are resampled,
+//!   so the interval covers run-to-run and round-to-round variation, not only
+//!   the noise inside one round. A side with a single run of a single round
+//!   replicates nothing above the samples; its interval then adds an assumed
+//!   run-to-run spread ([`CompareOptions::assumed_run_spread`], or the case's
+//!   spread learned from history) and the comparison says so.
+//! - **p**: two-sided Mann-Whitney U test, exact (permutation) up to
+//!   [`crate::stats::EXACT_MAX_N`] pooled samples, normal beyond.
+//! - **q**: Benjamini-Hochberg adjustment over every compared case.
+//! - **band**: the case's noise band, `max(noise_threshold, noise_k x the
+//!   case's run-to-run spread learned from history)`.
+//! - **machine drift** ([`drift`]): canaries and the cross-case median.
 //!
 //! # Verdict rule
 //!
-//! With the noise band `[1 - noise_threshold, 1 + noise_threshold]`:
+//! A case is *significant* when `q < alpha` (false-discovery control over
+//! the plan) **or** `p < case_alpha` (a per-case bar, as asv's `p < 0.002`,
+//! so that a lone large change is never hidden by the size of the plan: a
+//! 2x slowdown among 500 cases at 10 samples has exact `p = 1.1e-5` but
+//! `q ~ 0.005`). With the case's band `b` and the machine's drift envelope
+//! `[d_lo, d_hi]` (`[1, 1]` unless the drift is beyond the band):
 //!
-//! 1. **regressed** when `q < alpha` and the whole ratio interval lies above
-//!    `1 + noise_threshold`;
-//! 2. **improved** when `q < alpha` and the whole interval lies below
-//!    `1 - noise_threshold`;
-//! 3. **unchanged** when the whole interval lies inside the band, or when the
-//!    test is not significant (`q >= alpha`) and the point ratio is inside it;
-//! 4. **inconclusive** otherwise: the interval straddles an edge of the band,
-//!    or a change outside the band is not significant. Non-finite statistics
-//!    also end here.
-//!
-//! A significant change smaller than the noise band is therefore
-//! "unchanged": it is real, but too small to act on.
+//! 1. **too few samples** when either side has fewer than
+//!    [`CompareOptions::min_samples`];
+//! 2. **regressed** when significant and the whole interval lies above
+//!    `d_hi (1 + b)`; **improved** when significant and it lies below
+//!    `d_lo (1 - b)`;
+//! 3. **unchanged** only when the whole interval lies inside `[1 - b, 1 + b]`:
+//!    evidence of no change, not absence of evidence;
+//! 4. **inconclusive** otherwise (the interval is wider than the band, or
+//!    the case moved with the machine): no evidence either way.
 //!
 //! # Gating
 //!
-//! A regressed case is **beyond the limit** when its point change exceeds
+//! A regressed case is **beyond the limit** when its point change (relative
+//! to the machine's drift, when that is beyond the band) exceeds
 //! [`CompareOptions::max_regression`]. Memory (peak live bytes, allocations
 //! per iteration) regresses when either grows by more than
 //! [`CompareOptions::max_memory_regression`] and the new value is at least
-//! [`PEAK_FLOOR_BYTES`] / [`ALLOCS_FLOOR`], so a few stray bytes (0 -> 8 B)
-//! are not flagged. [`Comparison::has_gating_failure`] is true when either
-//! kind of regression is present. Cases missing on one side or failed on
-//! either side are listed but never compared, and do not gate.
+//! [`PEAK_FLOOR_BYTES`] / [`ALLOCS_FLOOR`]. A comparison with nothing to
+//! judge (no case in common, every case failed, a run compared with itself)
+//! is [`Comparison::vacuous`]: the app fails the gate on it unless allowed.
 
+#[cfg(test)]
+mod calibration;
+pub mod drift;
+pub mod input;
 mod memory;
 mod render;
 #[cfg(test)]
@@ -48,9 +64,12 @@ mod tests;
 pub use memory::{ALLOCS_FLOOR, MemoryChange, PEAK_FLOOR_BYTES};
 pub use render::{COMPARISON_SCHEMA_VERSION, render_json, render_markdown, render_table};
 
-use crate::results::{CaseResult, Estimate, RunReport};
-use crate::stats;
+pub mod paired;
+
+use crate::results::{Estimate, RunReport};
+use crate::stats::{self, Levels};
 use anyhow::{Result, bail};
+pub use drift::MachineDrift;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 
@@ -59,8 +78,14 @@ use std::collections::{HashMap, HashSet};
 pub struct CompareOptions {
     /// Significance level for the Benjamini-Hochberg q-value.
     pub alpha: f64,
+    /// Per-case significance level on the raw p-value (see the module docs).
+    #[serde(default = "default_case_alpha")]
+    pub case_alpha: f64,
     /// Half-width of the noise band around a ratio of 1, as a fraction.
     pub noise_threshold: f64,
+    /// A case's band is at least this many times its learned run-to-run spread.
+    #[serde(default = "default_noise_k")]
+    pub noise_k: f64,
     /// A regression whose point change exceeds this fraction gates.
     pub max_regression: f64,
     /// Memory growth beyond this fraction gates.
@@ -71,18 +96,46 @@ pub struct CompareOptions {
     pub resamples: usize,
     /// Base seed of the bootstrap (mixed with each case id).
     pub seed: u64,
+    /// Fewest samples per side for a verdict other than "too few samples".
+    #[serde(default = "default_min_samples")]
+    pub min_samples: usize,
+    /// Run-to-run spread (log scale, e.g. 0.01 for 1%) assumed for a side
+    /// that replicated nothing above its samples, when history has none.
+    #[serde(default = "default_assumed_run_spread")]
+    pub assumed_run_spread: f64,
+    /// Divide every ratio by the machine's measured drift (labelled).
+    #[serde(default)]
+    pub normalize: bool,
+}
+
+fn default_case_alpha() -> f64 {
+    0.001
+}
+fn default_noise_k() -> f64 {
+    3.0
+}
+fn default_min_samples() -> usize {
+    5
+}
+fn default_assumed_run_spread() -> f64 {
+    0.01
 }
 
 impl Default for CompareOptions {
     fn default() -> Self {
         Self {
             alpha: 0.01,
+            case_alpha: default_case_alpha(),
             noise_threshold: 0.02,
+            noise_k: default_noise_k(),
             max_regression: 0.05,
             max_memory_regression: 0.20,
             confidence_level: 0.95,
             resamples: 10_000,
             seed: crate::config::Settings::default().seed,
+            min_samples: default_min_samples(),
+            assumed_run_spread: default_assumed_run_spread(),
+            normalize: false,
         }
     }
 }
@@ -94,8 +147,14 @@ impl CompareOptions {
         if !(self.alpha > 0.0 && self.alpha < 1.0) {
             bail!("alpha must be in (0, 1), e.g. 0.01, got {}", self.alpha);
         }
+        if !(self.case_alpha >= 0.0 && self.case_alpha < 1.0) {
+            bail!("case alpha must be in [0, 1), e.g. 0.001, got {}", self.case_alpha);
+        }
         if !fraction(self.noise_threshold) || self.noise_threshold >= 1.0 {
             bail!("noise threshold must be a fraction in [0, 1), e.g. 0.02, got {}", self.noise_threshold);
+        }
+        if !fraction(self.noise_k) {
+            bail!("noise k must be a number >= 0, e.g. 3, got {}", self.noise_k);
         }
         if !fraction(self.max_regression) {
             bail!("max regression must be a fraction >= 0, e.g. 0.05, got {}", self.max_regression);
@@ -112,6 +171,9 @@ impl CompareOptions {
         if self.resamples == 0 {
             bail!("bootstrap resamples must be at least 1");
         }
+        if !fraction(self.assumed_run_spread) {
+            bail!("assumed run spread must be a fraction >= 0, got {}", self.assumed_run_spread);
+        }
         Ok(())
     }
 }
@@ -120,44 +182,71 @@ impl CompareOptions {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
-    /// Significantly faster, beyond the noise band.
+    /// Significantly faster, beyond the band (and the machine's drift).
     Improved,
-    /// Significantly slower, beyond the noise band.
+    /// Significantly slower, beyond the band (and the machine's drift).
     Regressed,
-    /// Within the noise band.
+    /// The whole interval lies inside the band: no change shown.
     Unchanged,
-    /// The data cannot tell.
+    /// The data cannot tell: no evidence either way.
     Inconclusive,
+    /// Fewer samples than [`CompareOptions::min_samples`] on a side.
+    TooFewSamples,
 }
 
 impl Verdict {
-    /// The lowercase word: `improved`, `regressed`, `unchanged`, `inconclusive`.
+    /// The words: `improved`, `regressed`, `unchanged`, `inconclusive`,
+    /// `too few samples`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Improved => "improved",
             Self::Regressed => "regressed",
             Self::Unchanged => "unchanged",
             Self::Inconclusive => "inconclusive",
+            Self::TooFewSamples => "too few samples",
         }
     }
 
-    /// Applies the verdict rule of the module docs to a q-value and a ratio
-    /// estimate.
+    /// The rule of the module docs with the plain band and no drift:
+    /// significance is `q < alpha` alone.
     pub fn decide(q: f64, ratio: &Estimate, opts: &CompareOptions) -> Verdict {
-        let (low, high) = (1.0 - opts.noise_threshold, 1.0 + opts.noise_threshold);
-        let significant = q < opts.alpha;
-        if significant && ratio.lower > high {
+        Self::judge(
+            &Judgement { p: 1.0, q, ratio: *ratio, band: opts.noise_threshold, envelope: (1.0, 1.0) },
+            opts,
+        )
+    }
+
+    /// The full rule of the module docs (sample counts are checked by the
+    /// caller).
+    pub fn judge(j: &Judgement, opts: &CompareOptions) -> Verdict {
+        let (low, high) = (1.0 - j.band, 1.0 + j.band);
+        let significant = j.q < opts.alpha || j.p < opts.case_alpha;
+        let r = &j.ratio;
+        if significant && r.lower > j.envelope.1 * high {
             Verdict::Regressed
-        } else if significant && ratio.upper < low {
+        } else if significant && r.upper < j.envelope.0 * low {
             Verdict::Improved
-        } else if (ratio.lower >= low && ratio.upper <= high)
-            || (!significant && (low..=high).contains(&ratio.point))
-        {
+        } else if r.lower >= low && r.upper <= high {
             Verdict::Unchanged
         } else {
             Verdict::Inconclusive
         }
     }
+}
+
+/// What one case's verdict is decided on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Judgement {
+    /// Raw p-value.
+    pub p: f64,
+    /// Benjamini-Hochberg q-value.
+    pub q: f64,
+    /// `new / old` with its interval.
+    pub ratio: Estimate,
+    /// The case's band half-width (fraction).
+    pub band: f64,
+    /// The machine's drift envelope, `(1, 1)` when the drift is inside the band.
+    pub envelope: (f64, f64),
 }
 
 impl std::fmt::Display for Verdict {
@@ -166,21 +255,45 @@ impl std::fmt::Display for Verdict {
     }
 }
 
+/// How the two sides were measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Method {
+    /// Two stored result sets, measured at different times.
+    #[default]
+    Stored,
+    /// Two builds run alternately on one machine in one job (`tfbench ab`).
+    Paired,
+}
+
 /// The comparison of one case present and measured in both runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CaseChange {
     /// Case id.
     pub id: String,
-    /// Median per-iteration time of the baseline's raw samples, ns.
+    /// Median per-iteration time of the baseline's samples, ns.
     pub old_median_ns: f64,
-    /// Median per-iteration time of the candidate's raw samples, ns.
+    /// Median per-iteration time of the candidate's samples, ns.
     pub new_median_ns: f64,
-    /// `new / old` median time with its bootstrap interval; above 1 is slower.
+    /// Samples on the baseline's side.
+    #[serde(default)]
+    pub old_samples: usize,
+    /// Samples on the candidate's side.
+    #[serde(default)]
+    pub new_samples: usize,
+    /// `new / old` time with its interval; above 1 is slower (normalised by
+    /// the machine's drift with `--normalize`).
     pub ratio: Estimate,
-    /// Two-sided Mann-Whitney U p-value.
+    /// Two-sided p-value (Mann-Whitney; Wilcoxon signed-rank when paired).
     pub p_value: f64,
     /// Benjamini-Hochberg q-value over all compared cases.
     pub q_value: f64,
+    /// The case's noise band half-width used (fraction).
+    #[serde(default)]
+    pub band: f64,
+    /// Where the band comes from: `default` or `history (N runs)`.
+    #[serde(default)]
+    pub band_source: String,
     /// The verdict (see the module docs).
     pub verdict: Verdict,
     /// Regressed, and the point change exceeds the regression limit.
@@ -189,16 +302,25 @@ pub struct CaseChange {
     pub memory: Option<MemoryChange>,
 }
 
-/// A candidate run compared with a baseline run.
+/// A candidate compared with a baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Comparison {
     /// Name of the baseline (a baseline name or a file).
     pub baseline: String,
     /// Name of the candidate.
     pub candidate: String,
+    /// How the sides were measured.
+    #[serde(default)]
+    pub method: Method,
+    /// Runs on each side (baseline, candidate).
+    #[serde(default)]
+    pub runs: (usize, usize),
     /// Set when the runs come from different machines: describes both
     /// fingerprints and CPU models.
     pub machine_mismatch: Option<String>,
+    /// The machine's drift between the sides (stored comparisons).
+    #[serde(default)]
+    pub drift: Option<MachineDrift>,
     /// Compared cases, worst regression (largest ratio) first.
     pub changes: Vec<CaseChange>,
     /// Cases only the baseline has.
@@ -208,6 +330,16 @@ pub struct Comparison {
     /// Cases in both runs that failed (or have no usable samples) on either
     /// side, hence not compared.
     pub failed: Vec<String>,
+    /// Cases skipped on either side (not run on that machine).
+    #[serde(default)]
+    pub skipped: Vec<String>,
+    /// Why the comparison has nothing to judge, when it has not.
+    #[serde(default)]
+    pub vacuous: Option<String>,
+    /// Things a reader must know to trust the verdicts (drift, assumed
+    /// spreads, outlier policies, injected slowdowns), one line each.
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// The options used.
     pub options: CompareOptions,
 }
@@ -235,8 +367,12 @@ impl Comparison {
     }
 }
 
-/// Compares `new` (the candidate) with `old` (the baseline); see the module
-/// docs for the statistics and the verdict rule.
+/// Run-to-run spreads learned from history, by case id: (log-scale spread,
+/// runs it was learned from). See [`crate::history::learned_spreads`].
+pub type Spreads = HashMap<String, (f64, usize)>;
+
+/// Compares one candidate run with one baseline run (see
+/// [`compare_sets`]), without history.
 pub fn compare(
     baseline_name: &str,
     old: &RunReport,
@@ -244,113 +380,274 @@ pub fn compare(
     new: &RunReport,
     opts: &CompareOptions,
 ) -> Comparison {
-    // First occurrence wins should a report ever repeat an id.
-    let mut old_by_id: HashMap<&str, &CaseResult> = HashMap::new();
-    for case in &old.cases {
-        old_by_id.entry(case.id.as_str()).or_insert(case);
-    }
-    let new_ids: HashSet<&str> = new.cases.iter().map(|c| c.id.as_str()).collect();
-    let mut seen = HashSet::new();
-    let only_in_baseline = unique_ids(&old.cases, |id| !new_ids.contains(id));
-    let only_in_candidate = unique_ids(&new.cases, |id| !old_by_id.contains_key(id));
+    compare_sets(
+        baseline_name,
+        std::slice::from_ref(old),
+        candidate_name,
+        std::slice::from_ref(new),
+        &Spreads::new(),
+        opts,
+    )
+}
 
-    let mut failed = Vec::new();
-    let mut pending = Vec::new();
-    for new_case in &new.cases {
-        let Some(old_case) = old_by_id.get(new_case.id.as_str()) else { continue };
-        if !seen.insert(new_case.id.as_str()) {
+/// One case ready for judging.
+struct Pending {
+    id: String,
+    old: Levels,
+    new: Levels,
+    old_alloc: Option<crate::results::AllocStats>,
+    new_alloc: Option<crate::results::AllocStats>,
+}
+
+/// Compares the candidate's runs `new` with the baseline's runs `old`
+/// (each side one or several runs of one build); `spreads` are the cases'
+/// learned run-to-run spreads (empty without history). See the module docs.
+pub fn compare_sets(
+    baseline_name: &str,
+    old: &[RunReport],
+    candidate_name: &str,
+    new: &[RunReport],
+    spreads: &Spreads,
+    opts: &CompareOptions,
+) -> Comparison {
+    let ids = |runs: &[RunReport]| -> Vec<String> {
+        let mut seen = HashSet::new();
+        runs.iter()
+            .flat_map(|r| r.cases.iter())
+            .map(|c| c.id.clone())
+            .filter(|id| seen.insert(id.clone()))
+            .collect()
+    };
+    let (old_ids, new_ids) = (ids(old), ids(new));
+    let old_set: HashSet<&str> = old_ids.iter().map(String::as_str).collect();
+    let new_set: HashSet<&str> = new_ids.iter().map(String::as_str).collect();
+    let only_in_baseline: Vec<String> =
+        old_ids.iter().filter(|id| !new_set.contains(id.as_str())).cloned().collect();
+    let only_in_candidate: Vec<String> =
+        new_ids.iter().filter(|id| !old_set.contains(id.as_str())).cloned().collect();
+    let skipped_in = |runs: &[RunReport], id: &str| {
+        runs.iter().flat_map(|r| r.cases.iter()).any(|c| c.id == id && c.status.is_skipped())
+    };
+    let alloc_of = |runs: &[RunReport], id: &str| {
+        runs.iter().rev().flat_map(|r| r.cases.iter()).find(|c| c.id == id).and_then(|c| c.alloc.clone())
+    };
+
+    let (mut failed, mut skipped, mut pending) = (Vec::new(), Vec::new(), Vec::new());
+    // Whether some run on each side removed outliers (baseline, candidate).
+    let mut removed = [false, false];
+    for id in new_ids.iter().filter(|id| old_set.contains(id.as_str())) {
+        if skipped_in(old, id) || skipped_in(new, id) {
+            skipped.push(id.clone());
             continue;
         }
-        let (old_times, new_times) = (per_iter_times(old_case), per_iter_times(new_case));
-        if old_case.status.is_failed()
-            || new_case.status.is_failed()
-            || old_times.is_empty()
-            || new_times.is_empty()
-        {
-            failed.push(new_case.id.clone());
-            continue;
+        match (input::levels_of(old, id), input::levels_of(new, id)) {
+            (Some((o, po)), Some((n, pn))) => {
+                let remove = crate::config::OutlierPolicy::Remove;
+                removed[0] |= po.contains(&remove);
+                removed[1] |= pn.contains(&remove);
+                pending.push(Pending {
+                    id: id.clone(),
+                    old: o,
+                    new: n,
+                    old_alloc: alloc_of(old, id),
+                    new_alloc: alloc_of(new, id),
+                })
+            }
+            _ => failed.push(id.clone()),
         }
-        pending.push((
-            new_case.id.clone(),
-            old_times,
-            new_times,
-            old_case.alloc.clone(),
-            new_case.alloc.clone(),
+    }
+
+    let mut notes = Vec::new();
+    // Points first: the cross-case drift estimate needs every case's ratio.
+    let points: Vec<f64> =
+        pending.iter().map(|c| stats::median(&c.new.pooled()) / stats::median(&c.old.pooled())).collect();
+    let mut drift = drift::measure(old, new, &points, opts.noise_threshold, opts.confidence_level, opts.seed);
+    let factor = if opts.normalize { drift.factor() } else { None };
+    if opts.normalize {
+        match factor {
+            Some(f) => {
+                drift.normalized_by = Some(f);
+                notes.push(format!(
+                    "ratios normalised by the machine's drift (x{f:.4}, from the {}): they show each case relative to the machine",
+                    drift.judged_by
+                ));
+            }
+            None => notes.push(
+                "--normalize asked for, but the machine's drift was not measured: ratios are raw".into(),
+            ),
+        }
+    }
+    let envelope = if factor.is_some() { (1.0, 1.0) } else { drift.envelope };
+    if drift.beyond_band && factor.is_none() {
+        notes.push(format!(
+            "the machine itself ran {} ({}): cases that moved with it are not called changed; a change that moves every case alike cannot be told apart from the machine (use `tfbench ab`, or --normalize to see ratios relative to the machine)",
+            if drift.envelope.1 > 1.0 { "slower" } else { "faster" },
+            drift.describe()
         ));
     }
 
-    let p_values: Vec<f64> =
-        pending.iter().map(|(_, old_t, new_t, ..)| stats::mann_whitney_u(new_t, old_t).p_value).collect();
+    let n_old_runs = old.len();
+    let n_new_runs = new.len();
+    let mut assumed = 0usize;
+    let p_values: Vec<f64> = pending
+        .iter()
+        .map(|c| {
+            let (o, mut n) = (c.old.pooled(), c.new.pooled());
+            if let Some(f) = factor {
+                n.iter_mut().for_each(|v| *v /= f);
+            }
+            stats::mann_whitney_exact_p(&n, &o).unwrap_or_else(|| stats::mann_whitney_u(&n, &o).p_value)
+        })
+        .collect();
     let q_values = stats::benjamini_hochberg(&p_values);
     let mut changes: Vec<CaseChange> = pending
         .into_iter()
         .zip(p_values.into_iter().zip(q_values))
-        .map(|((id, old_t, new_t, old_alloc, new_alloc), (p_value, q_value))| {
-            let seed = opts.seed ^ fnv1a_64(id.as_bytes());
-            let (point, lower, upper) = stats::bootstrap_ratio_of_medians_ci(
-                &new_t,
-                &old_t,
+        .map(|(c, (p_value, q_value))| {
+            let learned = spreads.get(&c.id).copied();
+            let (band, band_source) = match learned {
+                Some((s, runs)) if opts.noise_k * s > opts.noise_threshold => {
+                    (opts.noise_k * s, format!("history ({runs} runs)"))
+                }
+                Some((_, runs)) => {
+                    (opts.noise_threshold, format!("default (history: {runs} runs, steadier)"))
+                }
+                None => (opts.noise_threshold, "default".to_string()),
+            };
+            // A side replicated nothing above its samples: add its run-to-run
+            // spread, measured in history or else assumed.
+            let unreplicated = [&c.old, &c.new].iter().filter(|l| l.groups() == 1).count();
+            let run_spread = learned.map_or(opts.assumed_run_spread, |(s, _)| s);
+            if unreplicated > 0 && learned.is_none() && opts.assumed_run_spread > 0.0 {
+                assumed += 1;
+            }
+            let extra = run_spread * (unreplicated as f64).sqrt();
+            let seed = opts.seed ^ fnv1a_64(c.id.as_bytes());
+            let (mut point, mut lower, mut upper) = stats::hierarchical_ratio_ci(
+                &c.new,
+                &c.old,
                 opts.confidence_level,
                 opts.resamples,
                 seed,
+                extra,
             );
+            if let Some(f) = factor {
+                (point, lower, upper) = (point / f, lower / f, upper / f);
+            }
             let ratio = Estimate { point, lower, upper, level: opts.confidence_level };
-            let verdict = Verdict::decide(q_value, &ratio, opts);
+            let (old_samples, new_samples) = (c.old.len(), c.new.len());
+            let verdict = if old_samples < opts.min_samples || new_samples < opts.min_samples {
+                Verdict::TooFewSamples
+            } else {
+                Verdict::judge(&Judgement { p: p_value, q: q_value, ratio, band, envelope }, opts)
+            };
+            // Gate on the change relative to the machine when it drifted.
+            let relative = point / envelope.1.max(1.0);
             CaseChange {
-                old_median_ns: stats::median(&old_t),
-                new_median_ns: stats::median(&new_t),
+                old_median_ns: stats::median(&c.old.pooled()),
+                new_median_ns: stats::median(&c.new.pooled()),
+                old_samples,
+                new_samples,
                 ratio,
                 p_value,
                 q_value,
+                band,
+                band_source,
                 verdict,
-                beyond_limit: verdict == Verdict::Regressed && point - 1.0 > opts.max_regression,
-                memory: match (old_alloc, new_alloc) {
+                beyond_limit: verdict == Verdict::Regressed && relative - 1.0 > opts.max_regression,
+                memory: match (c.old_alloc, c.new_alloc) {
                     (Some(o), Some(n)) => Some(MemoryChange::new(&o, &n, opts.max_memory_regression)),
                     _ => None,
                 },
-                id,
+                id: c.id,
             }
         })
         .collect();
     changes.sort_by(|a, b| b.ratio.point.total_cmp(&a.ratio.point).then_with(|| a.id.cmp(&b.id)));
-
+    if assumed > 0 {
+        notes.push(format!(
+            "{assumed} case(s) had one run of one round on a side: nothing above the samples was replicated, so their intervals add an assumed run-to-run spread of {:.1}% per such side (record history, use --rounds, or save several runs with --append to measure it)",
+            opts.assumed_run_spread * 100.0
+        ));
+    }
+    for (side, r) in ["baseline", "candidate"].iter().zip(removed) {
+        if r {
+            notes.push(format!("outliers removed on the {side} side, as its run did (--outliers remove)"));
+        }
+    }
+    for (side, runs) in [("baseline", old), ("candidate", new)] {
+        if let Some(inj) = runs.iter().find_map(|r| r.environment.injected_slowdown.clone()) {
+            notes.push(format!(
+                "WARNING: the {side} carries an injected slowdown ({inj}, the TFBENCH_INJECT_SLOWDOWN test hook): its timings are not real measurements"
+            ));
+        }
+    }
+    let vacuous = vacuous_reason(old, new, &changes, &failed, &skipped);
     Comparison {
         baseline: baseline_name.to_string(),
         candidate: candidate_name.to_string(),
+        method: Method::Stored,
+        runs: (n_old_runs, n_new_runs),
         machine_mismatch: machine_mismatch(old, new),
+        drift: Some(drift),
         changes,
         only_in_baseline,
         only_in_candidate,
         failed,
+        skipped,
+        vacuous,
+        notes,
         options: opts.clone(),
     }
 }
 
-/// Ids of `cases` passing `keep`, in order, without repeats.
-fn unique_ids(cases: &[CaseResult], keep: impl Fn(&str) -> bool) -> Vec<String> {
-    let mut seen = HashSet::new();
-    cases.iter().map(|c| c.id.as_str()).filter(|id| keep(id) && seen.insert(*id)).map(String::from).collect()
-}
-
-/// Per-iteration times of the raw samples; samples that cannot give one
-/// (zero iterations, non-finite time) are skipped.
-fn per_iter_times(case: &CaseResult) -> Vec<f64> {
-    case.samples.iter().filter(|s| s.iterations > 0).map(|s| s.per_iter()).filter(|t| t.is_finite()).collect()
+/// Why a comparison has nothing to judge, or `None`.
+fn vacuous_reason(
+    old: &[RunReport],
+    new: &[RunReport],
+    changes: &[CaseChange],
+    failed: &[String],
+    skipped: &[String],
+) -> Option<String> {
+    if changes.is_empty() {
+        return Some(if failed.is_empty() && skipped.is_empty() {
+            "no case was measured in both result sets".into()
+        } else {
+            format!(
+                "no case could be compared: {} failed and {} skipped on a side",
+                failed.len(),
+                skipped.len()
+            )
+        });
+    }
+    let ids = |runs: &[RunReport]| -> HashSet<String> {
+        runs.iter().map(|r| r.run_id.clone()).filter(|id| !id.is_empty()).collect()
+    };
+    if let Some(shared) = ids(old).intersection(&ids(new)).next() {
+        return Some(format!("the same run ({shared}) is on both sides: a run compared with itself"));
+    }
+    let same_samples = old.len() == new.len()
+        && old.iter().zip(new).all(|(a, b)| {
+            a.cases.len() == b.cases.len()
+                && a.cases.iter().zip(&b.cases).all(|(x, y)| x.id == y.id && x.samples == y.samples)
+        });
+    same_samples.then(|| "both sides hold identical samples: a run compared with itself".into())
 }
 
 /// Describes the two machines when their fingerprints differ.
-fn machine_mismatch(old: &RunReport, new: &RunReport) -> Option<String> {
-    let (a, b) = (old.environment.fingerprint(), new.environment.fingerprint());
+fn machine_mismatch(old: &[RunReport], new: &[RunReport]) -> Option<String> {
+    let (o, n) = (old.first()?, new.first()?);
+    let (a, b) = (o.environment.fingerprint(), n.environment.fingerprint());
     (a != b).then(|| {
         format!(
             "baseline ran on `{}` (fingerprint {a}), candidate on `{}` (fingerprint {b})",
-            old.environment.cpu_model, new.environment.cpu_model
+            o.environment.cpu_model, n.environment.cpu_model
         )
     })
 }
 
 /// FNV-1a, 64-bit: a stable hash of case ids for per-case seeds (std's
 /// hasher is randomly keyed per process, which would break reproducibility).
-fn fnv1a_64(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a_64(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }

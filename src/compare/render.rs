@@ -10,20 +10,48 @@ use serde::Serialize;
 use std::fmt::Write as _;
 
 /// Version of the comparison JSON layout; bump it on any incompatible change.
-pub const COMPARISON_SCHEMA_VERSION: u32 = 1;
+pub const COMPARISON_SCHEMA_VERSION: u32 = 2;
 
 /// Marker for a value that does not exist.
 const NONE: &str = "-";
 
-/// `1 regressed, 2 improved, 3 unchanged, 0 inconclusive`.
+/// `1 regressed, 2 improved, 3 unchanged, 0 inconclusive`, then the cases
+/// without evidence kept apart from those shown unchanged.
 fn summary(c: &Comparison) -> String {
-    format!(
+    let mut s = format!(
         "{} regressed, {} improved, {} unchanged, {} inconclusive",
         c.count(Verdict::Regressed),
         c.count(Verdict::Improved),
         c.count(Verdict::Unchanged),
         c.count(Verdict::Inconclusive)
+    );
+    let few = c.count(Verdict::TooFewSamples);
+    if few > 0 {
+        let _ = write!(s, ", {few} with too few samples");
+    }
+    s
+}
+
+/// `no change shown: 3 (interval inside the band); no evidence: 2`.
+fn evidence(c: &Comparison) -> String {
+    let none = c.count(Verdict::Inconclusive) + c.count(Verdict::TooFewSamples);
+    format!(
+        "no change shown in {} (interval inside the band); no evidence either way in {none}",
+        c.count(Verdict::Unchanged)
     )
+}
+
+/// The lines a reader must see before trusting the verdicts.
+fn preamble(c: &Comparison) -> Vec<String> {
+    let mut lines = Vec::new();
+    if let Some(v) = &c.vacuous {
+        lines.push(format!("WARNING: nothing to judge: {v}"));
+    }
+    if let Some(d) = &c.drift {
+        lines.push(d.describe());
+    }
+    lines.extend(c.notes.iter().cloned());
+    lines
 }
 
 /// What gates, or that nothing does: `1 over the 5% regression limit, 1 memory regression`.
@@ -40,15 +68,31 @@ fn gating(c: &Comparison) -> String {
 /// The settings behind the verdicts, one line.
 fn settings(c: &Comparison) -> String {
     let o = &c.options;
+    let interval = match c.method {
+        crate::compare::Method::Stored => format!(
+            "{} hierarchical bootstrap CI of the median ratio ({} resamples; runs {} vs {})",
+            percent(o.confidence_level),
+            o.resamples,
+            c.runs.0,
+            c.runs.1
+        ),
+        crate::compare::Method::Paired => {
+            format!(
+                "{} order-statistic CI of the median paired ratio; Wilcoxon signed-rank p",
+                percent(o.confidence_level)
+            )
+        }
+    };
     format!(
-        "alpha {} on Benjamini-Hochberg q; noise band ±{}; regression limit {}; memory limit {}; \
-         {} bootstrap CI of the median ratio ({} resamples)",
+        "significant when q < {} (Benjamini-Hochberg) or p < {}; noise band ±{} (or {} x the case's learned spread); \
+         regression limit {}; memory limit {}; at least {} samples a side; {interval}",
         o.alpha,
+        o.case_alpha,
         percent(o.noise_threshold),
+        o.noise_k,
         percent(o.max_regression),
         percent(o.max_memory_regression),
-        percent(o.confidence_level),
-        o.resamples
+        o.min_samples,
     )
 }
 
@@ -87,6 +131,12 @@ fn p_cell(p: f64) -> String {
     } else {
         format!("{p:.3}")
     }
+}
+
+/// `±2%`, or `±6.3% (history)` when learned from history.
+fn band_cell(c: &CaseChange) -> String {
+    let b = format!("±{}", units::format_percent(c.band * 100.0));
+    if c.band_source.starts_with("history") { format!("{b} (history)") } else { b }
 }
 
 fn verdict_cell(c: &CaseChange) -> String {
@@ -148,6 +198,9 @@ pub fn render_table(c: &Comparison, color: bool) -> String {
         let _ = writeln!(out, "{}", mismatch_warning(m));
     }
     let _ = writeln!(out, "`{}` vs baseline `{}`: {}; {}", c.candidate, c.baseline, summary(c), gating(c));
+    for line in preamble(c) {
+        let _ = writeln!(out, "{line}");
+    }
     if c.changes.is_empty() {
         out.push_str("no case measured in both runs\n");
     } else {
@@ -160,8 +213,18 @@ pub fn render_table(c: &Comparison, color: bool) -> String {
             table.enforce_styling();
         }
         let ci = ci_header(c);
-        table.set_header(vec!["case", "old median", "new median", &ci, "p", "q", "verdict", "memory"]);
-        for i in 1..=5 {
+        table.set_header(vec![
+            "case",
+            "old median",
+            "new median",
+            &ci,
+            "band",
+            "p",
+            "q",
+            "verdict",
+            "memory",
+        ]);
+        for i in 1..=6 {
             if let Some(column) = table.column_mut(i) {
                 column.set_cell_alignment(CellAlignment::Right);
             }
@@ -182,6 +245,7 @@ pub fn render_table(c: &Comparison, color: bool) -> String {
                 Cell::new(units::format_time_ns(ch.old_median_ns)),
                 Cell::new(units::format_time_ns(ch.new_median_ns)),
                 paint(change_cell(ch), verdict_colour),
+                Cell::new(band_cell(ch)),
                 Cell::new(p_cell(ch.p_value)),
                 Cell::new(p_cell(ch.q_value)),
                 paint(verdict_cell(ch), verdict_colour),
@@ -190,6 +254,9 @@ pub fn render_table(c: &Comparison, color: bool) -> String {
         }
         out.push_str(&table.trim_fmt());
         out.push('\n');
+    }
+    if !c.changes.is_empty() {
+        let _ = writeln!(out, "{}", evidence(c));
     }
     for line in not_compared(c, str::to_string) {
         let _ = writeln!(out, "{line}");
@@ -217,12 +284,19 @@ pub fn render_markdown(c: &Comparison) -> String {
         let _ = writeln!(out, "> **{}**\n", md_cell(&mismatch_warning(m)));
     }
     let _ = writeln!(out, "**{}**; {}.\n", summary(c), gating(c));
+    for line in preamble(c) {
+        let _ = writeln!(out, "> {}\n", md_cell(&line));
+    }
     if c.changes.is_empty() {
         out.push_str("No case was measured in both runs.\n\n");
     } else {
-        let _ =
-            writeln!(out, "| case | old median | new median | {} | p | q | verdict | memory |", ci_header(c));
-        out.push_str("|---|--:|--:|--:|--:|--:|---|---|\n");
+        let _ = writeln!(out, "{}.\n", evidence(c));
+        let _ = writeln!(
+            out,
+            "| case | old median | new median | {} | band | p | q | verdict | memory |",
+            ci_header(c)
+        );
+        out.push_str("|---|--:|--:|--:|--:|--:|--:|---|---|\n");
         for ch in &c.changes {
             let verdict = match ch.verdict {
                 Verdict::Regressed | Verdict::Improved => format!("**{}**", verdict_cell(ch)),
@@ -230,11 +304,12 @@ pub fn render_markdown(c: &Comparison) -> String {
             };
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 md_code(&ch.id),
                 units::format_time_ns(ch.old_median_ns),
                 units::format_time_ns(ch.new_median_ns),
                 change_cell(ch),
+                band_cell(ch),
                 p_cell(ch.p_value),
                 p_cell(ch.q_value),
                 verdict,
@@ -257,6 +332,8 @@ struct Summary {
     improved: usize,
     unchanged: usize,
     inconclusive: usize,
+    too_few_samples: usize,
+    vacuous: bool,
     over_limit: usize,
     memory_regressions: usize,
     gating_failure: bool,
@@ -281,6 +358,8 @@ pub fn render_json(c: &Comparison) -> Result<String> {
             improved: c.count(Verdict::Improved),
             unchanged: c.count(Verdict::Unchanged),
             inconclusive: c.count(Verdict::Inconclusive),
+            too_few_samples: c.count(Verdict::TooFewSamples),
+            vacuous: c.vacuous.is_some(),
             over_limit: c.regressions().len(),
             memory_regressions: c.memory_regressions().len(),
             gating_failure: c.has_gating_failure(),

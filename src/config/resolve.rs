@@ -27,6 +27,8 @@ pub struct CliOverrides {
     pub shuffle: bool,
     /// `--shard I/N`: keep every N-th case of the plan, starting at the I-th.
     pub shard: Option<Shard>,
+    /// `--device`: where the cases run (CPU when empty).
+    pub devices: Vec<crate::device::Device>,
 }
 
 /// One of N deterministic slices of a plan (`--shard I/N`, 1-based).
@@ -134,6 +136,7 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
     let mut settings = BTreeMap::new();
     let mut specs = BTreeMap::new();
     let mut cases = Vec::new();
+    let devices = if cli.devices.is_empty() { vec![crate::device::Device::Cpu] } else { cli.devices.clone() };
     let filter = Filter {
         pattern: cli.filter.pattern.clone().or_else(|| file.run.filter.clone()),
         exact: cli.filter.exact,
@@ -198,7 +201,16 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
             }
         }
         for b in &spec.benchmarks {
-            cases.extend(plan::expand(suite.name(), b).into_iter().filter(|c| filter.matches(&c.id)));
+            // Cases x the chosen devices this benchmark runs on.
+            let kinds = suite.devices(&b.name);
+            for &device in devices.iter().filter(|d| kinds.contains(&d.kind())) {
+                cases.extend(
+                    plan::expand(suite.name(), b)
+                        .into_iter()
+                        .map(|c| c.on(device))
+                        .filter(|c| filter.matches(&c.id)),
+                );
+            }
         }
         specs.insert(suite.name().to_string(), spec);
     }
@@ -369,5 +381,25 @@ mod tests {
             text: text.into(),
         };
         resolve(Some(&c), &Default::default()).unwrap_or_else(|e| panic!("full.yaml: {e:#}"));
+    }
+
+    #[test]
+    fn devices_multiply_only_the_benchmarks_that_run_there() {
+        use crate::device::Device;
+        let cpu =
+            resolve(None, &CliOverrides { suites: vec!["tensor".into()], quick: true, ..Default::default() })
+                .unwrap();
+        assert!(cpu.cases.iter().all(|c| c.device == Device::Cpu && !c.id.contains("device=")));
+        // Every tensor benchmark is CPU-only today: asking for a GPU too
+        // changes nothing, asking only for it selects nothing.
+        let both = CliOverrides {
+            suites: vec!["tensor".into()],
+            quick: true,
+            devices: vec![Device::Cpu, Device::Cuda(0)],
+            ..Default::default()
+        };
+        assert_eq!(resolve(None, &both).unwrap().cases, cpu.cases);
+        let gpu = CliOverrides { devices: vec![Device::Cuda(0)], ..both };
+        assert!(resolve(None, &gpu).unwrap().cases.is_empty());
     }
 }

@@ -7,7 +7,8 @@ use crate::analysis::{self, CaseOutcome};
 use crate::config::Resolved;
 use crate::probe::MachineLimits;
 use crate::results::CaseResult;
-use crate::suites::{self, Verification};
+use crate::suites;
+use crate::workload::Verification;
 use rand::seq::SliceRandom;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
@@ -48,6 +49,26 @@ fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
     }
 }
 
+/// What a run produced: the cases in plan order and the canary timings
+/// taken before each case.
+pub struct Executed {
+    /// One result per case, in plan order.
+    pub cases: Vec<CaseResult>,
+    /// Canary timings (see [`super::canary`]); empty when disabled.
+    pub canaries: Vec<crate::results::CanarySample>,
+}
+
+/// Options of a run beyond the plan.
+#[derive(Default)]
+pub struct RunHooks<'a> {
+    /// Time the canaries before each case (and round).
+    pub canaries: bool,
+    /// The slowdown-injection test hook, when set.
+    pub inject: Option<&'a super::inject::Injection>,
+    /// The panic-injection test hook's pattern, when set.
+    pub panics: Option<&'a regex::Regex>,
+}
+
 /// Runs every case of `plan` and returns results in plan order.
 pub fn execute(
     plan: &Resolved,
@@ -55,6 +76,18 @@ pub fn execute(
     limits: Option<&MachineLimits>,
     obs: &mut dyn Observer,
 ) -> Vec<CaseResult> {
+    execute_with(plan, timer, limits, obs, &RunHooks::default()).cases
+}
+
+/// [`execute`] with canaries and the injection hook.
+pub fn execute_with(
+    plan: &Resolved,
+    timer: &TimerInfo,
+    limits: Option<&MachineLimits>,
+    obs: &mut dyn Observer,
+    hooks: &RunHooks<'_>,
+) -> Executed {
+    let mut canaries = Vec::new();
     let previous_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|info| {
         if let Ok(mut g) = LAST_PANIC.lock() {
@@ -94,13 +127,27 @@ pub fn execute(
                 continue;
             }
             obs.case_started(&o.case.id, round, done, total);
+            if hooks.canaries {
+                canaries.extend(super::canary::sample(round));
+            }
             let settings = plan.settings.get(&o.case.suite).cloned().unwrap_or_default();
-            if let Err((phase, reason)) = run_one(o, &settings, timer, round, obs) {
+            let slow = hooks.inject.filter(|i| i.applies_to(&o.case.id)).map(|i| i.factor);
+            let panic = hooks.panics.is_some_and(|p| p.is_match(&o.case.id));
+            if let Err((phase, reason)) = run_one(o, &settings, timer, round, obs, slow, panic) {
                 o.failure = Some((phase.to_string(), reason));
             }
             done += 1;
             if last_round || o.failure.is_some() || o.skipped.is_some() {
-                let r = analysis::analyze(o, &settings, limits);
+                let mut r = analysis::analyze(o, &settings, limits);
+                if let Some(f) = slow {
+                    r.notes.insert(
+                        0,
+                        format!(
+                            "INJECTED SLOWDOWN x{f} ({} test hook): not a real measurement",
+                            super::inject::VAR
+                        ),
+                    );
+                }
                 obs.case_finished(&r);
                 results[i] = Some(r);
                 // Samples live on in the result; the outcome's copy is not needed.
@@ -109,7 +156,7 @@ pub fn execute(
         }
     }
     std::panic::set_hook(previous_hook);
-    results.into_iter().flatten().collect()
+    Executed { cases: results.into_iter().flatten().collect(), canaries }
 }
 
 fn run_one(
@@ -118,9 +165,16 @@ fn run_one(
     timer: &TimerInfo,
     round: u32,
     obs: &mut dyn Observer,
+    slow: Option<f64>,
+    panic: bool,
 ) -> Result<(), (&'static str, String)> {
     let suite = suites::find(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
     let case = o.case.clone();
+    // A device this build or machine lacks: skipped with the reason.
+    if let Err(why) = case.device.availability() {
+        o.skipped = Some(why);
+        return Ok(());
+    }
     let t0 = std::time::Instant::now();
     let prepared = catch_unwind(AssertUnwindSafe(|| suite.prepare(&case)));
     let mut w = match prepared {
@@ -133,6 +187,12 @@ fn run_one(
         }
     };
     let prepare_ns = t0.elapsed().as_nanos() as f64;
+    if let Some(f) = slow {
+        w = Box::new(super::inject::Slowed::new(w, f));
+    }
+    if panic {
+        w = Box::new(super::inject::Panicking(w));
+    }
     let t1 = std::time::Instant::now();
     let v = guarded(|| w.verify()).map_err(|e| ("verify", e))?;
     let verify_ns = t1.elapsed().as_nanos() as f64;

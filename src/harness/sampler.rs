@@ -5,7 +5,7 @@ use super::alloc;
 use super::timer::{TimerInfo, secs};
 use crate::config::Settings;
 use crate::results::{AllocStats, Sample, StopReason};
-use crate::suites::Workload;
+use crate::workload::Workload;
 use anyhow::Result;
 use std::time::{Duration, Instant};
 
@@ -55,6 +55,7 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
     let per_iter_ns = loop {
         let t0 = Instant::now();
         w.run(batch)?;
+        w.sync()?;
         let dt = t0.elapsed();
         let per_iter = dt.as_nanos() as f64 / batch as f64;
         let spent = start.elapsed();
@@ -98,6 +99,8 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         }
         let t0 = Instant::now();
         w.run(iters)?;
+        // The device finishes before the clock is read (a no-op on the CPU).
+        w.sync()?;
         let nanos = t0.elapsed().as_nanos() as f64;
         samples.push(Sample { iterations: iters, nanos, round });
         if let Some(target) = s.target_precision
@@ -165,7 +168,7 @@ fn precise_enough(samples: &[Sample], scratch: &mut Vec<f64>, s: &Settings, targ
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::suites::{Throughput, Verification};
+    use crate::workload::{Throughput, Verification};
 
     /// A workload with a known cost: spins for `ns` per iteration.
     struct Spin {

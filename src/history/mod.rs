@@ -21,7 +21,7 @@ pub use render::{render_json, render_table, sparkline};
 pub use store::{History, HistoryStore};
 
 use crate::results::{CaseStatus, RunReport};
-use crate::suites::ThroughputKind;
+use crate::workload::ThroughputKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -47,6 +47,10 @@ pub struct HistoryEntry {
     /// Summary of every case that was measured, by case id; failed cases are
     /// left out so that they do not look like speed changes.
     pub cases: BTreeMap<String, CasePoint>,
+    /// The slowdown-injection test hook the run carried, if any: such runs
+    /// are never learned from (see [`learned_spreads`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected: Option<String>,
 }
 
 /// Compact summary of one measured case in one run.
@@ -107,7 +111,50 @@ pub fn entry_from_report(r: &RunReport) -> HistoryEntry {
         tfbench_version: r.tfbench_version.clone(),
         cpu_model: r.environment.cpu_model.clone(),
         cases,
+        injected: r.environment.injected_slowdown.clone(),
     }
+}
+
+/// Fewest runs of a case in history before its spread is learned.
+pub const MIN_RUNS_FOR_SPREAD: usize = 5;
+
+/// Each case's run-to-run spread learned from a machine's history: the
+/// robust standard deviation (1.4826 x MAD) of its log median across runs,
+/// after removing each run's shared offset (the median over that run's
+/// cases of their log deviation from their own typical level), so a run on
+/// which the whole machine was slow widens no case's band: the comparison's
+/// drift measurement handles that. Runs carrying an injected slowdown are
+/// skipped; cases with fewer than [`MIN_RUNS_FOR_SPREAD`] runs get none.
+/// Returns `(spread, runs)` by case id.
+pub fn learned_spreads(h: &[HistoryEntry]) -> crate::compare::Spreads {
+    let entries: Vec<&HistoryEntry> = h.iter().filter(|e| e.injected.is_none()).collect();
+    let mut logs: BTreeMap<&str, Vec<(usize, f64)>> = BTreeMap::new();
+    for (i, e) in entries.iter().enumerate() {
+        for (id, p) in &e.cases {
+            if p.median_ns.is_finite() && p.median_ns > 0.0 {
+                logs.entry(id.as_str()).or_default().push((i, p.median_ns.ln()));
+            }
+        }
+    }
+    let typical: BTreeMap<&str, f64> = logs
+        .iter()
+        .map(|(id, v)| (*id, crate::stats::median(&v.iter().map(|x| x.1).collect::<Vec<_>>())))
+        .collect();
+    let mut deviations: Vec<Vec<f64>> = vec![Vec::new(); entries.len()];
+    for (id, v) in &logs {
+        for (i, x) in v {
+            deviations[*i].push(x - typical[id]);
+        }
+    }
+    let offsets: Vec<f64> =
+        deviations.iter().map(|d| if d.is_empty() { 0.0 } else { crate::stats::median(d) }).collect();
+    logs.into_iter()
+        .filter(|(_, v)| v.len() >= MIN_RUNS_FOR_SPREAD)
+        .map(|(id, v)| {
+            let residuals: Vec<f64> = v.iter().map(|(i, x)| x - offsets[*i]).collect();
+            (id.to_string(), (1.4826 * crate::stats::mad(&residuals), v.len()))
+        })
+        .collect()
 }
 
 /// The median series of one case over a history, with its change points.
@@ -188,7 +235,37 @@ mod tests {
             tfbench_version: "0.1.0".into(),
             cpu_model: "cpu".into(),
             cases: cases.iter().map(|&(id, m)| (id.to_string(), point(m))).collect(),
+            injected: None,
         }
+    }
+
+    #[test]
+    fn spreads_are_learned_net_of_run_offsets_and_skip_injected_runs() {
+        // Ten runs: every case moves with a shared offset of up to +-20%;
+        // `steady` has no own spread, `jumpy` alternates +-5% on top.
+        let mut h: Vec<HistoryEntry> = (0..10)
+            .map(|i| {
+                let offset = 1.0 + 0.2 * ((i as f64) * 1.3).sin();
+                let jump = if i % 2 == 0 { 1.05 } else { 0.95 };
+                let cases: Vec<(&str, f64)> = vec![
+                    ("steady", 100.0 * offset),
+                    ("steady2", 50.0 * offset),
+                    ("jumpy", 10.0 * offset * jump),
+                    ("rare", 1.0),
+                ];
+                entry(&format!("{i:02}"), &cases[..if i < 4 { 4 } else { 3 }])
+            })
+            .collect();
+        let mut injected = entry("99", &[("steady", 500.0), ("steady2", 50.0), ("jumpy", 10.0)]);
+        injected.injected = Some("steady=5".into());
+        h.push(injected);
+        let s = learned_spreads(&h);
+        let (steady, runs) = s["steady"];
+        assert_eq!(runs, 10, "the injected run is not learned from");
+        assert!(steady < 0.03, "shared offsets removed: {steady}");
+        let (jumpy, _) = s["jumpy"];
+        assert!(jumpy > 0.03 && jumpy < 0.12, "{jumpy}");
+        assert!(!s.contains_key("rare"), "4 runs are too few");
     }
 
     #[test]

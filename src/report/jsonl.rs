@@ -194,6 +194,10 @@ pub fn parse_jsonl(text: &str) -> Result<RunReport> {
         machine_limits: run.machine_limits,
         cases,
         targets: summary.targets,
+        // JSON Lines streams carry neither (comparisons of such files fall
+        // back to the cross-case drift estimate and sample equality).
+        run_id: String::new(),
+        canaries: Vec::new(),
     })
 }
 

@@ -445,6 +445,8 @@ pub(crate) fn fixture() -> RunReport {
             },
         ],
         cases: vec![matmul, softmax, layernorm],
+        run_id: "fixture-run".into(),
+        canaries: Vec::new(),
     }
 }
 

@@ -14,13 +14,21 @@
 //! - [`outliers`]: Tukey fences ([`tukey`]).
 //! - [`hypothesis`]: the Mann-Whitney U test ([`mann_whitney_u`]) and
 //!   Benjamini-Hochberg adjustment ([`benjamini_hochberg`]).
+//! - [`exact`]: exact permutation p-values for small samples
+//!   ([`mann_whitney_exact_p`]) and the paired Wilcoxon signed-rank test.
+//! - [`hierarchical`]: the runs -> rounds -> samples bootstrap of a ratio of
+//!   medians ([`hierarchical_ratio_ci`]).
 
 pub mod ci;
+pub mod exact;
+pub mod hierarchical;
 pub mod hypothesis;
 pub mod outliers;
 pub mod summary;
 
 pub use ci::{bootstrap_mean_ci, bootstrap_ratio_of_medians_ci, median_ci};
+pub use exact::{EXACT_MAX_N, SignedRank, mann_whitney_exact_p, wilcoxon_signed_rank};
+pub use hierarchical::{Levels, hierarchical_ratio_ci};
 pub use hypothesis::{MannWhitney, benjamini_hochberg, mann_whitney_u};
 pub use outliers::{OutlierClass, TukeyFences, tukey};
 pub use summary::{Summary, mad, mean, median, quantile_sorted, std_dev};

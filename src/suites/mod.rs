@@ -7,7 +7,8 @@
 use crate::plan::Case;
 use anyhow::Result;
 pub use params::ParamRule;
-use serde::{Deserialize, Serialize};
+// The vocabulary lives in `crate::workload`; suites use it from here.
+pub use crate::workload::{Metric, SkipCase, Throughput, ThroughputKind, Verification, Workload, skip};
 
 pub mod inference;
 pub mod memory;
@@ -29,7 +30,9 @@ pub trait Suite: Sync {
     /// The benchmark names [`Suite::prepare`] dispatches on, in the order of
     /// the suite file (a registry-wide test keeps the two in step).
     fn benchmarks(&self) -> &'static [&'static str];
-    /// Build one runnable case. Allocation and setup happen here, untimed.
+    /// Build one runnable case on its device ([`Case::device`], one of
+    /// [`Suite::devices`]). Allocation, setup and compilation of device code
+    /// happen here, untimed.
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>>;
     /// What values parameter `key` of `benchmark` accepts, so a config
     /// file's bad value is refused with the choices before anything runs.
@@ -41,6 +44,11 @@ pub trait Suite: Sync {
     /// (reported with the run, never used to fail it).
     fn targets(&self) -> Vec<TargetSpec> {
         Vec::new()
+    }
+    /// The devices `benchmark` runs on; `prepare` finds the chosen one in
+    /// [`Case::device`]. CPU only unless a suite says otherwise.
+    fn devices(&self, _benchmark: &str) -> &'static [crate::device::DeviceKind] {
+        crate::device::CPU_ONLY
     }
 }
 
@@ -82,195 +90,6 @@ pub struct TargetSpec {
     pub limit: Limit,
     /// Required fraction of the limit.
     pub required: f64,
-}
-
-/// One runnable benchmark case, prepared and ready to be verified and timed.
-pub trait Workload: Send {
-    /// Checked once before timing against an independent reference. An `Err`
-    /// (or a failed [`Verification`]) marks the case failed; it is never timed.
-    fn verify(&mut self) -> Result<Verification>;
-    /// Work done by one iteration (FLOPs, bytes, elements, items, tokens).
-    fn throughput(&self) -> Vec<Throughput>;
-    /// Run `iters` iterations back to back; the harness times the whole call.
-    fn run(&mut self, iters: u64) -> Result<()>;
-    /// Figures to report beside the timings (accuracy against f32, memory
-    /// footprints, per-step latency percentiles gathered during `run`).
-    /// Called once after the last measured round.
-    fn metrics(&mut self) -> Vec<crate::results::Metric> {
-        Vec::new()
-    }
-}
-
-/// The error a suite's `prepare` returns to refuse a case on this machine
-/// (too big for its memory, no GPU, an absent input file). The case is
-/// reported as skipped with this reason, not as failed, and the run goes on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SkipCase(pub String);
-
-impl std::fmt::Display for SkipCase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for SkipCase {}
-
-/// Refuses the case being prepared with `reason` (see [`SkipCase`]).
-pub fn skip(reason: impl Into<String>) -> anyhow::Error {
-    anyhow::Error::new(SkipCase(reason.into()))
-}
-
-/// The outcome of a workload's self-check against an independent reference.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Verification {
-    /// Whether the result matched the reference within tolerance.
-    pub passed: bool,
-    /// What the result was checked against (e.g. "naive triple loop, 64x64").
-    pub reference: String,
-    /// Largest error observed, in the units of `detail`, when meaningful.
-    pub max_error: Option<f64>,
-    /// Human-readable detail, e.g. the tolerance, or why it failed.
-    pub detail: String,
-}
-
-impl Verification {
-    /// A passed check against `reference`.
-    pub fn pass(reference: impl Into<String>) -> Self {
-        Self { passed: true, reference: reference.into(), max_error: None, detail: String::new() }
-    }
-
-    /// Compares `got` with `want` element-wise under a mixed absolute/relative
-    /// tolerance (`|g - w| <= atol + rtol * |w|`) and reports the worst error.
-    pub fn compare(reference: impl Into<String>, got: &[f32], want: &[f32], atol: f64, rtol: f64) -> Self {
-        let reference = reference.into();
-        if got.len() != want.len() {
-            return Self {
-                passed: false,
-                reference,
-                max_error: None,
-                detail: format!("length mismatch: got {} values, reference has {}", got.len(), want.len()),
-            };
-        }
-        // Chunked and parallel: references of 16M-element cases are checked
-        // in full, and this keeps that to a fraction of a second.
-        const CHUNK: usize = 1 << 16;
-        let check = |start: usize, got: &[f32], want: &[f32]| {
-            let mut worst = 0.0f64;
-            let mut first_bad: Option<(usize, f32, f32)> = None;
-            for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-                let err = (g as f64 - w as f64).abs();
-                // `g == w` first: equal infinities give a NaN difference but match.
-                let ok = g == w || (g.is_nan() && w.is_nan()) || err <= atol + rtol * (w as f64).abs();
-                if !ok {
-                    first_bad.get_or_insert((start + i, g, w));
-                }
-                if !ok || (g != w && err > worst) {
-                    worst = if err.is_nan() { f64::INFINITY } else { worst.max(err) };
-                }
-            }
-            (worst, first_bad)
-        };
-        use rayon::prelude::*;
-        let (worst, first_bad) = got
-            .par_chunks(CHUNK)
-            .zip(want.par_chunks(CHUNK))
-            .enumerate()
-            .map(|(k, (g, w))| check(k * CHUNK, g, w))
-            .reduce(
-                || (0.0, None),
-                |a, b| {
-                    let first = match (a.1, b.1) {
-                        (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
-                        (x, y) => x.or(y),
-                    };
-                    (a.0.max(b.0), first)
-                },
-            );
-        match first_bad {
-            None => Self {
-                passed: true,
-                reference,
-                max_error: Some(worst),
-                detail: format!("{} values within atol {atol:e} + rtol {rtol:e}", got.len()),
-            },
-            Some((i, g, w)) => Self {
-                passed: false,
-                reference,
-                max_error: Some(worst),
-                detail: format!("value {i}: got {g}, reference {w} (atol {atol:e}, rtol {rtol:e})"),
-            },
-        }
-    }
-
-    /// Turns a failed verification into an error, keeping its detail.
-    pub fn into_result(self) -> Result<Self> {
-        if self.passed {
-            Ok(self)
-        } else {
-            anyhow::bail!("verification against {} failed: {}", self.reference, self.detail)
-        }
-    }
-}
-
-/// Units of work one iteration performs; the harness turns them into rates.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum ThroughputKind {
-    /// Floating-point operations (a fused multiply-add counts as two).
-    Flops,
-    /// Bytes moved to and from memory (reads plus writes).
-    Bytes,
-    /// Tensor elements produced.
-    Elements,
-    /// Generic items (e.g. sequences, requests).
-    Items,
-    /// Tokens processed or generated.
-    Tokens,
-}
-
-impl ThroughputKind {
-    /// Unit of the rate, e.g. "FLOP/s".
-    pub fn rate_unit(self) -> &'static str {
-        match self {
-            Self::Flops => "FLOP/s",
-            Self::Bytes => "B/s",
-            Self::Elements => "elem/s",
-            Self::Items => "items/s",
-            Self::Tokens => "tokens/s",
-        }
-    }
-}
-
-/// Work done per iteration, of one kind.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
-pub struct Throughput {
-    /// What is counted.
-    pub kind: ThroughputKind,
-    /// How many per iteration.
-    pub per_iteration: f64,
-}
-
-impl Throughput {
-    /// `n` floating-point operations per iteration.
-    pub fn flops(n: f64) -> Self {
-        Self { kind: ThroughputKind::Flops, per_iteration: n }
-    }
-    /// `n` bytes moved per iteration.
-    pub fn bytes(n: f64) -> Self {
-        Self { kind: ThroughputKind::Bytes, per_iteration: n }
-    }
-    /// `n` elements produced per iteration.
-    pub fn elements(n: f64) -> Self {
-        Self { kind: ThroughputKind::Elements, per_iteration: n }
-    }
-    /// `n` items per iteration.
-    pub fn items(n: f64) -> Self {
-        Self { kind: ThroughputKind::Items, per_iteration: n }
-    }
-    /// `n` tokens per iteration.
-    pub fn tokens(n: f64) -> Self {
-        Self { kind: ThroughputKind::Tokens, per_iteration: n }
-    }
 }
 
 /// Every suite tfbench knows, in the order `list` shows them.

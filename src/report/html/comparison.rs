@@ -41,6 +41,7 @@ pub(crate) fn verdict_class_of(v: &str) -> &'static str {
         "regressed" => "slower",
         "unchanged" => "same",
         "inconclusive" => "unsure",
+        // "too few samples" and any verdict added later.
         _ => "few",
     }
 }
@@ -63,6 +64,7 @@ fn verdict_meaning(v: &str) -> &'static str {
         "improved" => "faster, beyond the noise band and significant",
         "inconclusive" => "the interval crosses the noise band's edge: not enough evidence either way",
         "unchanged" => "inside the noise band",
+        "too few samples" => "fewer samples than a verdict needs: measure longer",
         _ => "not judged (see the table)",
     }
 }

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The experiments behind the verdict goals of docs/verdicts.md (issue 19):
+# A/A and injected-slowdown comparisons, stored baselines and paired `ab`
+# runs, all measured by tfbench itself on this machine.
+#
+#   scripts/verdict-experiments.sh [OUT_DIR]
+#
+# Environment: RUNS (10), PAIRED (10), TFBENCH (target/release/tfbench),
+# SELECT ('binary|reduction|unary'), INJECT (the five slowed cases' regex),
+# TIMING (extra run options, e.g. '--measurement-time 0.5 --warm-up-time 0.2'
+# to shorten every case; empty: configs/ci.toml as it is).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-target/verdict-experiments}
+RUNS=${RUNS:-10}
+PAIRED=${PAIRED:-10}
+B=${TFBENCH:-target/release/tfbench}
+SELECT=${SELECT:-binary|reduction|unary}
+INJECT=${INJECT:-tensor/(binary/op=add,shape=500x500|binary/op=mul,shape=4096x4096|unary/elements=1048576,op=exp|unary/elements=16777216,op=sqrt|reduction/op=sum,shape=1000x1000)$}
+read -r -a timing <<<"${TIMING:-}"
+[ -x "$B" ] || { echo "no tfbench at $B: cargo build --release first" >&2; exit 2; }
+mkdir -p "$out"
+store="$out/baselines"
+hist="$out/history"
+rm -rf "$store" "$hist"
+run=("$B" run --config configs/ci.toml --suite tensor "$SELECT" --baseline-dir "$store" --history-dir "$hist" -q "${timing[@]}")
+log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+
+log "stored: $RUNS clean runs (A/A) and $RUNS with a 10% slowdown on 5 cases"
+t0=$(date +%s)
+for i in $(seq 1 "$RUNS"); do
+  "${run[@]}" --save-baseline "aa$i" >/dev/null
+  [ "$i" = 1 ] && one_run=$(( $(date +%s) - t0 ))
+  TFBENCH_INJECT_SLOWDOWN="$INJECT=1.10" "${run[@]}" --save-baseline "inj$i" >/dev/null
+done
+log "one ci.toml run took ${one_run}s"
+
+aa_pass=0; aa_fail=0; verdicts="$out/aa-verdicts.txt"; : >"$verdicts"
+for i in $(seq 1 "$RUNS"); do
+  for j in $(seq $((i + 1)) "$RUNS"); do
+    if "$B" compare --baseline-dir "$store" --history-dir "$hist" -b "aa$i" -a "aa$j" --fail-on-regression \
+      --format json -o "$out/aa-$i-$j.json" >/dev/null 2>>"$out/compare.log"; then
+      aa_pass=$((aa_pass + 1))
+    else
+      aa_fail=$((aa_fail + 1))
+    fi
+    python3 -c 'import json,sys; [print(c["verdict"]) for c in json.load(open(sys.argv[1]))["changes"]]' \
+      "$out/aa-$i-$j.json" >>"$verdicts"
+  done
+done
+flagged=$(grep -cE '^(regressed|improved)$' "$verdicts" || true)
+total=$(wc -l <"$verdicts")
+
+inj_caught=0; inj_cases=0
+for i in $(seq 1 "$RUNS"); do
+  "$B" compare --baseline-dir "$store" --history-dir "$hist" -b "aa$i" -a "inj$i" --format json \
+    -o "$out/inj-$i.json" >/dev/null 2>>"$out/compare.log" || true
+  n=$(python3 -c 'import json,re,sys; c=json.load(open(sys.argv[1]))["changes"]; r=re.compile(sys.argv[2]); print(sum(1 for x in c if r.search(x["id"]) and x["verdict"]=="regressed"))' "$out/inj-$i.json" "$INJECT")
+  inj_cases=$((inj_cases + n))
+  [ "$n" = 5 ] && inj_caught=$((inj_caught + 1))
+done
+
+paired() { # $1: label, $2: injected factor or empty
+  local fails=0 all5=0 cases=0 wall=0
+  for i in $(seq 1 "$PAIRED"); do
+    local env=()
+    [ -n "$2" ] && env=(--head-env "TFBENCH_INJECT_SLOWDOWN=$INJECT=$2")
+    local t=$(date +%s)
+    "$B" ab --base "$B" --head "$B" --config configs/ci.toml --suite tensor "${timing[@]}" "${env[@]}" \
+      --fail-on-regression --format json -o "$out/ab-$1-$i.json" -q "$SELECT" >/dev/null 2>>"$out/ab.log" \
+      || fails=$((fails + 1))
+    wall=$((wall + $(date +%s) - t))
+    local n
+    n=$(python3 -c 'import json,re,sys; c=json.load(open(sys.argv[1]))["changes"]; r=re.compile(sys.argv[2]); print(sum(1 for x in c if r.search(x["id"]) and x["verdict"]=="regressed"))' "$out/ab-$1-$i.json" "$INJECT")
+    cases=$((cases + n))
+    [ "$n" = 5 ] && all5=$((all5 + 1))
+  done
+  echo "$1 $fails $all5 $cases $((wall / PAIRED))"
+}
+log "paired: $PAIRED A/A, $PAIRED at +10%, $PAIRED at +5%"
+read -r _ pa_fail _ _ pa_wall < <(paired aa "")
+read -r _ _ p10_all p10_cases _ < <(paired p10 1.10)
+read -r _ _ p5_all p5_cases _ < <(paired p5 1.05)
+
+cat <<TXT
+| goal | measured |
+| --- | --- |
+| A/A stored, $((aa_pass + aa_fail)) comparisons: gate passes in >= 43 of 45 | $aa_pass pass, $aa_fail fail |
+| A/A stored: <= 1% of case verdicts regressed or improved | $flagged of $total ($(python3 -c "print(f'{100*$flagged/max($total,1):.2f}%')")) |
+| A/A paired, $PAIRED runs: 0 gate failures | $pa_fail failures |
+| +10% on 5 cases, stored: all 5 flagged in >= 8 of 10 | $inj_caught of $RUNS ($inj_cases of $((5 * RUNS)) case verdicts) |
+| +10% on 5 cases, paired: all 5 flagged in >= 9 of 10 | $p10_all of $PAIRED ($p10_cases of $((5 * PAIRED)) case verdicts) |
+| +5% on 5 cases, paired: all 5 flagged in >= 7 of 10 | $p5_all of $PAIRED ($p5_cases of $((5 * PAIRED)) case verdicts) |
+| cost: paired run <= 2.2x one ci.toml run | ${pa_wall}s vs ${one_run}s ($(python3 -c "print(f'{$pa_wall/max($one_run,1):.2f}x')")) |
+TXT

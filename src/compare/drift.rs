@@ -1,0 +1,151 @@
+//! How much the machine itself moved between the two sides of a comparison.
+//!
+//! On a shared host the run-to-run variation is larger than the within-run
+//! noise, and it shifts every case together. Two measurements of it:
+//!
+//! - **canaries**: fixed workloads (a compute loop and a memory sweep) that
+//!   `run` times between the cases; their ratio is the machine's drift,
+//!   independent of the code under test;
+//! - **the cases themselves**: the median of every compared case's ratio,
+//!   which is the shared offset when most cases did not change (a plan where
+//!   every case really changed by the same amount looks the same: no method
+//!   can tell those apart, which the comparison says).
+//!
+//! When the drift lies beyond the noise band, cases that moved with the
+//! machine are not called regressed: their band is widened to the drift's
+//! interval (or, with `--normalize`, their ratios are divided by it).
+
+use crate::results::{CanaryKind, Estimate, RunReport};
+use crate::stats::{Levels, hierarchical_ratio_ci, median_ci};
+use serde::{Deserialize, Serialize};
+
+/// Fewest compared cases for the cross-case drift estimate.
+pub const MIN_CASES_FOR_DRIFT: usize = 8;
+
+/// One estimate of the machine's drift (`new / old` time of the same work).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftEstimate {
+    /// Where it comes from: `compute canary`, `memory canary`, `median of N cases`.
+    pub source: String,
+    /// The ratio with its interval.
+    pub ratio: Estimate,
+}
+
+/// The machine's drift between the two sides, as far as it was measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MachineDrift {
+    /// Every estimate available (canaries when both sides have them, and
+    /// the cross-case median when enough cases were compared).
+    pub estimates: Vec<DriftEstimate>,
+    /// Some estimate's whole interval lies outside the noise band: the
+    /// machine itself ran faster or slower.
+    pub beyond_band: bool,
+    /// The interval cases are allowed to move within before they are called
+    /// changed, `[min(1, lowest bound), max(1, highest bound)]` over the
+    /// estimates that judge (canaries when present, else the cross-case one).
+    pub envelope: (f64, f64),
+    /// Set with `--normalize`: every ratio was divided by this factor.
+    pub normalized_by: Option<f64>,
+    /// Which estimate judges the cases (`canaries` or `cases`).
+    pub judged_by: String,
+}
+
+fn canary_levels(runs: &[RunReport], kind: CanaryKind) -> Levels {
+    Levels::new(
+        runs.iter()
+            .map(|r| {
+                let rounds = r.canaries.iter().map(|c| c.round).max().map_or(0, |m| m as usize + 1);
+                let mut by_round = vec![Vec::new(); rounds];
+                for c in r.canaries.iter().filter(|c| c.kind == kind && c.nanos.is_finite() && c.nanos > 0.0)
+                {
+                    by_round[c.round as usize].push(c.nanos);
+                }
+                by_round
+            })
+            .collect(),
+    )
+}
+
+/// Measures the drift from the canaries of both sides and from the case
+/// ratios; `band` is the noise threshold (a fraction).
+pub fn measure(
+    old: &[RunReport],
+    new: &[RunReport],
+    case_ratios: &[f64],
+    band: f64,
+    level: f64,
+    seed: u64,
+) -> MachineDrift {
+    let mut canaries = Vec::new();
+    for (kind, name) in [(CanaryKind::Compute, "compute canary"), (CanaryKind::Memory, "memory canary")] {
+        let (o, n) = (canary_levels(old, kind), canary_levels(new, kind));
+        if o.len() >= 3 && n.len() >= 3 {
+            let (point, lower, upper) = hierarchical_ratio_ci(&n, &o, level, 2000, seed ^ kind as u64, 0.0);
+            canaries
+                .push(DriftEstimate { source: name.into(), ratio: Estimate { point, lower, upper, level } });
+        }
+    }
+    let mut cases = Vec::new();
+    let finite: Vec<f64> = case_ratios.iter().copied().filter(|r| r.is_finite() && *r > 0.0).collect();
+    if finite.len() >= MIN_CASES_FOR_DRIFT {
+        let mut sorted = finite.clone();
+        sorted.sort_unstable_by(f64::total_cmp);
+        let point = crate::stats::quantile_sorted(&sorted, 0.5);
+        let (lower, upper) = median_ci(&sorted, level);
+        cases.push(DriftEstimate {
+            source: format!("median of {} cases", sorted.len()),
+            ratio: Estimate { point, lower, upper, level },
+        });
+    }
+    let (judging, judged_by) = if canaries.is_empty() { (&cases, "cases") } else { (&canaries, "canaries") };
+    let outside = |e: &DriftEstimate| e.ratio.lower > 1.0 + band || e.ratio.upper < 1.0 - band;
+    let beyond_band = judging.iter().any(outside);
+    let envelope = if beyond_band {
+        judging.iter().fold((1.0f64, 1.0f64), |(lo, hi), e| (lo.min(e.ratio.lower), hi.max(e.ratio.upper)))
+    } else {
+        (1.0, 1.0)
+    };
+    let judged_by = judged_by.to_string();
+    let mut estimates = canaries;
+    estimates.extend(cases);
+    MachineDrift { estimates, beyond_band, envelope, normalized_by: None, judged_by }
+}
+
+impl MachineDrift {
+    /// The factor `--normalize` divides by: the geometric mean of the
+    /// judging estimates' points, or `None` when nothing was measured.
+    pub fn factor(&self) -> Option<f64> {
+        let judging: Vec<&DriftEstimate> = self
+            .estimates
+            .iter()
+            .filter(|e| (self.judged_by == "canaries") == e.source.contains("canary"))
+            .collect();
+        if judging.is_empty() {
+            return None;
+        }
+        let mean_log = judging.iter().map(|e| e.ratio.point.ln()).sum::<f64>() / judging.len() as f64;
+        mean_log.is_finite().then(|| mean_log.exp())
+    }
+
+    /// One line for people: `machine drift: compute canary +3.1% [...]`.
+    pub fn describe(&self) -> String {
+        let pct = |r: f64| format!("{:+.1}%", (r - 1.0) * 100.0);
+        let parts: Vec<String> = self
+            .estimates
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} [{}, {}]",
+                    e.source,
+                    pct(e.ratio.point),
+                    pct(e.ratio.lower),
+                    pct(e.ratio.upper)
+                )
+            })
+            .collect();
+        if parts.is_empty() {
+            return "machine drift: not measured (no canaries in the results, too few cases)".into();
+        }
+        format!("machine drift: {}", parts.join("; "))
+    }
+}

@@ -1,0 +1,91 @@
+//! What a comparison reads from result sets: strict checks of the files,
+//! and each case's samples as runs -> rounds -> per-iteration times after
+//! the outlier policy the runs themselves used.
+
+use crate::config::OutlierPolicy;
+use crate::results::{CaseResult, RunReport};
+use crate::stats::{Levels, OutlierClass, tukey};
+use anyhow::{Result, bail};
+use std::collections::HashSet;
+
+/// Refuses results that cannot be compared honestly: negative or non-finite
+/// times, zero iterations, duplicate case ids, a case marked ok without
+/// samples. The error names `source` (a file or baseline), the case id and
+/// the field. Stored statistics (estimates, throughput) are not read.
+pub fn validate(source: &str, report: &RunReport) -> Result<()> {
+    let mut seen = HashSet::new();
+    for case in &report.cases {
+        if !seen.insert(case.id.as_str()) {
+            bail!("{source}: case `{}` appears twice (duplicate id in `cases`)", case.id);
+        }
+        if matches!(case.status, crate::results::CaseStatus::Ok) && case.samples.is_empty() {
+            bail!("{source}: case `{}` has status ok but no `samples`", case.id);
+        }
+        for (i, s) in case.samples.iter().enumerate() {
+            if s.iterations == 0 {
+                bail!("{source}: case `{}`: samples[{i}].iterations is 0", case.id);
+            }
+            if !s.nanos.is_finite() || s.nanos < 0.0 {
+                bail!(
+                    "{source}: case `{}`: samples[{i}].nanos is {} (must be a finite time >= 0)",
+                    case.id,
+                    s.nanos
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The outlier policy the run applied to `case` (its suite's settings).
+pub fn policy_of(report: &RunReport, case: &CaseResult) -> OutlierPolicy {
+    report.harness.settings.get(&case.suite).map(|s| s.outliers).unwrap_or_default()
+}
+
+/// Per-iteration times of one run's case split by round, with the run's
+/// outlier policy applied the way `analysis` applies it (Tukey fences over
+/// all of the case's samples; removal only when some but not all are
+/// outliers), so the comparison sees the same samples the run's own
+/// estimates did.
+pub fn rounds_of(case: &CaseResult, policy: OutlierPolicy) -> Vec<Vec<f64>> {
+    let times: Vec<(u32, f64)> = case.samples.iter().map(|s| (s.round, s.per_iter())).collect();
+    let keep: Vec<bool> = if policy == OutlierPolicy::Remove {
+        let values: Vec<f64> = times.iter().map(|t| t.1).collect();
+        let (_, classes) = tukey(&values);
+        let outliers = classes.iter().filter(|c| **c != OutlierClass::Normal).count();
+        if outliers > 0 && outliers < values.len() {
+            classes.iter().map(|c| *c == OutlierClass::Normal).collect()
+        } else {
+            vec![true; values.len()]
+        }
+    } else {
+        vec![true; times.len()]
+    };
+    let rounds = times.iter().map(|t| t.0).max().map_or(0, |m| m as usize + 1);
+    let mut out = vec![Vec::new(); rounds];
+    for ((round, t), k) in times.into_iter().zip(keep) {
+        if k {
+            out[round as usize].push(t);
+        }
+    }
+    out
+}
+
+/// A case's samples across every run of a side that has it measured.
+/// Returns `None` when the case failed in any run (or has no samples in
+/// any), so it is listed as failed, not compared.
+pub fn levels_of(runs: &[RunReport], id: &str) -> Option<(Levels, Vec<OutlierPolicy>)> {
+    let mut all = Vec::new();
+    let mut policies = Vec::new();
+    for run in runs {
+        let Some(case) = run.cases.iter().find(|c| c.id == id) else { continue };
+        if case.status.is_failed() || case.samples.is_empty() {
+            return None;
+        }
+        let policy = policy_of(run, case);
+        policies.push(policy);
+        all.push(rounds_of(case, policy));
+    }
+    let levels = Levels::new(all);
+    (!levels.is_empty()).then_some((levels, policies))
+}

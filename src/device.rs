@@ -1,0 +1,177 @@
+//! Where a case runs: the device seam.
+//!
+//! A [`Device`] is part of every [`crate::plan::Case`]: the plan is
+//! suites x benchmarks x parameter grids x devices. A benchmark declares
+//! the devices it can run on ([`crate::suites::Suite::devices`], CPU only by
+//! default); `run --device` and `list --device` choose among them. A case on
+//! a device other than the CPU carries `device=...` in its id, so results
+//! and baselines of two devices never mix, and CPU ids stay as they were.
+//!
+//! A device tfbench was not built for, or that this machine lacks, is not an
+//! error of the plan: its cases are listed and then skipped at run time with
+//! the reason ([`Device::availability`]). Adding a device (CUDA through
+//! cudarc, a WebAssembly runtime) means: a variant here, its availability
+//! check, its entry in `sysinfo`, and the benchmarks that declare it; the
+//! workload's [`crate::workload::Workload::sync`] makes the harness wait for
+//! the device before each clock read.
+
+use anyhow::{Result, bail};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::fmt;
+
+/// A device a case runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Device {
+    /// The host CPU, with the execution context of [`cpu`].
+    #[default]
+    Cpu,
+    /// NVIDIA GPU number N through CUDA.
+    Cuda(u32),
+    /// A WebAssembly runtime embedded in the process.
+    Wasm,
+}
+
+/// The spellings `--device` accepts, for error messages.
+pub const CHOICES: &str = "cpu, cuda, cuda:N, wasm";
+
+impl Device {
+    /// Parses `cpu`, `cuda` (GPU 0), `cuda:N` or `wasm`; the error names
+    /// the choices.
+    pub fn parse(s: &str) -> Result<Device> {
+        let t = s.trim().to_ascii_lowercase();
+        match t.as_str() {
+            "cpu" => Ok(Device::Cpu),
+            "cuda" => Ok(Device::Cuda(0)),
+            "wasm" => Ok(Device::Wasm),
+            _ => match t.strip_prefix("cuda:").map(str::parse::<u32>) {
+                Some(Ok(n)) => Ok(Device::Cuda(n)),
+                _ => bail!("unknown device `{s}`; valid: {CHOICES}"),
+            },
+        }
+    }
+
+    /// The kind, ignoring the index: what a benchmark declares.
+    pub fn kind(self) -> DeviceKind {
+        match self {
+            Device::Cpu => DeviceKind::Cpu,
+            Device::Cuda(_) => DeviceKind::Cuda,
+            Device::Wasm => DeviceKind::Wasm,
+        }
+    }
+
+    /// Whether cases can run on this device here: `Err` says why not (the
+    /// skip reason). CUDA and WebAssembly have no backend in this build yet.
+    pub fn availability(self) -> Result<(), String> {
+        match self {
+            Device::Cpu => Ok(()),
+            Device::Cuda(_) => Err(format!("{self}: this tfbench was not built with a CUDA backend")),
+            Device::Wasm => Err(format!("{self}: this tfbench was not built with a WebAssembly runtime")),
+        }
+    }
+}
+
+impl fmt::Display for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Device::Cpu => f.write_str("cpu"),
+            Device::Cuda(n) => write!(f, "cuda:{n}"),
+            Device::Wasm => f.write_str("wasm"),
+        }
+    }
+}
+
+impl Serialize for Device {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Device {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Device::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A kind of device, as benchmarks declare them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DeviceKind {
+    /// The host CPU.
+    Cpu,
+    /// NVIDIA GPUs through CUDA.
+    Cuda,
+    /// A WebAssembly runtime.
+    Wasm,
+}
+
+/// Benchmarks that run on the CPU only (the default of `Suite::devices`).
+pub const CPU_ONLY: &[DeviceKind] = &[DeviceKind::Cpu];
+
+/// The CPU execution context: the one place that knows how many worker
+/// threads a run has (the `--threads` pool), so suites ask here instead of
+/// each interpreting thread counts on its own.
+pub mod cpu {
+    /// Worker threads of this process's pool (rayon's global pool, which
+    /// `run` sizes from `--threads`).
+    pub fn threads() -> usize {
+        rayon::current_num_threads()
+    }
+
+    /// The threads a case asks for: `all` (or absent) is the pool's size, a
+    /// number is that many, capped at the pool. `None` for anything else.
+    pub fn threads_for(param: Option<&str>) -> Option<usize> {
+        match param {
+            None | Some("all") => Some(threads()),
+            Some(n) => n.parse::<usize>().ok().filter(|n| *n > 0).map(|n| n.min(threads().max(1))),
+        }
+    }
+}
+
+/// The devices to run on (`--device`, repeatable; CPU when none is given).
+pub fn parse_list(list: &[String]) -> Result<Vec<Device>> {
+    if list.is_empty() {
+        return Ok(vec![Device::Cpu]);
+    }
+    let mut out = Vec::new();
+    for item in list.iter().flat_map(|s| s.split(',')) {
+        let d = Device::parse(item)?;
+        if !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parse_display_and_errors() {
+        for (s, d) in [
+            ("cpu", Device::Cpu),
+            ("CUDA", Device::Cuda(0)),
+            ("cuda:3", Device::Cuda(3)),
+            ("wasm", Device::Wasm),
+        ] {
+            assert_eq!(Device::parse(s).unwrap(), d);
+            assert_eq!(Device::parse(&d.to_string()).unwrap(), d, "round trip");
+        }
+        let e = Device::parse("tpu").unwrap_err().to_string();
+        assert!(e.contains("unknown device `tpu`") && e.contains(CHOICES), "{e}");
+        assert!(Device::parse("cuda:x").is_err());
+        assert_eq!(parse_list(&[]).unwrap(), [Device::Cpu]);
+        assert_eq!(parse_list(&["cpu,cuda:1".into(), "cpu".into()]).unwrap(), [Device::Cpu, Device::Cuda(1)]);
+        let j = serde_json::to_string(&Device::Cuda(2)).unwrap();
+        assert_eq!(j, "\"cuda:2\"");
+        assert_eq!(serde_json::from_str::<Device>(&j).unwrap(), Device::Cuda(2));
+    }
+
+    #[test]
+    fn only_the_cpu_is_available_in_this_build() {
+        assert!(Device::Cpu.availability().is_ok());
+        let why = Device::Cuda(0).availability().unwrap_err();
+        assert!(why.contains("cuda:0") && why.contains("not built with a CUDA backend"), "{why}");
+        assert!(Device::Wasm.availability().unwrap_err().contains("WebAssembly"));
+    }
+}

@@ -1,0 +1,182 @@
+//! The fault-injection test hook: `TFBENCH_INJECT_SLOWDOWN='REGEX=FACTOR'`.
+//!
+//! Cases whose id matches `REGEX` do `FACTOR - 1` more real work per
+//! iteration: after each timed call of the workload, a compute loop runs for
+//! that fraction of the call's own duration, inside the timed region. It
+//! exists to test the regression detector end to end (does a 10% slowdown
+//! on five cases get flagged?), never to measure anything. A run with it
+//! records the spec in its environment, warns on stderr, notes it on every
+//! affected case, and every comparison that reads such a run says so.
+
+use crate::workload::{Throughput, Verification, Workload};
+use anyhow::{Result, bail};
+use regex::Regex;
+use std::time::Instant;
+
+/// The environment variable of the hook.
+pub const VAR: &str = "TFBENCH_INJECT_SLOWDOWN";
+/// The companion hook: cases whose id matches this regex panic when run, so
+/// tests can check that one failing case never loses the others.
+pub const PANIC_VAR: &str = "TFBENCH_INJECT_PANIC";
+
+/// The panic hook's pattern from the environment (`Ok(None)` when unset).
+pub fn panic_from_env() -> Result<Option<Regex>> {
+    match std::env::var(PANIC_VAR) {
+        Ok(s) if !s.trim().is_empty() => {
+            Regex::new(s.trim()).map(Some).map_err(|e| anyhow::anyhow!("{PANIC_VAR}={s:?}: bad regex: {e}"))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// A workload that panics when run (the [`PANIC_VAR`] test hook).
+pub struct Panicking(pub Box<dyn Workload>);
+
+impl Workload for Panicking {
+    fn verify(&mut self) -> Result<Verification> {
+        self.0.verify()
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        self.0.throughput()
+    }
+    fn run(&mut self, _iters: u64) -> Result<()> {
+        panic!("injected panic ({PANIC_VAR} test hook)");
+    }
+}
+
+/// A parsed injection: which cases, and by how much.
+#[derive(Debug, Clone)]
+pub struct Injection {
+    /// The text as given, recorded in the results.
+    pub spec: String,
+    /// Cases whose id matches are slowed.
+    pub pattern: Regex,
+    /// Time factor, > 1.
+    pub factor: f64,
+}
+
+impl Injection {
+    /// Parses `REGEX=FACTOR` (the last `=` splits, so the regex may hold `=`).
+    pub fn parse(spec: &str) -> Result<Self> {
+        let Some((pattern, factor)) = spec.rsplit_once('=') else {
+            bail!("{VAR}={spec:?}: expected REGEX=FACTOR, e.g. 'tensor/unary/op=relu=1.10'");
+        };
+        let factor: f64 = factor.trim().parse().map_err(|_| {
+            anyhow::anyhow!("{VAR}={spec:?}: the factor {factor:?} is not a number (e.g. 1.10)")
+        })?;
+        if !(factor.is_finite() && factor > 1.0 && factor <= 100.0) {
+            bail!(
+                "{VAR}={spec:?}: the factor must be in (1, 100], e.g. 1.10 for 10% more work, got {factor}"
+            );
+        }
+        let pattern = Regex::new(pattern).map_err(|e| anyhow::anyhow!("{VAR}={spec:?}: bad regex: {e}"))?;
+        Ok(Self { spec: spec.to_string(), pattern, factor })
+    }
+
+    /// Whether case `id` is slowed.
+    pub fn applies_to(&self, id: &str) -> bool {
+        self.pattern.is_match(id)
+    }
+}
+
+/// The hook from the environment: `Ok(None)` when unset or empty, an error
+/// naming the variable when malformed.
+pub fn from_env() -> Result<Option<Injection>> {
+    match std::env::var(VAR) {
+        Ok(s) if !s.trim().is_empty() => Injection::parse(s.trim()).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// A workload that does `factor - 1` more work per call of `run`.
+pub struct Slowed {
+    inner: Box<dyn Workload>,
+    extra: f64,
+    sink: f64,
+}
+
+impl Slowed {
+    /// Wraps `inner` with `factor` (> 1) times its work.
+    pub fn new(inner: Box<dyn Workload>, factor: f64) -> Self {
+        Self { inner, extra: factor - 1.0, sink: 1.0 }
+    }
+}
+
+impl Workload for Slowed {
+    fn verify(&mut self) -> Result<Verification> {
+        self.inner.verify()
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        self.inner.throughput()
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        let t0 = Instant::now();
+        self.inner.run(iters)?;
+        let target = t0.elapsed().mul_f64(self.extra);
+        let t1 = Instant::now();
+        // Real arithmetic (a dependent multiply-add chain), checked against
+        // the clock every 256 steps, for `extra` times the call's duration.
+        let mut x = self.sink;
+        while t1.elapsed() < target {
+            for _ in 0..256 {
+                x = std::hint::black_box(x * 0.999_999_9 + 1e-7);
+            }
+        }
+        self.sink = x;
+        Ok(())
+    }
+    fn metrics(&mut self) -> Vec<crate::results::Metric> {
+        self.inner.metrics()
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_or_name_the_problem() {
+        let i = Injection::parse("tensor/unary/op=relu=1.10").unwrap();
+        assert_eq!(i.factor, 1.10);
+        assert!(i.applies_to("tensor/unary/op=relu,size=16M") && !i.applies_to("tensor/unary/op=gelu"));
+        for bad in ["nofactor", "x=abc", "x=0.9", "x=1", "(=1.1"] {
+            let e = Injection::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(VAR), "{bad}: {e}");
+        }
+    }
+
+    struct Sleepy;
+    impl Workload for Sleepy {
+        fn verify(&mut self) -> Result<Verification> {
+            Ok(Verification::pass("none"))
+        }
+        fn throughput(&self) -> Vec<Throughput> {
+            vec![]
+        }
+        fn run(&mut self, iters: u64) -> Result<()> {
+            for _ in 0..iters {
+                let t = Instant::now();
+                while t.elapsed().as_micros() < 200 {}
+            }
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn slowed_workload_takes_about_factor_times_as_long() {
+        let mut plain = Sleepy;
+        let mut slowed = Slowed::new(Box::new(Sleepy), 1.5);
+        let time = |w: &mut dyn Workload| {
+            let t = Instant::now();
+            w.run(50).unwrap();
+            t.elapsed().as_secs_f64()
+        };
+        // Median of a few alternating tries: the host is shared.
+        let mut ratios: Vec<f64> = (0..5).map(|_| time(&mut slowed) / time(&mut plain)).collect();
+        ratios.sort_by(f64::total_cmp);
+        assert!(ratios[2] > 1.3 && ratios[2] < 2.0, "{ratios:?}");
+    }
+}

@@ -1,0 +1,229 @@
+//! The workload vocabulary: what one benchmark case is to the harness, and
+//! the plain data it reports. This module depends on nothing else in the
+//! crate, so every stage (suites, harness, analysis, results, reports,
+//! history) can speak it without importing another stage: suites produce
+//! these types, everything downstream consumes them.
+//!
+//! - [`Workload`]: a prepared case (verify, throughput, run, metrics, sync);
+//! - [`Verification`]: the self-check's outcome against a reference;
+//! - [`Throughput`] / [`ThroughputKind`]: the work one iteration does;
+//! - [`Metric`]: a named figure beside the timings;
+//! - [`SkipCase`] / [`skip`]: refusing a case on this machine.
+
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+
+/// One runnable benchmark case, prepared and ready to be verified and timed.
+pub trait Workload: Send {
+    /// Checked once before timing against an independent reference. An `Err`
+    /// (or a failed [`Verification`]) marks the case failed; it is never timed.
+    fn verify(&mut self) -> Result<Verification>;
+    /// Work done by one iteration (FLOPs, bytes, elements, items, tokens).
+    fn throughput(&self) -> Vec<Throughput>;
+    /// Run `iters` iterations back to back; the harness times the whole call.
+    fn run(&mut self, iters: u64) -> Result<()>;
+    /// Figures to report beside the timings (accuracy against f32, memory
+    /// footprints, per-step latency percentiles gathered during `run`).
+    /// Called once after the last measured round.
+    fn metrics(&mut self) -> Vec<Metric> {
+        Vec::new()
+    }
+    /// Waits until the work of the last `run` call has finished on its
+    /// device; the harness calls it before reading the clock. A CPU workload
+    /// is done when `run` returns (the default); a GPU workload synchronises
+    /// its stream here, so asynchronous launches are never timed as free.
+    fn sync(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The error a suite's `prepare` returns to refuse a case on this machine
+/// (too big for its memory, no GPU, an absent input file). The case is
+/// reported as skipped with this reason, not as failed, and the run goes on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkipCase(pub String);
+
+impl std::fmt::Display for SkipCase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SkipCase {}
+
+/// Refuses the case being prepared with `reason` (see [`SkipCase`]).
+pub fn skip(reason: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(SkipCase(reason.into()))
+}
+
+/// The outcome of a workload's self-check against an independent reference.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Verification {
+    /// Whether the result matched the reference within tolerance.
+    pub passed: bool,
+    /// What the result was checked against (e.g. "naive triple loop, 64x64").
+    pub reference: String,
+    /// Largest error observed, in the units of `detail`, when meaningful.
+    pub max_error: Option<f64>,
+    /// Human-readable detail, e.g. the tolerance, or why it failed.
+    pub detail: String,
+}
+
+impl Verification {
+    /// A passed check against `reference`.
+    pub fn pass(reference: impl Into<String>) -> Self {
+        Self { passed: true, reference: reference.into(), max_error: None, detail: String::new() }
+    }
+
+    /// Compares `got` with `want` element-wise under a mixed absolute/relative
+    /// tolerance (`|g - w| <= atol + rtol * |w|`) and reports the worst error.
+    pub fn compare(reference: impl Into<String>, got: &[f32], want: &[f32], atol: f64, rtol: f64) -> Self {
+        let reference = reference.into();
+        if got.len() != want.len() {
+            return Self {
+                passed: false,
+                reference,
+                max_error: None,
+                detail: format!("length mismatch: got {} values, reference has {}", got.len(), want.len()),
+            };
+        }
+        // Chunked and parallel: references of 16M-element cases are checked
+        // in full, and this keeps that to a fraction of a second.
+        const CHUNK: usize = 1 << 16;
+        let check = |start: usize, got: &[f32], want: &[f32]| {
+            let mut worst = 0.0f64;
+            let mut first_bad: Option<(usize, f32, f32)> = None;
+            for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+                let err = (g as f64 - w as f64).abs();
+                // `g == w` first: equal infinities give a NaN difference but match.
+                let ok = g == w || (g.is_nan() && w.is_nan()) || err <= atol + rtol * (w as f64).abs();
+                if !ok {
+                    first_bad.get_or_insert((start + i, g, w));
+                }
+                if !ok || (g != w && err > worst) {
+                    worst = if err.is_nan() { f64::INFINITY } else { worst.max(err) };
+                }
+            }
+            (worst, first_bad)
+        };
+        use rayon::prelude::*;
+        let (worst, first_bad) = got
+            .par_chunks(CHUNK)
+            .zip(want.par_chunks(CHUNK))
+            .enumerate()
+            .map(|(k, (g, w))| check(k * CHUNK, g, w))
+            .reduce(
+                || (0.0, None),
+                |a, b| {
+                    let first = match (a.1, b.1) {
+                        (Some(x), Some(y)) => Some(if x.0 <= y.0 { x } else { y }),
+                        (x, y) => x.or(y),
+                    };
+                    (a.0.max(b.0), first)
+                },
+            );
+        match first_bad {
+            None => Self {
+                passed: true,
+                reference,
+                max_error: Some(worst),
+                detail: format!("{} values within atol {atol:e} + rtol {rtol:e}", got.len()),
+            },
+            Some((i, g, w)) => Self {
+                passed: false,
+                reference,
+                max_error: Some(worst),
+                detail: format!("value {i}: got {g}, reference {w} (atol {atol:e}, rtol {rtol:e})"),
+            },
+        }
+    }
+
+    /// Turns a failed verification into an error, keeping its detail.
+    pub fn into_result(self) -> Result<Self> {
+        if self.passed {
+            Ok(self)
+        } else {
+            anyhow::bail!("verification against {} failed: {}", self.reference, self.detail)
+        }
+    }
+}
+
+/// Units of work one iteration performs; the harness turns them into rates.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "snake_case")]
+pub enum ThroughputKind {
+    /// Floating-point operations (a fused multiply-add counts as two).
+    Flops,
+    /// Bytes moved to and from memory (reads plus writes).
+    Bytes,
+    /// Tensor elements produced.
+    Elements,
+    /// Generic items (e.g. sequences, requests).
+    Items,
+    /// Tokens processed or generated.
+    Tokens,
+}
+
+impl ThroughputKind {
+    /// Unit of the rate, e.g. "FLOP/s".
+    pub fn rate_unit(self) -> &'static str {
+        match self {
+            Self::Flops => "FLOP/s",
+            Self::Bytes => "B/s",
+            Self::Elements => "elem/s",
+            Self::Items => "items/s",
+            Self::Tokens => "tokens/s",
+        }
+    }
+}
+
+/// Work done per iteration, of one kind.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct Throughput {
+    /// What is counted.
+    pub kind: ThroughputKind,
+    /// How many per iteration.
+    pub per_iteration: f64,
+}
+
+impl Throughput {
+    /// `n` floating-point operations per iteration.
+    pub fn flops(n: f64) -> Self {
+        Self { kind: ThroughputKind::Flops, per_iteration: n }
+    }
+    /// `n` bytes moved per iteration.
+    pub fn bytes(n: f64) -> Self {
+        Self { kind: ThroughputKind::Bytes, per_iteration: n }
+    }
+    /// `n` elements produced per iteration.
+    pub fn elements(n: f64) -> Self {
+        Self { kind: ThroughputKind::Elements, per_iteration: n }
+    }
+    /// `n` items per iteration.
+    pub fn items(n: f64) -> Self {
+        Self { kind: ThroughputKind::Items, per_iteration: n }
+    }
+    /// `n` tokens per iteration.
+    pub fn tokens(n: f64) -> Self {
+        Self { kind: ThroughputKind::Tokens, per_iteration: n }
+    }
+}
+
+/// A named figure a workload reports beside its timings: an accuracy error,
+/// a memory footprint, a per-step latency percentile, a hit rate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Metric {
+    /// Short snake_case name, e.g. `rmse`, `kv_cache_bytes`, `ttft_ns`.
+    pub name: String,
+    /// The value.
+    pub value: f64,
+    /// Unit of `value` (`ns`, `B`, `dB`, `%`, `ratio`, or empty for plain numbers).
+    pub unit: String,
+}
+
+impl Metric {
+    /// A metric with a unit.
+    pub fn new(name: impl Into<String>, value: f64, unit: impl Into<String>) -> Self {
+        Self { name: name.into(), value, unit: unit.into() }
+    }
+}

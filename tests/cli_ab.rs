@@ -1,0 +1,271 @@
+//! `tfbench ab` (paired A/B runs of two builds), the injection test hooks
+//! and the comparison gate's refusals, driven through the real binary. The
+//! assertions check verdicts' directions and messages, never timings.
+
+mod common;
+use common::*;
+use std::path::Path;
+
+const BIN: &str = env!("CARGO_BIN_EXE_tfbench");
+/// Two cheap cases of the tensor suite.
+const CASES: &str = "tensor/unary/elements=1048576,op=(relu|sqrt)$";
+
+fn ab(extra: &[&str]) -> Run {
+    let mut args = vec![
+        "ab",
+        "--base",
+        BIN,
+        "--head",
+        BIN,
+        "--suite",
+        "tensor",
+        "--quick",
+        "--sample-size",
+        "30",
+        "--warm-up-time",
+        "0.05",
+        "--measurement-time",
+        "0.3",
+        "--format",
+        "json",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    args.push(CASES);
+    tfbench(&args)
+}
+
+fn change<'a>(v: &'a serde_json::Value, op: &str) -> &'a serde_json::Value {
+    v["changes"]
+        .as_array()
+        .expect("changes")
+        .iter()
+        .find(|c| c["id"].as_str().is_some_and(|id| id.ends_with(&format!("op={op}"))))
+        .unwrap_or_else(|| panic!("no {op} in {v}"))
+}
+
+#[test]
+fn a_build_against_itself_passes_the_gate() {
+    let r = ab(&["--fail-on-regression"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    assert_eq!(v["method"], "paired");
+    assert_eq!(v["changes"].as_array().map(Vec::len), Some(2));
+    for c in v["changes"].as_array().unwrap() {
+        assert!(c["verdict"] != "regressed" && c["verdict"] != "improved", "{c}");
+        assert!(c["old_samples"].as_u64().unwrap() >= 5, "{c}");
+    }
+}
+
+#[test]
+fn an_injected_slowdown_in_the_head_is_flagged_and_gates() {
+    let r = ab(&["--fail-on-regression", "--head-env", "TFBENCH_INJECT_SLOWDOWN=op=relu=2.0"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    let relu = change(&v, "relu");
+    assert_eq!(relu["verdict"], "regressed", "{relu}");
+    assert!(relu["ratio"]["point"].as_f64().unwrap() > 1.4, "{relu}");
+    assert_ne!(change(&v, "sqrt")["verdict"], "regressed");
+    let notes = v["notes"].to_string();
+    assert!(notes.contains("injected slowdown"), "{notes}");
+}
+
+#[test]
+fn a_panicking_case_is_reported_and_the_others_still_judged() {
+    let r = ab(&["--head-env", "TFBENCH_INJECT_PANIC=op=sqrt"]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    assert_eq!(v["failed"][0].as_str().map(|s| s.ends_with("op=sqrt")), Some(true), "{v}");
+    assert!(v["notes"].to_string().contains("injected panic"), "{}", v["notes"]);
+    assert_eq!(v["changes"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn bad_builds_are_refused_before_measuring() {
+    let dir = scratch("ab-bad-builds");
+    let r = tfbench(&["ab", "--base", "/nonexistent/tfbench", "--head", BIN, CASES]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--base /nonexistent/tfbench: no such file"), "{}", r.stderr);
+    let plain = dir.join("plain.txt");
+    std::fs::write(&plain, "not a program").unwrap();
+    let r = tfbench(&["ab", "--base", BIN, "--head", plain.to_str().unwrap(), CASES]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("not an executable file"), "{}", r.stderr);
+    // A program that does not speak the protocol (a build from before `ab`).
+    let r = tfbench(&["ab", "--base", "/bin/true", "--head", BIN, "--suite", "tensor", "--quick", CASES]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("does not speak `tfbench ab`'s protocol"), "{}", r.stderr);
+    // A build that plans other cases.
+    let other = dir.join("other-plan.sh");
+    std::fs::write(
+        &other,
+        "#!/bin/sh\necho '{\"protocol\":1,\"schema_version\":1,\"build\":\"x\",\"cases\":[[\"t/x\",\"tensor\"]],\"settings\":{},\"rounds\":1,\"injected\":null}'\ncat >/dev/null\n",
+    )
+    .unwrap();
+    make_executable(&other);
+    let r = tfbench(&[
+        "ab",
+        "--base",
+        other.to_str().unwrap(),
+        "--head",
+        BIN,
+        "--suite",
+        "tensor",
+        "--quick",
+        CASES,
+    ]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("plan different cases"), "{}", r.stderr);
+    let r = tfbench(&["ab", "--base", BIN, "--head", BIN, "--base-env", "NOEQUALS", CASES]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("--base-env \"NOEQUALS\": expected KEY=VALUE"), "{}", r.stderr);
+}
+
+fn make_executable(p: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+fn quick_run(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> Run {
+    let out = dir.join("r.json");
+    let mut args = vec![
+        "run",
+        "--suite",
+        "tensor",
+        "--quick",
+        "--no-probe",
+        "--sample-size",
+        "10",
+        "--measurement-time",
+        "0.2",
+        "--warm-up-time",
+        "0.05",
+        "--baseline-dir",
+        dir.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "-q",
+    ];
+    args.extend_from_slice(extra);
+    args.push(CASES);
+    tfbench_env(env, &args)
+}
+
+#[test]
+fn the_injection_hook_is_recorded_loudly_and_checked() {
+    let dir = scratch("inject-run");
+    let r = quick_run(&dir, &[("TFBENCH_INJECT_SLOWDOWN", "op=relu=1.5")], &["--format", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = json_file(&dir.join("r.json"));
+    assert_eq!(v["environment"]["injected_slowdown"], "op=relu=1.5");
+    let relu =
+        v["cases"].as_array().unwrap().iter().find(|c| c["id"].as_str().unwrap().ends_with("relu")).unwrap();
+    assert!(relu["notes"][0].as_str().unwrap().starts_with("INJECTED SLOWDOWN x1.5"), "{}", relu["notes"]);
+    assert!(!v["canaries"].as_array().unwrap().is_empty(), "canaries are timed between cases");
+    let bad = quick_run(&dir, &[("TFBENCH_INJECT_SLOWDOWN", "op=relu=0.5")], &[]);
+    assert_eq!(bad.code, 2);
+    assert!(
+        bad.stderr.contains("TFBENCH_INJECT_SLOWDOWN") && bad.stderr.contains("(1, 100]"),
+        "{}",
+        bad.stderr
+    );
+    // A panicking case fails alone; the other is measured; exit 3.
+    let r = quick_run(&dir, &[("TFBENCH_INJECT_PANIC", "op=sqrt")], &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    let v = json_file(&dir.join("r.json"));
+    let states: Vec<&str> =
+        v["cases"].as_array().unwrap().iter().map(|c| c["status"]["state"].as_str().unwrap()).collect();
+    assert_eq!(states.iter().filter(|s| **s == "ok").count(), 1, "{states:?}");
+}
+
+#[test]
+fn vacuous_comparisons_fail_the_gate_unless_allowed() {
+    let dir = scratch("vacuous");
+    assert_eq!(quick_run(&dir, &[], &[]).code, 0);
+    let file = dir.join("r.json");
+    let f = file.to_str().unwrap();
+    let r = tfbench(&["compare", "--baseline", f, "--against", f, "--fail-on-regression"]);
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains("nothing to judge") && r.stderr.contains("compared with itself"),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stdout.contains("WARNING: nothing to judge"), "{}", r.stdout);
+    let r = tfbench(&["compare", "--baseline", f, "--against", f, "--fail-on-regression", "--allow-vacuous"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // Without the gate it is only reported.
+    assert_eq!(tfbench(&["compare", "--baseline", f, "--against", f]).code, 0);
+}
+
+#[test]
+fn corrupt_samples_are_refused_with_file_case_and_field() {
+    let dir = scratch("strict");
+    assert_eq!(quick_run(&dir, &[], &[]).code, 0);
+    let file = dir.join("r.json");
+    let mut v = json_file(&file);
+    v["cases"][1]["samples"][2]["nanos"] = serde_json::json!(-3.0);
+    let bad = dir.join("bad.json");
+    std::fs::write(&bad, serde_json::to_string(&v).unwrap()).unwrap();
+    let r = tfbench(&["compare", "--baseline", file.to_str().unwrap(), "--against", bad.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    let id = v["cases"][1]["id"].as_str().unwrap();
+    assert!(
+        r.stderr.contains("bad.json") && r.stderr.contains(id) && r.stderr.contains("samples[2].nanos"),
+        "{}",
+        r.stderr
+    );
+    // A statistic written as null does not block the comparison.
+    let mut v = json_file(&file);
+    v["cases"][0]["estimates"]["mean"]["upper"] = serde_json::Value::Null;
+    v["run_id"] = serde_json::json!("another");
+    let nulls = dir.join("nulls.json");
+    std::fs::write(&nulls, serde_json::to_string(&v).unwrap()).unwrap();
+    let r = tfbench(&["compare", "--baseline", file.to_str().unwrap(), "--against", nulls.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+}
+
+#[test]
+fn append_keeps_several_runs_of_one_build_and_refuses_others() {
+    let dir = scratch("append");
+    for _ in 0..2 {
+        let r = quick_run(&dir, &[], &["--save-baseline", "main", "--append"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+    }
+    let b = json_file(&dir.join("main.json"));
+    assert_eq!(b["earlier_runs"].as_array().map(Vec::len), Some(1), "two runs in the baseline");
+    let r = quick_run(&dir, &[], &["--baseline", "main", "--format", "json"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let c = tfbench(&[
+        "compare",
+        "--baseline-dir",
+        dir.to_str().unwrap(),
+        "--baseline",
+        "main",
+        "--against",
+        dir.join("r.json").to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(c.code, 0, "{}", c.stderr);
+    assert_eq!(json(&c)["runs"], serde_json::json!([2, 1]));
+    // A baseline of another build: refused before running, file untouched.
+    let mut b = b;
+    b["report"]["environment"]["git_revision"] = serde_json::json!("0000000");
+    let text = serde_json::to_string(&b).unwrap();
+    std::fs::write(dir.join("main.json"), &text).unwrap();
+    let r = quick_run(&dir, &[], &["--save-baseline", "main", "--append"]);
+    assert_eq!(r.code, 2);
+    assert!(r.stderr.contains("cannot --append to baseline `main`"), "{}", r.stderr);
+    assert_eq!(std::fs::read_to_string(dir.join("main.json")).unwrap(), text);
+    // And a baseline whose runs mix builds is refused by compare.
+    let c = tfbench(&[
+        "compare",
+        "--baseline",
+        dir.join("main.json").to_str().unwrap(),
+        "--against",
+        dir.join("r.json").to_str().unwrap(),
+    ]);
+    assert_eq!(c.code, 2);
+    assert!(c.stderr.contains("runs come from different builds"), "{}", c.stderr);
+}
