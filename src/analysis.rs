@@ -3,7 +3,7 @@
 
 use crate::config::{OutlierPolicy, Settings};
 use crate::harness::sampler::Measurement;
-use crate::plan::{Case, ParamValue};
+use crate::plan::ParamValue;
 use crate::probe::MachineLimits;
 use crate::results::{
     AllocStats, Bound, CaseResult, CaseStatus, Estimate, Estimates, OutlierCounts, SamplingInfo, StopReason,
@@ -11,31 +11,14 @@ use crate::results::{
 };
 use crate::stats::{self, OutlierClass};
 use crate::suites::{Limit, TargetMatch, TargetSpec};
-use crate::workload::{Throughput, ThroughputKind, Verification};
+use crate::workload::{Throughput, ThroughputKind};
 
 /// IQR/median above this marks a case as noisy.
 pub const NOISY_IQR_RATIO: f64 = 0.10;
 /// A case achieving under this fraction of its roofline bound is latency-bound.
 pub const LATENCY_BOUND_FRACTION: f64 = 0.10;
 
-/// Everything the runner gathered for one case over all rounds.
-#[derive(Debug, Clone)]
-pub struct CaseOutcome {
-    /// The case.
-    pub case: Case,
-    /// The phase and reason of a failure, if any.
-    pub failure: Option<(String, String)>,
-    /// The self-check's result, if it ran.
-    pub verification: Option<Verification>,
-    /// Work per iteration as declared by the workload.
-    pub throughput: Vec<Throughput>,
-    /// One measurement per round that got that far.
-    pub measurements: Vec<Measurement>,
-    /// Why the case was refused (see [`crate::suites::SkipCase`]), if it was.
-    pub skipped: Option<String>,
-    /// Figures the workload reported after its last measured round.
-    pub metrics: Vec<crate::results::Metric>,
-}
+pub use crate::harness::runner::CaseOutcome;
 
 /// Turns one case's raw outcome into its result.
 pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) -> CaseResult {
@@ -302,7 +285,9 @@ pub fn evaluate_targets(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Case;
     use crate::results::Sample;
+    use crate::workload::Verification;
 
     fn limits() -> MachineLimits {
         MachineLimits {

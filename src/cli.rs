@@ -12,6 +12,11 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// Folder of the real input files (MiniLM weights, vocabularies, the
+    /// corpus, OpenBLAS) [default: TFBENCH_DATA_DIR, else data/ beside the
+    /// executable, the XDG data directory, a checkout's .data/].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Subcommands.

@@ -25,6 +25,11 @@ pub struct Environment {
     /// SIMD and matrix extensions present, with rustc `target_feature` names
     /// (e.g. `avx2`, `avx512f`, `amx-tile`).
     pub isa_flags: Vec<String>,
+    /// The cap on the instruction sets tfbench's kernels used
+    /// (`TFBENCH_MAX_ISA`: `scalar`, `avx2`, `avx512`, or `native` for none;
+    /// see `crate::isa`). Results written before it existed ran uncapped.
+    #[serde(default = "native")]
+    pub max_isa: String,
     /// L1 data cache per core, bytes.
     pub l1d_cache_bytes: Option<u64>,
     /// L1 instruction cache per core, bytes.
@@ -98,6 +103,7 @@ impl Environment {
             logical_threads: cpu.logical_threads.unwrap_or(available_parallelism),
             available_parallelism,
             isa_flags: isa_flags(&cpu.flags),
+            max_isa: crate::isa::cap().name().to_string(),
             l1d_cache_bytes: caches.l1d,
             l1i_cache_bytes: caches.l1i,
             l2_cache_bytes: caches.l2,
@@ -171,6 +177,11 @@ pub fn render_table(env: &Environment, limits: Option<&crate::probe::MachineLimi
         ),
     );
     row("isa", if env.isa_flags.is_empty() { "none detected".into() } else { env.isa_flags.join(" ") });
+    // The live cap with what it leaves usable when it is this process's;
+    // the recorded level alone for an environment read back from results.
+    let cap =
+        if env.max_isa == crate::isa::cap().name() { crate::isa::describe() } else { env.max_isa.clone() };
+    row("max isa", cap);
     row(
         "l1d / l1i cache",
         format!("{} / {}", fmt_opt_bytes(env.l1d_cache_bytes), fmt_opt_bytes(env.l1i_cache_bytes)),
@@ -229,6 +240,11 @@ pub fn render_table(env: &Environment, limits: Option<&crate::probe::MachineLimi
         table.add_row(vec![k, v]);
     }
     table.to_string()
+}
+
+/// `max_isa` of results written before the field existed: they ran uncapped.
+fn native() -> String {
+    crate::isa::IsaLevel::Native.name().to_string()
 }
 
 fn unknown() -> String {
@@ -612,6 +628,8 @@ mod tests {
         assert!(without.contains("property") && without.contains("value"));
         assert!(without.contains(&env.fingerprint()));
         assert!(without.contains("not measured"));
+        assert!(without.contains("max isa"), "{without}");
+        assert_eq!(env.max_isa, crate::isa::cap().name());
         let limits = crate::probe::MachineLimits {
             fingerprint: env.fingerprint(),
             measured_at: "2024-01-01T00:00:00Z".into(),
@@ -634,5 +652,6 @@ mod tests {
             serde_json::from_str(r#"{"cpu_model":"Old CPU"}"#).expect("partial JSON loads");
         assert_eq!(env.cpu_model, "Old CPU");
         assert_eq!(env.logical_threads, 0);
+        assert_eq!(env.max_isa, "native", "results from before the ISA cap ran uncapped");
     }
 }

@@ -22,6 +22,18 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(EXIT_USAGE);
     }
+    // Checked before anything runs: a mistyped cap must not silently run
+    // (and record) kernels the user meant to exclude.
+    if let Err(e) = tfbench::isa::env_cap() {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
+    if let Some(dir) = &cli.data_dir
+        && let Err(e) = tfbench::data::set_flag_dir(dir)
+    {
+        eprintln!("error: {e}");
+        return ExitCode::from(EXIT_USAGE);
+    }
     let result = match &cli.command {
         Command::List(a) => app::list(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success),
         Command::Run(a) => app::run(a),

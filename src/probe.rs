@@ -40,7 +40,10 @@ pub struct MachineLimits {
 }
 
 /// The widest vector code this CPU runs, detected at run time so one binary
-/// serves every x86-64 machine.
+/// serves every x86-64 machine. Deliberately not capped by `TFBENCH_MAX_ISA`
+/// ([`crate::isa`]): the probe measures the machine's limits and is cached
+/// per machine, so a capped probe would make every later "% of peak" on
+/// that machine read high; under a cap, % of peak says what the cap costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Isa {
     #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]

@@ -43,20 +43,6 @@ pub fn uniform(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
     }
 }
 
-/// Where real input files live (`scripts/fetch-test-data.sh` fills it):
-/// `$TFBENCH_DATA_DIR`, else `.data` in the working directory when it exists,
-/// else the `.data` folder of the source tree tfbench was built from.
-pub fn data_dir() -> std::path::PathBuf {
-    if let Some(dir) = std::env::var_os("TFBENCH_DATA_DIR") {
-        return dir.into();
-    }
-    let local = std::path::PathBuf::from(".data");
-    if local.is_dir() {
-        return local;
-    }
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".data")
-}
-
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder,
 /// flushed to disk, then renamed over the target. A crash leaves either the
 /// old file or the new one, never half of one.

@@ -18,11 +18,22 @@ fn run_exact(env: &[(&str, &str)], ids: &[&str]) -> Run {
 
 #[test]
 fn the_fetched_openblas_runs_verified_beside_the_other_gemms() {
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join(".data");
-    if !data.join("openblas/libscipy_openblas.so").is_file() {
-        eprintln!("SKIPPED: .data/openblas is absent; run `bash scripts/fetch-test-data.sh` (CI does)");
+    if let Some(other) = std::env::var_os("TFBENCH_OPENBLAS") {
+        eprintln!(
+            "SKIPPED: TFBENCH_OPENBLAS={} names the library to use, not the fetched one",
+            other.display()
+        );
         return;
     }
+    // Found the way the binary finds it (same environment and working folder).
+    let lib = match tfbench::data::find(tfbench::kernels::openblas::FETCHED) {
+        Ok(lib) => lib,
+        Err(why) => {
+            eprintln!("SKIPPED: {why} (CI fetches it)");
+            return;
+        }
+    };
+    let data = lib.parent().and_then(Path::parent).expect("<data>/openblas/<lib>");
     let r = run_exact(
         &[("TFBENCH_DATA_DIR", data.to_str().unwrap())],
         &[ONE, ALL, "tensor/matmul/impl=gemm,shape=64x64x64,threads=1"],

@@ -4,23 +4,21 @@
 mod common;
 use common::*;
 use serde_json::Value;
-use std::path::Path;
 use std::process::Command;
 
-/// Whether the real files are there; tests that need them say so and return.
+/// Whether the real files are there, found the way the binary finds them
+/// (it inherits this process's environment and working folder); tests that
+/// need them say so and return.
 fn have_data() -> bool {
-    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join(".data");
-    let ok =
+    let d = tfbench::data::lookup();
+    let missing =
         ["gpt2/encoder.json", "gpt2/vocab.bpe", "minilm/tokenizer.json", "llama2/tokenizer.json", "kjv.txt"]
             .iter()
-            .all(|f| d.join(f).is_file());
-    if !ok {
-        eprintln!(
-            "SKIPPED: real tokenizer files absent from {} (run scripts/fetch-test-data.sh)",
-            d.display()
-        );
+            .find_map(|f| d.find(f).err());
+    if let Some(why) = &missing {
+        eprintln!("SKIPPED: real tokenizer files absent: {why}");
     }
-    ok
+    missing.is_none()
 }
 
 /// A config that shrinks every benchmark's input so runs take a second.
@@ -120,7 +118,7 @@ fn config_paths_and_bad_values() {
     if !have_data() {
         return;
     }
-    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join(".data");
+    let bert = tfbench::data::find("minilm/tokenizer.json").expect("have_data checked it");
     let dir = scratch("tok-config");
     // A tokenizer.json given by path, on a text file given by path.
     let corpus = write(&dir, "text.txt", &"The quick brown fox jumps over the lazy dog.\n".repeat(50));
@@ -129,7 +127,7 @@ fn config_paths_and_bad_values() {
         "paths.toml",
         &format!(
             "[suites.tokenizer.benchmarks.encode]\nvocab = [\"{}\"]\ncorpus = [\"{corpus}\"]\nlength = [\"line\"]\ninput_bytes = [0]\n",
-            data.join("minilm/tokenizer.json").display()
+            bert.display()
         ),
     );
     let (r, v) = run_json(&[

@@ -203,7 +203,10 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     let mut progress = Progress::new(verbosity, stream);
     let hooks =
         runner::RunHooks { canaries: !args.no_canary, inject: injection.as_ref(), panics: panics.as_ref() };
-    let executed = runner::execute_with(&plan, &clock, limits.as_ref(), &mut progress, &hooks);
+    let mut analyse = |o: &runner::CaseOutcome, s: &crate::config::Settings| {
+        crate::analysis::analyze(o, s, limits.as_ref())
+    };
+    let executed = runner::execute_with(&plan, &clock, &mut progress, &hooks, &mut analyse);
     report.cases = executed.cases;
     report.canaries = executed.canaries;
     progress.finish();

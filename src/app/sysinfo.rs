@@ -9,6 +9,7 @@ use anyhow::{Result, bail};
 /// `tfbench sysinfo`: the machine, and with `--probe` its measured limits.
 pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
     let env = Environment::gather();
+    let data = crate::data::lookup();
     let limits = if args.probe {
         let threads = args.threads.unwrap_or_else(config::default_threads);
         if threads == 0 {
@@ -30,7 +31,33 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
             "environment": env,
             "fingerprint": env.fingerprint(),
             "machine_limits": limits,
+            "isa_usable": crate::isa::usable(),
+            "data_dirs": data_dirs_json(&data),
         }))? + "\n"),
-        ListFormat::Table => Ok(crate::env::render_table(&env, limits.as_ref()) + "\n"),
+        ListFormat::Table => Ok(crate::env::render_table(&env, limits.as_ref())
+            + "\n"
+            + "data folders (--data-dir, else TFBENCH_DATA_DIR, else these; first match wins per file):\n"
+            + &data.describe().iter().map(|l| format!("  {l}\n")).collect::<String>()),
     }
+}
+
+/// The data folders searched, for `sysinfo --format json`: each with why it
+/// is searched, whether it exists and which known entries it holds.
+fn data_dirs_json(data: &crate::data::Lookup) -> serde_json::Value {
+    data.places
+        .iter()
+        .map(|p| {
+            let found: Vec<&str> = if p.exists {
+                crate::data::KNOWN.iter().copied().filter(|k| p.dir.join(k).exists()).collect()
+            } else {
+                Vec::new()
+            };
+            serde_json::json!({
+                "dir": p.dir,
+                "source": p.source.label(),
+                "exists": p.exists,
+                "found": found,
+            })
+        })
+        .collect()
 }

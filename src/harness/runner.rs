@@ -3,15 +3,34 @@
 
 use super::sampler::{self, Measurement};
 use super::timer::TimerInfo;
-use crate::analysis::{self, CaseOutcome};
 use crate::config::Resolved;
-use crate::probe::MachineLimits;
+use crate::plan::Case;
 use crate::results::CaseResult;
 use crate::suites;
+use crate::workload::Throughput;
 use crate::workload::Verification;
 use rand::seq::SliceRandom;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
+
+/// Everything the runner gathered for one case over all rounds.
+#[derive(Debug, Clone)]
+pub struct CaseOutcome {
+    /// The case.
+    pub case: Case,
+    /// The phase and reason of a failure, if any.
+    pub failure: Option<(String, String)>,
+    /// The self-check's result, if it ran.
+    pub verification: Option<Verification>,
+    /// Work per iteration as declared by the workload.
+    pub throughput: Vec<Throughput>,
+    /// One measurement per round that got that far.
+    pub measurements: Vec<Measurement>,
+    /// Why the case was refused (see [`crate::suites::SkipCase`]), if it was.
+    pub skipped: Option<String>,
+    /// Figures the workload reported after its last measured round.
+    pub metrics: Vec<crate::results::Metric>,
+}
 
 /// Hooks for progress display; every method has an empty default.
 pub trait Observer {
@@ -69,23 +88,29 @@ pub struct RunHooks<'a> {
     pub panics: Option<&'a regex::Regex>,
 }
 
-/// Runs every case of `plan` and returns results in plan order.
+/// Turns a case's raw outcome into its result once the case is done (the
+/// app passes the analysis here: the runner times, it does not analyse).
+pub type Finish<'a> = dyn FnMut(&CaseOutcome, &crate::config::Settings) -> CaseResult + 'a;
+
+/// Runs every case of `plan` and returns results in plan order; each case
+/// is turned into its result by `finish` as soon as its last round is done
+/// (so progress can show it).
 pub fn execute(
     plan: &Resolved,
     timer: &TimerInfo,
-    limits: Option<&MachineLimits>,
     obs: &mut dyn Observer,
+    finish: &mut Finish<'_>,
 ) -> Vec<CaseResult> {
-    execute_with(plan, timer, limits, obs, &RunHooks::default()).cases
+    execute_with(plan, timer, obs, &RunHooks::default(), finish).cases
 }
 
-/// [`execute`] with canaries and the injection hook.
+/// [`execute`] with canaries and the injection hooks.
 pub fn execute_with(
     plan: &Resolved,
     timer: &TimerInfo,
-    limits: Option<&MachineLimits>,
     obs: &mut dyn Observer,
     hooks: &RunHooks<'_>,
+    finish: &mut Finish<'_>,
 ) -> Executed {
     let mut canaries = Vec::new();
     let previous_hook = std::panic::take_hook();
@@ -138,7 +163,7 @@ pub fn execute_with(
             }
             done += 1;
             if last_round || o.failure.is_some() || o.skipped.is_some() {
-                let mut r = analysis::analyze(o, &settings, limits);
+                let mut r = finish(o, &settings);
                 if let Some(f) = slow {
                     r.notes.insert(
                         0,

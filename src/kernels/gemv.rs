@@ -44,11 +44,12 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
         unsafe fn v3(a: &[f32], b: &[f32]) -> f32 {
             dot_body(a, b)
         }
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        use crate::isa::Feature::{Avx2, Avx512f, Fma};
+        if crate::isa::has_all(&[Avx512f, Avx2, Fma]) {
             // SAFETY: the CPU supports every feature v4 was compiled for.
             return unsafe { v4(a, b) };
         }
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        if crate::isa::has_all(&[Avx2, Fma]) {
             // SAFETY: as above for v3.
             return unsafe { v3(a, b) };
         }

@@ -9,7 +9,7 @@ mod gemm;
 mod gemv;
 pub mod openblas;
 pub mod sgemm;
-mod simd;
+pub(crate) mod simd;
 pub(crate) mod workers;
 pub(crate) use simd::simd_dispatch;
 pub mod quant;

@@ -7,7 +7,7 @@
 //!
 //! 1. `$TFBENCH_OPENBLAS`, a path to the library (only that, when set);
 //! 2. `openblas/libscipy_openblas.so` in the data folder
-//!    ([`crate::util::data_dir`]), which `scripts/fetch-test-data.sh` fills
+//!    ([`crate::data`]), which `scripts/fetch-test-data.sh` fills
 //!    from PyPI's `scipy-openblas32`: the OpenBLAS NumPy and SciPy ship,
 //!    self-contained, built for every x86-64 core with its kernel chosen at
 //!    load time;
@@ -79,10 +79,12 @@ fn find() -> Result<OpenBlas, String> {
     let candidates: Vec<String> = match std::env::var_os("TFBENCH_OPENBLAS") {
         Some(p) => vec![p.to_string_lossy().into_owned()],
         None => vec![
-            {
-                // Absolute when it exists, so results say exactly which file ran.
-                let p = crate::util::data_dir().join(FETCHED);
-                std::fs::canonicalize(&p).unwrap_or(p).to_string_lossy().into_owned()
+            // Absolute when it exists, so results say exactly which file ran.
+            match crate::data::find(FETCHED) {
+                Ok(p) => std::fs::canonicalize(&p).unwrap_or(p).to_string_lossy().into_owned(),
+                // Not in any data folder: the library name alone, which
+                // dlopen then refuses with a short message.
+                Err(_) => FETCHED.rsplit('/').next().unwrap_or(FETCHED).to_string(),
             },
             "libopenblas.so.0".into(),
             "libopenblas.so".into(),

@@ -3,7 +3,8 @@
 
 /// Defines a function whose body is compiled for AVX-512 (when the compiler
 /// supports it, `tfbench_rust_1_89` from build.rs), AVX2+FMA+F16C and the
-/// baseline target, dispatching at run time on the detected CPU features.
+/// baseline target, dispatching at run time on the CPU features that
+/// [`crate::isa`] allows (the CPU's, under `TFBENCH_MAX_ISA`).
 /// Generic parameters take one trait bound each. Helpers called from the body
 /// must be `#[inline(always)]` to benefit.
 macro_rules! simd_dispatch {
@@ -18,21 +19,14 @@ macro_rules! simd_dispatch {
                 {
                     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")]
                     unsafe fn v4 $(<$($g: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                    if std::arch::is_x86_feature_detected!("avx512f")
-                        && std::arch::is_x86_feature_detected!("avx512vl")
-                        && std::arch::is_x86_feature_detected!("avx512dq")
-                        && std::arch::is_x86_feature_detected!("avx512bw")
-                    {
+                    if $crate::isa::has_all(&$crate::kernels::simd::V4) {
                         // SAFETY: the CPU supports every feature v4 was compiled for.
                         return unsafe { v4($($arg),*) };
                     }
                 }
                 #[target_feature(enable = "avx2,fma,f16c")]
                 unsafe fn v3 $(<$($g: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }
-                if std::arch::is_x86_feature_detected!("avx2")
-                    && std::arch::is_x86_feature_detected!("fma")
-                    && std::arch::is_x86_feature_detected!("f16c")
-                {
+                if $crate::isa::has_all(&$crate::kernels::simd::V3) {
                     // SAFETY: the CPU supports every feature v3 was compiled for.
                     return unsafe { v3($($arg),*) };
                 }
@@ -43,3 +37,15 @@ macro_rules! simd_dispatch {
 }
 
 pub(crate) use simd_dispatch;
+
+/// The features of [`simd_dispatch`]'s AVX-512 version.
+pub(crate) const V4: [crate::isa::Feature; 7] = {
+    use crate::isa::Feature::*;
+    [Avx512f, Avx512vl, Avx512dq, Avx512bw, Avx2, Fma, F16c]
+};
+
+/// The features of [`simd_dispatch`]'s AVX2 version.
+pub(crate) const V3: [crate::isa::Feature; 3] = {
+    use crate::isa::Feature::*;
+    [Avx2, Fma, F16c]
+};

@@ -34,6 +34,9 @@ pub struct RunLine {
     pub harness: HarnessInfo,
     /// The machine's measured limits, when a probe was cached.
     pub machine_limits: Option<crate::probe::MachineLimits>,
+    /// The run's unique id.
+    #[serde(default)]
+    pub run_id: String,
 }
 
 impl RunLine {
@@ -46,6 +49,7 @@ impl RunLine {
             environment: report.environment.clone(),
             harness: report.harness.clone(),
             machine_limits: report.machine_limits.clone(),
+            run_id: report.run_id.clone(),
         }
     }
 }
@@ -68,6 +72,9 @@ pub struct SummaryLine {
     pub wall_time_secs: f64,
     /// Checks of the performance targets.
     pub targets: Vec<TargetCheck>,
+    /// The canary timings taken between the cases.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub canaries: Vec<crate::results::CanarySample>,
 }
 
 /// Skipped cases that share a reason, in the summary line.
@@ -94,6 +101,7 @@ impl SummaryLine {
                 .collect(),
             wall_time_secs: report.wall_time_secs,
             targets: report.targets.clone(),
+            canaries: report.canaries.clone(),
         }
     }
 }
@@ -194,10 +202,8 @@ pub fn parse_jsonl(text: &str) -> Result<RunReport> {
         machine_limits: run.machine_limits,
         cases,
         targets: summary.targets,
-        // JSON Lines streams carry neither (comparisons of such files fall
-        // back to the cross-case drift estimate and sample equality).
-        run_id: String::new(),
-        canaries: Vec::new(),
+        run_id: run.run_id,
+        canaries: summary.canaries,
     })
 }
 

@@ -108,3 +108,42 @@ pub fn assert_usage_error(r: &Run, needles: &[&str]) {
     }
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
 }
+
+/// The skip reason the case `id` must carry on this machine, derived from
+/// the CPU's features under this process's `TFBENCH_MAX_ISA` (which the
+/// binary inherits), or `None` when it must run: a named int8 path
+/// (`path=avx_vnni`) needs its instructions, tfbench's GEMM
+/// (`impl=tfbench*`) AVX-512F. Nothing assumes the developer's CPU.
+pub fn expected_isa_skip(id: &str) -> Option<String> {
+    let params = id.rsplit('/').next().unwrap_or("");
+    for kv in params.split(',') {
+        match kv.split_once('=') {
+            Some(("path", p)) if p != "auto" => {
+                let path = tfbench::kernels::quant::Int8Path::parse(p).expect("a valid int8 path");
+                return path.unavailable().map(|why| format!("path={p}: {why}"));
+            }
+            Some(("impl", name @ ("tfbench" | "tfbench-packed"))) => {
+                return tfbench::isa::unavailable(&tfbench::kernels::sgemm::FEATURES)
+                    .map(|why| format!("impl={name} needs AVX-512F: {why}"));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Asserts `case` (a results JSON case) ran and verified, or was skipped
+/// with exactly the reason [`expected_isa_skip`] derives for it.
+pub fn assert_ok_or_isa_skip(case: &Value) {
+    let id = case["id"].as_str().expect("id");
+    match expected_isa_skip(id) {
+        None => {
+            assert_eq!(case["status"]["state"], "ok", "{id}: {}", case["status"]);
+            assert_eq!(case["verification"]["passed"], true, "{id}");
+        }
+        Some(why) => {
+            assert_eq!(case["status"]["state"], "skipped", "{id} must be skipped here: {why}");
+            assert_eq!(case["status"]["reason"], why.as_str(), "{id}");
+        }
+    }
+}

@@ -51,17 +51,23 @@ impl Int8Path {
         }
     }
 
-    /// Whether this CPU can run the path.
+    /// The CPU features the path's kernel is compiled for.
+    pub fn features(self) -> &'static [crate::isa::Feature] {
+        use crate::isa::Feature::*;
+        match self {
+            Self::Avx512Vnni => &[Avx512f, Avx512bw, Avx512vnni],
+            Self::AvxVnni => &[Avx2, AvxVnni],
+            Self::Avx2 => &[Avx2],
+            Self::Scalar => &[],
+        }
+    }
+
+    /// Whether the path can run here: the CPU has its features and
+    /// `TFBENCH_MAX_ISA` allows them ([`crate::isa`]).
     pub fn available(self) -> bool {
         #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
         {
-            use std::arch::is_x86_feature_detected as has;
-            match self {
-                Self::Avx512Vnni => has!("avx512f") && has!("avx512bw") && has!("avx512vnni"),
-                Self::AvxVnni => has!("avx2") && has!("avxvnni"),
-                Self::Avx2 => has!("avx2"),
-                Self::Scalar => true,
-            }
+            crate::isa::has_all(self.features())
         }
         #[cfg(not(all(target_arch = "x86_64", tfbench_rust_1_89)))]
         {
@@ -69,7 +75,19 @@ impl Int8Path {
         }
     }
 
-    /// The fastest path this CPU has.
+    /// Why the path cannot run here (the CPU lacks a feature, or the ISA cap
+    /// excludes one), or `None` when it can.
+    pub fn unavailable(self) -> Option<String> {
+        if self.available() {
+            return None;
+        }
+        Some(crate::isa::unavailable(self.features()).unwrap_or_else(|| {
+            // Only reached on builds without the path's kernels at all.
+            format!("this build has no {} kernel (non-x86-64 target or rustc older than 1.89)", self.name())
+        }))
+    }
+
+    /// The fastest path that can run here.
     pub fn detect() -> Self {
         Self::ALL.into_iter().find(|p| p.available()).unwrap_or(Self::Scalar)
     }

@@ -40,16 +40,19 @@ pub use igemm::{I8Weights, Int8Path, gemm_i8};
 pub use linear::{DynamicLinear, QMatrix, WeightFormat};
 use rayon::prelude::*;
 
-/// Whether the AVX-512 paths (F, BW, VL) can run on this CPU: the weight-only
-/// kernels use them when present, else their portable versions.
+/// The features the AVX-512 paths are compiled for.
+pub const AVX512: [crate::isa::Feature; 5] = {
+    use crate::isa::Feature::*;
+    [Avx512f, Avx512bw, Avx512vl, F16c, Fma]
+};
+
+/// Whether the AVX-512 paths (F, BW, VL) can run here (the CPU has them and
+/// `TFBENCH_MAX_ISA` allows them): the weight-only kernels use them when
+/// present, else their portable versions.
 pub fn has_avx512() -> bool {
     #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512bw")
-            && std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("f16c")
-            && std::arch::is_x86_feature_detected!("fma")
+        crate::isa::has_all(&AVX512)
     }
     #[cfg(not(all(target_arch = "x86_64", tfbench_rust_1_89)))]
     {

@@ -81,12 +81,16 @@ const TASK_APANELS: usize = 8;
 /// Panels claimed per packing step.
 const PACK_CLAIM: usize = 2;
 
-/// True when this CPU runs the AVX-512 kernel; otherwise callers must use
-/// another GEMM.
+/// The CPU features the kernel is compiled for (pack.rs's panel packers
+/// also enable AVX2).
+pub const FEATURES: [crate::isa::Feature; 2] = [crate::isa::Feature::Avx512f, crate::isa::Feature::Avx2];
+
+/// True when the AVX-512 kernel may run here (the CPU has AVX-512F and
+/// `TFBENCH_MAX_ISA` allows it); otherwise callers must use another GEMM.
 pub fn available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        crate::isa::has_all(&FEATURES)
     }
     #[cfg(not(target_arch = "x86_64"))]
     {

@@ -38,7 +38,32 @@ fn check(threads: usize, (m, k, n): (usize, usize, usize), layout: Layout, accum
 
 fn skip() -> bool {
     // Without AVX-512 the kernel declines; matmul_into's fallback covers it.
-    !available()
+    match crate::isa::unavailable(&FEATURES) {
+        Some(why) => {
+            eprintln!("SKIPPED: tfbench's AVX-512 GEMM cannot run here: {why}");
+            true
+        }
+        None => !available(),
+    }
+}
+
+/// Under a cap below AVX-512 the kernel declines without touching C, and
+/// `PackedB` declines too, so callers take their other GEMM: the contract
+/// the suites' fallbacks rely on, checked on any machine.
+#[test]
+fn below_an_avx512_cap_the_kernel_and_packing_decline() {
+    for level in [crate::isa::IsaLevel::Scalar, crate::isa::IsaLevel::Avx2] {
+        crate::isa::with_cap(level, || {
+            assert!(!available());
+            let (a, b) = (vec![1.0f32; 6], vec![1.0f32; 6]);
+            let mut c = vec![7.0f32; 4];
+            assert!(!matmul_into(1, (2, 3, 2), &a, &b, Layout::KxN, &mut c, false));
+            assert_eq!(c, [7.0; 4], "C untouched when declined");
+            assert!(PackedB::from_nxk(&b, 2, 3).is_none());
+        });
+    }
+    // And the cap is lifted again: on an AVX-512 machine the kernel runs.
+    assert_eq!(available(), crate::isa::unavailable(&FEATURES).is_none());
 }
 
 #[test]

@@ -38,13 +38,8 @@ pub fn prepare(case: &Case, real: bool) -> Result<Box<dyn Workload>> {
     let seq = super::positive(case, "seq")?;
     let (cfg, file) = if real {
         let param = case.str("weights")?;
-        let file = weights::weights_path(&param);
-        if !file.is_file() {
-            return Err(crate::suites::skip(format!(
-                "no weights at {} (`weights = \"{param}\"`); `bash scripts/fetch-test-data.sh` puts MiniLM-L6 in .data/minilm",
-                file.display()
-            )));
-        }
+        let file = weights::weights_path(&param)
+            .map_err(|why| crate::suites::skip(format!("weights = \"{param}\": {why}")))?;
         let mut cfg = weights::bert_config(&file)?;
         super::apply_layers(&mut cfg, case)?;
         (cfg, Some(file))

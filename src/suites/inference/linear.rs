@@ -338,6 +338,21 @@ mod tests {
 
     #[test]
     fn every_dtype_matches_the_naive_product_of_its_stored_weights() {
+        every_dtype_matches();
+    }
+
+    /// The same under every lower ISA cap: without tfbench's AVX-512 GEMM the
+    /// weights stay unpacked and the `gemm` crate runs; the quantized
+    /// weights take their portable kernels.
+    #[test]
+    fn every_dtype_matches_under_every_isa_cap() {
+        for level in [crate::isa::IsaLevel::Scalar, crate::isa::IsaLevel::Avx2, crate::isa::IsaLevel::Avx512]
+        {
+            crate::isa::with_cap(level, every_dtype_matches);
+        }
+    }
+
+    fn every_dtype_matches() {
         for &(m, k, n) in &[(1, 33, 50), (5, 64, 17), (9, 40, 16), (1, 96, 70), (12, 64, 33)] {
             let x = randn(m * k, 1);
             let w = randn(n * k, 2);

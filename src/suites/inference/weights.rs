@@ -68,11 +68,18 @@ pub fn random_model(cfg: &ModelConfig, dtype: DType, seed: u64) -> Result<Model>
 }
 
 /// Resolves a `weights` parameter: `minilm` is the MiniLM-L6 folder that
-/// `scripts/fetch-test-data.sh` fills; otherwise a safetensors file or a
-/// folder holding `model.safetensors`.
-pub fn weights_path(param: &str) -> PathBuf {
-    let p = if param == "minilm" { crate::util::data_dir().join("minilm") } else { PathBuf::from(param) };
-    if p.is_dir() { p.join("model.safetensors") } else { p }
+/// `scripts/fetch-test-data.sh` fills, searched for in the data folders
+/// ([`crate::data`]); otherwise a safetensors file or a folder holding
+/// `model.safetensors`. `Err` says why there is no such file (where it
+/// looked), for the case's skip reason.
+pub fn weights_path(param: &str) -> Result<PathBuf, String> {
+    let p = if param == "minilm" {
+        crate::data::find("minilm/model.safetensors")?
+    } else {
+        let p = PathBuf::from(param);
+        if p.is_dir() { p.join("model.safetensors") } else { p }
+    };
+    if p.is_file() { Ok(p) } else { Err(format!("no weights at {}", p.display())) }
 }
 
 /// Reads the BERT shape from the Hugging Face `config.json` beside `file`.

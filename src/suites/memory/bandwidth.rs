@@ -64,12 +64,12 @@ unsafe fn body_avx2(k: Kernel, x: &mut [f64], y: &[f64], z: &[f64]) {
 
 fn kernel(k: Kernel, x: &mut [f64], y: &[f64], z: &[f64]) {
     #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
-    if std::arch::is_x86_feature_detected!("avx512f") {
+    if crate::isa::has(crate::isa::Feature::Avx512f) {
         // SAFETY: the CPU supports AVX-512F.
         return unsafe { body_avx512(k, x, y, z) };
     }
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx2") {
+    if crate::isa::has(crate::isa::Feature::Avx2) {
         // SAFETY: the CPU supports AVX2.
         return unsafe { body_avx2(k, x, y, z) };
     }

@@ -277,6 +277,20 @@ mod tests {
 
     #[test]
     fn every_optimizer_and_form_verifies_and_runs() {
+        every_optimizer_and_form();
+    }
+
+    /// The same under every lower ISA cap: the optimizers' `simd_dispatch!`
+    /// loops then run their AVX2 and baseline builds, checked by the same
+    /// references.
+    #[test]
+    fn every_optimizer_verifies_under_every_isa_cap() {
+        for level in [crate::isa::IsaLevel::Scalar, crate::isa::IsaLevel::Avx2] {
+            crate::isa::with_cap(level, every_optimizer_and_form);
+        }
+    }
+
+    fn every_optimizer_and_form() {
         for name in NAMES {
             for form in ["fused", "unfused"] {
                 if *name == "adafactor" && form == "unfused" {

@@ -126,8 +126,10 @@ fn int8_path(case: &Case) -> Result<Int8Path> {
         return Ok(Int8Path::detect());
     }
     let path = Int8Path::parse(name)?;
-    if !path.available() {
-        return Err(skip(format!("this CPU has no {name} instructions")));
+    // The CPU may lack the path, or TFBENCH_MAX_ISA may cap it away; the
+    // reason says which.
+    if let Some(why) = path.unavailable() {
+        return Err(skip(format!("path={name}: {why}")));
     }
     Ok(path)
 }

@@ -130,6 +130,33 @@ mod tests {
     /// sizes: prepares, verifies, runs and reports metrics.
     #[test]
     fn every_benchmark_and_choice_verifies_on_small_sizes() {
+        small_sizes_verify();
+    }
+
+    /// The same under every lower ISA cap, so the AVX2, AVX-512-without-VNNI
+    /// and portable kernels are verified on any machine, and the int8 paths
+    /// above the cap are skipped with its reason.
+    #[test]
+    fn every_benchmark_verifies_under_every_isa_cap() {
+        use crate::isa::{IsaLevel, with_cap};
+        for level in [IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512] {
+            with_cap(level, small_sizes_verify);
+        }
+    }
+
+    /// The skip reason `case` must carry here (a named int8 path the CPU
+    /// lacks or the ISA cap excludes), or `None` when it must run.
+    fn expected_skip(case: &Case) -> Option<String> {
+        match case.params.get("path") {
+            Some(ParamValue::Str(p)) if p != "auto" => crate::kernels::quant::Int8Path::parse(p)
+                .expect("a valid path")
+                .unavailable()
+                .map(|why| format!("path={p}: {why}")),
+            _ => None,
+        }
+    }
+
+    fn small_sizes_verify() {
         let mut spec = spec();
         for b in &mut spec.benchmarks {
             for g in &mut b.grids {
@@ -154,11 +181,24 @@ mod tests {
                 }
             }
             for c in expand("quant", b) {
+                let expected = expected_skip(&c);
                 let mut w = match QuantSuite.prepare(&c) {
                     Ok(w) => w,
-                    Err(e) if e.downcast_ref::<SkipCase>().is_some() => continue,
-                    Err(e) => panic!("{}: {e:#}", c.id),
+                    Err(e) => match e.downcast_ref::<SkipCase>() {
+                        Some(skip) => {
+                            assert_eq!(
+                                Some(&skip.0),
+                                expected.as_ref(),
+                                "{}: skipped for another reason",
+                                c.id
+                            );
+                            eprintln!("SKIPPED {}: {}", c.id, skip.0);
+                            continue;
+                        }
+                        None => panic!("{}: {e:#}", c.id),
+                    },
                 };
+                assert_eq!(expected, None, "{} ran but should be skipped", c.id);
                 let v = w.verify().unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
                 assert!(v.passed, "{}: {}", c.id, v.detail);
                 w.run(2).unwrap();

@@ -99,7 +99,7 @@ fn tile_to_buf(
 /// power-of-two sizes). Parallel over tile rows of the output when large.
 pub(crate) fn transpose(out: &mut [f32], a: &[f32], rows: usize, cols: usize) {
     #[cfg(target_arch = "x86_64")]
-    let avx = std::arch::is_x86_feature_detected!("avx");
+    let avx = crate::isa::has(crate::isa::Feature::Avx);
     #[cfg(not(target_arch = "x86_64"))]
     let avx = false;
     transpose_with(out, a, rows, cols, avx);

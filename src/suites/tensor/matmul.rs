@@ -209,7 +209,9 @@ fn parse_impl(case: &Case) -> Result<Impl> {
     Ok(match choice(case, "impl", IMPLS)? {
         "gemm" => Impl::Gemm,
         name @ ("tfbench" | "tfbench-packed") if !crate::kernels::sgemm::available() => {
-            return Err(crate::suites::skip(format!("impl={name} needs AVX-512F, which this CPU lacks")));
+            let why = crate::isa::unavailable(&crate::kernels::sgemm::FEATURES)
+                .unwrap_or_else(|| "this build has no AVX-512 kernel".to_string());
+            return Err(crate::suites::skip(format!("impl={name} needs AVX-512F: {why}")));
         }
         "tfbench" => Impl::Tfbench,
         "tfbench-packed" => Impl::TfbenchPacked,
@@ -497,7 +499,8 @@ mod tests {
 
     #[test]
     fn packed_impl_verifies_and_runs_and_bmm_refuses_it() {
-        if !crate::kernels::sgemm::available() {
+        if let Some(why) = crate::isa::unavailable(&crate::kernels::sgemm::FEATURES) {
+            eprintln!("SKIPPED: impl=tfbench-packed cannot run here: {why}");
             return;
         }
         let case = |bench: &str, shape: &str, threads: ParamValue| {

@@ -193,6 +193,48 @@ mod tests {
         SuiteSpec::parse("tensor", TensorSuite.spec_toml()).unwrap()
     }
 
+    /// The skip reason `case` must carry on this machine, derived from what
+    /// it has (OpenBLAS loadable, tfbench's AVX-512 GEMM usable under the
+    /// ISA cap), or `None` when it must run.
+    fn expected_skip(case: &Case) -> Option<String> {
+        let imp = match case.params.get("impl") {
+            Some(ParamValue::Str(s)) => Some(s.as_str()),
+            _ => None,
+        };
+        match imp {
+            Some("openblas") => {
+                crate::kernels::openblas::load().err().map(|why| format!("impl=openblas: {why}"))
+            }
+            Some(name @ ("tfbench" | "tfbench-packed")) => {
+                crate::isa::unavailable(&crate::kernels::sgemm::FEATURES)
+                    .map(|why| format!("impl={name} needs AVX-512F: {why}"))
+            }
+            _ => None,
+        }
+    }
+
+    /// Prepares `case`; `None` (the reason printed) when it is skipped, which
+    /// must be exactly for the reason [`expected_skip`] derives, so an
+    /// absent OpenBLAS or a CPU without AVX-512 skips instead of failing,
+    /// and nothing else does.
+    fn prepare_or_skip(case: &Case) -> Option<Box<dyn Workload>> {
+        let expected = expected_skip(case);
+        match TensorSuite.prepare(case) {
+            Ok(w) => {
+                assert_eq!(expected, None, "{} ran but should be skipped", case.id);
+                Some(w)
+            }
+            Err(e) => match e.downcast_ref::<crate::suites::SkipCase>() {
+                Some(skip) => {
+                    assert_eq!(Some(&skip.0), expected.as_ref(), "{}: skipped for another reason", case.id);
+                    eprintln!("SKIPPED {}: {}", case.id, skip.0);
+                    None
+                }
+                None => panic!("{}: {e:#}", case.id),
+            },
+        }
+    }
+
     /// Rough size of a case: elements touched, or M*K*N for a matmul.
     fn size(case: &Case) -> usize {
         let mut n = 1usize;
@@ -221,7 +263,7 @@ mod tests {
                 let mut params = c.params.clone();
                 let tiny = if c.benchmark == "matmul" { "8x8x8" } else { "8x8" };
                 params.insert("shape".into(), ParamValue::Str(tiny.into()));
-                let w = TensorSuite.prepare(&Case::new("tensor", &c.benchmark, params)).unwrap();
+                let Some(w) = prepare_or_skip(&Case::new("tensor", &c.benchmark, params)) else { continue };
                 assert!(w.throughput().iter().any(|x| x.kind == t.kind), "{}", c.id);
             }
         }
@@ -237,7 +279,7 @@ mod tests {
                 if size(&case) > 1 << 21 {
                     continue;
                 }
-                let mut w = TensorSuite.prepare(&case).unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
+                let Some(mut w) = prepare_or_skip(&case) else { continue };
                 let v = w.verify().unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
                 assert!(v.passed, "{}: {} {}", case.id, v.reference, v.detail);
                 assert!(!w.throughput().is_empty(), "{}", case.id);
@@ -252,6 +294,22 @@ mod tests {
     /// Every benchmark, with every value of its non-size parameters, on small sizes.
     #[test]
     fn every_benchmark_and_op_prepares_verifies_and_runs_on_small_params() {
+        small_params_prepare_verify_and_run();
+    }
+
+    /// The same under every lower ISA cap, so the AVX2 and portable
+    /// fallbacks (transpose without AVX blocks, the GEMMs without tfbench's
+    /// AVX-512 kernel, the f16/bf16 conversions) are verified on any machine;
+    /// `impl=tfbench` must then be skipped with the cap's reason.
+    #[test]
+    fn every_benchmark_verifies_under_every_isa_cap() {
+        for level in [crate::isa::IsaLevel::Scalar, crate::isa::IsaLevel::Avx2, crate::isa::IsaLevel::Avx512]
+        {
+            crate::isa::with_cap(level, small_params_prepare_verify_and_run);
+        }
+    }
+
+    fn small_params_prepare_verify_and_run() {
         let small: BTreeMap<&str, Vec<ParamValue>> = [
             ("elements", vec![ParamValue::Int(1000), ParamValue::Int(PAR_MIN as i64 + 17)]),
             ("shape", vec![ParamValue::Str("37x53".into()), ParamValue::Str("300x513".into())]),
@@ -274,7 +332,7 @@ mod tests {
                 }
             }
             for case in expand("tensor", b) {
-                let mut w = TensorSuite.prepare(&case).unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
+                let Some(mut w) = prepare_or_skip(&case) else { continue };
                 let v = w.verify().unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
                 assert!(v.passed, "{}: {} {}", case.id, v.reference, v.detail);
                 w.run(2).unwrap();

@@ -52,7 +52,7 @@ impl Suite for TokenizerSuite {
     }
     fn spec_toml(&self) -> &'static str {
         static SPEC_FOR_THIS_MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-        SPEC_FOR_THIS_MACHINE.get_or_init(|| sources::with_fallbacks(SPEC, &crate::util::data_dir()))
+        SPEC_FOR_THIS_MACHINE.get_or_init(|| sources::with_fallbacks(SPEC, &crate::data::lookup()))
     }
     fn benchmarks(&self) -> &'static [&'static str] {
         BENCHMARKS

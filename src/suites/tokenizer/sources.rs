@@ -107,13 +107,8 @@ pub(crate) fn corpus(case: &Case) -> Result<Arc<String>> {
     let text = match name.as_str() {
         "multilingual" => MULTILINGUAL.to_string(),
         "kjv" => {
-            let path = crate::util::data_dir().join("kjv.txt");
-            if !path.is_file() {
-                return Err(skip(format!(
-                    "corpus kjv: {} is absent (run scripts/fetch-test-data.sh, or set `corpus` to a text file)",
-                    path.display()
-                )));
-            }
+            let path = crate::data::find("kjv.txt")
+                .map_err(|why| skip(format!("corpus kjv: {why}; or set `corpus` to a text file")))?;
             std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?
         }
         path if looks_like_path(path) => std::fs::read_to_string(path)
@@ -167,10 +162,10 @@ unigram-trained, or a path (a tokenizer.json, a BERT vocab.txt, or a folder with
 
 /// The suite file with every real vocabulary whose files are absent from
 /// `data` replaced by its `-trained` fallback, so case ids say what runs.
-pub(crate) fn with_fallbacks(spec: &str, data: &Path) -> String {
+pub(crate) fn with_fallbacks(spec: &str, data: &crate::data::Lookup) -> String {
     let absent: Vec<&str> = REAL
         .iter()
-        .filter(|(_, files)| files.iter().any(|f| !data.join(f).is_file()))
+        .filter(|(_, files)| files.iter().any(|f| data.find(f).is_err()))
         .map(|(name, _)| *name)
         .collect();
     if absent.is_empty() {
@@ -225,18 +220,16 @@ pub(crate) struct Loaded {
 /// on the case's corpus once per process.
 pub(crate) fn tokenizer(case: &Case) -> Result<Loaded> {
     let vocab = case.str("vocab")?;
-    let data = crate::util::data_dir();
     if let Some((name, files)) = REAL.iter().find(|(n, _)| *n == vocab) {
-        if let Some(f) = files.iter().find(|f| !data.join(f).is_file()) {
-            return Err(skip(format!(
-                "vocab {name}: {} is absent (run scripts/fetch-test-data.sh; the default grid uses {name}-trained then)",
-                data.join(f).display()
-            )));
-        }
-        let key = format!("{name}@{}", data.display());
+        let data = crate::data::lookup();
+        let paths =
+            files.iter().map(|f| data.find(f)).collect::<Result<Vec<PathBuf>, String>>().map_err(|why| {
+                skip(format!("vocab {name}: {why} (the default grid uses {name}-trained then)"))
+            })?;
+        let key = format!("{name}@{}", paths[0].display());
         let tok = cached(&key, || match *name {
-            "gpt2" => gpt2_from_files(&data.join("gpt2/encoder.json"), &data.join("gpt2/vocab.bpe")),
-            _ => from_json(&data.join(files[0])),
+            "gpt2" => gpt2_from_files(&paths[0], &paths[1]),
+            _ => from_json(&paths[0]),
         })?;
         let family = match *name {
             "gpt2" => Family::ByteLevel,

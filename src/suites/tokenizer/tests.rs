@@ -7,16 +7,16 @@ fn spec() -> SuiteSpec {
 }
 
 fn have_data() -> bool {
-    let d = crate::util::data_dir();
-    let ok = sources::REAL.iter().all(|(_, files)| files.iter().all(|f| d.join(f).is_file()))
-        && d.join("kjv.txt").is_file();
-    if !ok {
-        eprintln!(
-            "SKIPPED: real tokenizer files absent from {} (run scripts/fetch-test-data.sh)",
-            d.display()
-        );
+    let d = crate::data::lookup();
+    let missing = sources::REAL
+        .iter()
+        .flat_map(|(_, files)| files.iter().copied())
+        .chain(["kjv.txt"])
+        .find_map(|f| d.find(f).err());
+    if let Some(why) = &missing {
+        eprintln!("SKIPPED: real tokenizer files absent: {why}");
     }
-    ok
+    missing.is_none()
 }
 
 fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
@@ -51,7 +51,13 @@ fn segments_cut_lines_paragraphs_and_4k_chunks() {
 
 #[test]
 fn absent_real_files_become_trained_fallbacks_in_case_ids() {
-    let empty = std::env::temp_dir().join("tfbench-no-data-here");
+    let empty = crate::data::Lookup {
+        places: vec![crate::data::Place {
+            dir: std::env::temp_dir().join("tfbench-no-data-here"),
+            source: crate::data::Source::Env,
+            exists: false,
+        }],
+    };
     let spec = sources::with_fallbacks(SPEC, &empty);
     let parsed = SuiteSpec::parse("tokenizer", &spec).unwrap();
     let ids: Vec<String> =
@@ -64,7 +70,7 @@ fn absent_real_files_become_trained_fallbacks_in_case_ids() {
     );
     // With every file present the spec is untouched.
     if have_data() {
-        assert_eq!(sources::with_fallbacks(SPEC, &crate::util::data_dir()), SPEC);
+        assert_eq!(sources::with_fallbacks(SPEC, &crate::data::lookup()), SPEC);
     }
 }
 
