@@ -45,6 +45,27 @@ pub enum Command {
     /// people).
     #[command(hide = true)]
     AbWorker(Box<AbWorkerArgs>),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    Completions(CompletionsArgs),
+    /// Print the man page (roff), or write one page per subcommand with --dir.
+    Man(ManArgs),
+}
+
+/// `tfbench completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: clap_complete::Shell,
+}
+
+/// `tfbench man`.
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write tfbench.1 and a tfbench-SUBCOMMAND.1 page per subcommand into
+    /// DIR instead of printing tfbench.1 to stdout.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// Where baselines live.
@@ -426,9 +447,15 @@ pub struct RunArgs {
     /// No progress output on stderr.
     #[arg(long, short = 'q', conflicts_with = "verbose")]
     pub quiet: bool,
-    /// More detail on stderr (settings, verification of each case).
+    /// More detail on stderr (settings, verification of each case, whole
+    /// skip reasons and notes).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// The full results table: every reason and note whole in its cell, as
+    /// wide as its content (default: fit the terminal or COLUMNS, long
+    /// reasons and notes shortened, given whole in footnotes).
+    #[arg(long)]
+    pub wide: bool,
 }
 
 /// `tfbench sysinfo`.

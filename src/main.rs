@@ -9,7 +9,12 @@ use tfbench::cli::{Cli, Command};
 static ALLOC: tfbench::harness::alloc::CountingAlloc = tfbench::harness::alloc::CountingAlloc;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        // --help and --version come here too; clap prints and exits as usual.
+        Err(e) => app::suggest::with_suggestion(e, &args).exit(),
+    };
     if let Some(bad) = tfbench::harness::alloc::unknown_backend_request() {
         eprintln!(
             "error: TFBENCH_ALLOCATOR={bad:?} names no allocator; valid choices: {}",
@@ -42,6 +47,15 @@ fn main() -> ExitCode {
         Command::Merge(a) => app::merge(a).map(|t| eprint!("{t}")).map(|_| Outcome::Success),
         Command::Ab(a) => app::ab(a),
         Command::AbWorker(a) => app::ab_worker(a),
+        Command::Completions(a) => {
+            app::completions(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success)
+        }
+        Command::Man(a) => app::man(a)
+            .and_then(|(page, note)| {
+                note.iter().for_each(|n| eprint!("{n}"));
+                app::print_stdout(&page)
+            })
+            .map(|_| Outcome::Success),
     };
     match result {
         Ok(outcome) => ExitCode::from(outcome.code()),

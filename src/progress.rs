@@ -3,8 +3,9 @@
 //! chosen output format.
 
 use crate::harness::runner::Observer;
+use crate::report::summary::{self, RunSummary};
 use crate::report::{self, units};
-use crate::results::{CaseResult, CaseStatus};
+use crate::results::{CaseResult, CaseStatus, RunReport};
 use crate::suites::Verification;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
@@ -18,6 +19,40 @@ pub enum Verbosity {
     Normal,
     /// Also each case's verification.
     Verbose,
+}
+
+/// Longest skip reason in a progress line, in characters (without --verbose).
+const MAX_SKIP_REASON: usize = 72;
+
+/// The end-of-run lines for stderr: every case counted with each skip
+/// reason once (whole with `--verbose`), then the wall time and where the
+/// results went (`written`). When the results table, which carries the same
+/// counts under it, went to a terminal (`table_on_terminal`), the counts are
+/// left out, so a person reads the summary once.
+pub fn end_of_run(
+    report: &RunReport,
+    verbosity: Verbosity,
+    table_on_terminal: bool,
+    written: Option<&str>,
+) -> String {
+    if verbosity == Verbosity::Quiet {
+        return String::new();
+    }
+    let s = RunSummary::of(report);
+    let mut out = String::new();
+    if !table_on_terminal {
+        let max = if verbosity == Verbosity::Verbose { None } else { Some(MAX_SKIP_REASON * 2) };
+        for line in summary::text_lines(&s, max) {
+            out.push_str(&line);
+            out.push('\n');
+        }
+    }
+    out.push_str(&format!("wall time {:.1} s", report.wall_time_secs));
+    if let Some(p) = written {
+        out.push_str(&format!("; results written to {p}"));
+    }
+    out.push('\n');
+    out
 }
 
 /// The progress observer used by `tfbench run`.
@@ -108,7 +143,18 @@ impl Observer for Progress {
                 format!("ok  {time}{rate}")
             }
             CaseStatus::Failed { phase, reason } => format!("FAILED in {phase}: {reason}"),
-            CaseStatus::Skipped { reason } => format!("skipped: {reason}"),
+            // A skip reason can run to 600 characters (where a library was
+            // looked for, how to get it) and repeats for every case of its
+            // family: one line each here, whole with --verbose, in JSON and
+            // once per reason in the summary.
+            CaseStatus::Skipped { reason } => {
+                let reason = summary::without_case_id(reason, &r.id);
+                if self.verbosity == Verbosity::Verbose {
+                    format!("skipped: {}", reason.replace('\n', " "))
+                } else {
+                    format!("skipped: {}", report::shorten(&reason, MAX_SKIP_REASON))
+                }
+            }
         };
         let mut msg = format!("[{}/{}] {} {what}", self.finished, self.total, r.id);
         if self.verbosity == Verbosity::Verbose && !r.notes.is_empty() {

@@ -425,7 +425,7 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     let base_env = parse_env(&args.base_env, "--base-env")?;
     let head_env = parse_env(&args.head_env, "--head-env")?;
     if let Some(p) = &args.output {
-        check_writable(p)?;
+        check_writable(p, "--output")?;
     }
     let d = Settings::default();
     let opts = compare_options(&args.gate, d.confidence_level, d.seed)?;

@@ -85,7 +85,7 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome> {
         }
     };
     if let Some(p) = &args.output {
-        check_writable(p)?;
+        check_writable(p, "--output")?;
     }
     let d = Settings::default();
     let opts = compare_options(&args.gate, d.confidence_level, d.seed)?;

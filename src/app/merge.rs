@@ -5,7 +5,7 @@ use anyhow::Result;
 
 /// Merges and writes; returns a line saying what was written.
 pub fn merge(args: &MergeArgs) -> Result<String> {
-    super::check_writable(&args.output)?;
+    super::check_writable(&args.output, "--output")?;
     let mut inputs = Vec::new();
     for p in &args.inputs {
         inputs.push((p.display().to_string(), crate::baseline::load_results(p)?));

@@ -10,15 +10,18 @@ use std::path::Path;
 
 mod ab;
 mod baseline;
+mod completions;
 mod history;
 mod list;
 mod merge;
 mod report;
 mod run;
+pub mod suggest;
 mod sysinfo;
 
 pub use ab::{ab, ab_worker};
 pub use baseline::{baseline, compare};
+pub use completions::{completions, man};
 pub use history::history;
 pub use list::list;
 pub use merge::merge;
@@ -76,17 +79,19 @@ fn resolve(
     Ok((resolved, loaded))
 }
 
-/// Fails early when `path` cannot be written (missing folder, a folder).
-fn check_writable(path: &Path) -> Result<()> {
+/// Fails early when `path`, given with the command-line flag `flag` (e.g.
+/// `--html`), cannot be written (missing folder, a folder); the message
+/// names the flag the user typed.
+fn check_writable(path: &Path, flag: &str) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     if !dir.is_dir() {
-        bail!("cannot write --output {}: folder {} does not exist", path.display(), dir.display());
+        bail!("cannot write {flag} {}: folder {} does not exist", path.display(), dir.display());
     }
     if path.is_dir() {
-        bail!("cannot write --output {}: it is a folder", path.display());
+        bail!("cannot write {flag} {}: it is a folder", path.display());
     }
     Ok(())
 }

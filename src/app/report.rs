@@ -11,7 +11,7 @@ use anyhow::Result;
 
 /// Writes the report; returns a line saying where.
 pub fn report(args: &ReportArgs) -> Result<String> {
-    super::check_writable(&args.html)?;
+    super::check_writable(&args.html, "--html")?;
     let baselines = super::baseline_dir(args.dir.baseline_dir.as_deref(), None);
     let store = Store::new(&baselines);
     let mut loaded = Vec::new();

@@ -129,13 +129,13 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         }
     }
     if let Some(p) = &args.comparison_output {
-        check_writable(p)?;
+        check_writable(p, "--comparison-output")?;
     }
     // Decide every output before running, so a bad path fails in a second,
     // not after the whole run.
     let (stdout_format, file_output): (Format, Option<(PathBuf, Format)>) = match &args.output {
         Some(path) => {
-            check_writable(path)?;
+            check_writable(path, "--output")?;
             let f = args.format.or_else(|| format_from_extension(path)).unwrap_or(Format::Json);
             (Format::Table, Some((path.clone(), f)))
         }
@@ -221,6 +221,8 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
     }
     let text = if stream {
         report::jsonl::summary_line(&report)? + "\n"
+    } else if stdout_format == Format::Table {
+        report::table::render_with(&report, &report::table::TableView::for_stdout(args.wide))
     } else {
         report::render(stdout_format, &report)?
     };
@@ -231,16 +233,10 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
                 "note: no machine probe: % of peak, roofline and targets are not shown (tfbench sysinfo --probe)"
             );
         }
-        eprintln!(
-            "{} case(s), {} failed, wall time {:.1} s{}",
-            report.cases.len(),
-            report.failed_count(),
-            report.wall_time_secs,
-            file_output
-                .as_ref()
-                .map(|(p, _)| format!("; results written to {}", p.display()))
-                .unwrap_or_default()
-        );
+        let written = file_output.as_ref().map(|(p, _)| p.display().to_string());
+        let table_on_terminal =
+            stdout_format == Format::Table && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        eprint!("{}", crate::progress::end_of_run(&report, verbosity, table_on_terminal, written.as_deref()));
     }
     // Everything below only adds to what was already printed and written.
     if let Some(name) = &args.save_baseline {

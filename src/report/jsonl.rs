@@ -61,6 +61,13 @@ pub struct SummaryLine {
     pub cases: usize,
     /// Number of failed cases.
     pub failed: usize,
+    /// Number of skipped cases (absent in output of tfbench before 0.1.0's
+    /// run summary: read as 0).
+    #[serde(default)]
+    pub skipped: usize,
+    /// One entry per distinct skip reason, with the cases it covers.
+    #[serde(default)]
+    pub skip_reasons: Vec<SkipReason>,
     /// Wall time of the whole run in seconds.
     pub wall_time_secs: f64,
     /// Checks of the performance targets.
@@ -70,12 +77,28 @@ pub struct SummaryLine {
     pub canaries: Vec<crate::results::CanarySample>,
 }
 
+/// Skipped cases that share a reason, in the summary line.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct SkipReason {
+    /// The reason, whole (without a leading `case <id>: `).
+    pub reason: String,
+    /// Ids of the cases skipped for it.
+    pub cases: Vec<String>,
+}
+
 impl SummaryLine {
     /// The summary of `report`.
     pub fn of(report: &RunReport) -> Self {
+        let s = super::summary::RunSummary::of(report);
         Self {
             cases: report.cases.len(),
             failed: report.failed_count(),
+            skipped: s.skipped,
+            skip_reasons: s
+                .skip_groups
+                .into_iter()
+                .map(|g| SkipReason { reason: g.reason, cases: g.ids })
+                .collect(),
             wall_time_secs: report.wall_time_secs,
             targets: report.targets.clone(),
             canaries: report.canaries.clone(),

@@ -1,6 +1,9 @@
 //! GitHub-flavoured Markdown for PR comments: a heading naming the machine
-//! and tfbench version, a table with one row per case, and the target checks.
+//! and tfbench version, a table with one row per case, the run's summary
+//! (every case counted, each skip reason once with the cases it covers) and
+//! the target checks.
 
+use super::summary::{self, RunSummary};
 use super::{cells, failure_text, shorten, units};
 use crate::results::RunReport;
 use std::fmt::Write as _;
@@ -35,13 +38,15 @@ pub fn render(report: &RunReport) -> String {
     let cpu = report.environment.cpu_model.trim();
     let cpu = if cpu.is_empty() { "unknown CPU" } else { cpu };
     let failed = report.failed_count();
+    let counts = RunSummary::of(report);
     let _ = writeln!(
         out,
-        "### tfbench {} on {} ({} cases{}, {} threads, {})\n",
+        "### tfbench {} on {} ({} cases{}{}, {} threads, {})\n",
         report.tfbench_version.replace('|', "\\|"),
         cpu.replace('|', "\\|"),
         report.cases.len(),
         if failed > 0 { format!(", {failed} failed") } else { String::new() },
+        if counts.skipped > 0 { format!(", {} skipped", counts.skipped) } else { String::new() },
         report.harness.threads,
         report.started_at,
     );
@@ -52,9 +57,11 @@ pub fn render(report: &RunReport) -> String {
     for case in &report.cases {
         let status = match (&case.status, failure_text(&case.status)) {
             (_, None) => "ok".to_string(),
-            (crate::results::CaseStatus::Skipped { reason }, _) => {
-                format!("skipped: {}", cell(&shorten(reason, MAX_REASON)))
-            }
+            // The reason is given once for all cases sharing it, under the table.
+            (crate::results::CaseStatus::Skipped { .. }, _) => match counts.group_of(&case.id) {
+                Some(k) if counts.skip_groups.len() > 1 => format!("skipped ({k})"),
+                _ => "skipped".to_string(),
+            },
             (_, Some(why)) => format!("**FAILED**: {}", cell(&shorten(&why, MAX_REASON))),
         };
         push_row(
@@ -70,6 +77,11 @@ pub fn render(report: &RunReport) -> String {
                 cell(&cells::notes(case)),
             ],
         );
+    }
+
+    if !report.cases.is_empty() {
+        out.push('\n');
+        out.push_str(&summary::markdown(&counts));
     }
 
     let with_metrics: Vec<_> = report.cases.iter().filter(|c| !c.metrics.is_empty()).collect();

@@ -12,6 +12,7 @@ pub mod html;
 pub mod json;
 pub mod jsonl;
 pub mod markdown;
+pub mod summary;
 pub mod table;
 /// Number formatting (a leaf of its own, [`crate::units`]).
 pub use crate::units;
@@ -104,7 +105,7 @@ pub(crate) mod cells {
     /// suites start their errors with it for logs, and in a narrow cell it
     /// would crowd out the part that says what to do (the valid choices).
     fn without_case_id(text: &str, id: &str) -> String {
-        text.replacen(&format!("case {id}: "), "", 1)
+        super::summary::without_case_id(text, id)
     }
 
     /// One metric as `name value unit`: times and byte counts get scaled

@@ -29,7 +29,8 @@ pub fn tfbench_in(cache: &Path, args: &[&str]) -> Run {
 /// [`tfbench_in`] with extra environment variables.
 fn tfbench_in_env(cache: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_tfbench"));
-    cmd.args(args).env("TFBENCH_CACHE_DIR", cache).env("NO_COLOR", "1");
+    // COLUMNS would narrow the results table (tests that want that set it).
+    cmd.args(args).env("TFBENCH_CACHE_DIR", cache).env("NO_COLOR", "1").env_remove("COLUMNS");
     for (k, v) in env {
         cmd.env(k, v);
     }

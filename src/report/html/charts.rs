@@ -113,7 +113,8 @@ pub(crate) fn distribution(out: &mut String, case_id: &str, series: &[DistSeries
     let present: Vec<&Distribution> = series.iter().filter_map(|s| s.dist.as_ref()).collect();
     let y = dist_scale(&present, &cis);
     let w = LEFT + COL * series.len() as f64 + RIGHT;
-    svg::open(out, "dist", w, H, &format!("Distribution of per-iteration times of {case_id}"));
+    let label = format!("Distribution of per-iteration times of {case_id}");
+    svg::open_sized(out, "dist", w, H, &label, Some(w * 1.5));
     svg::y_axis(out, &y, LEFT, w - RIGHT, Units::Time);
     for (k, s) in series.iter().enumerate() {
         let d = &s.dist;
@@ -238,8 +239,19 @@ pub(crate) mod bars {
     pub const TOP: f64 = 6.0;
     /// Room under the bars for tick labels.
     pub const AXIS_H: f64 = 22.0;
-    /// Longest label drawn, in characters; longer ones are clipped.
-    pub const MAX_LABEL: usize = 44;
+    /// Rows beyond which the axis labels are repeated above the bars.
+    pub const LONG: usize = 12;
+}
+
+/// Left edge of a throughput chart's bars: the longest label's width.
+pub(crate) fn label_column(rows: &[RateRow]) -> f64 {
+    let longest = rows.iter().map(|r| r.label.chars().count()).max().unwrap_or(0);
+    (longest as f64 * CHAR_W + 10.0).max(60.0)
+}
+
+/// Width of a throughput chart: at least [`bars::W`], more for long labels.
+pub(crate) fn width(rows: &[RateRow]) -> f64 {
+    bars::W.max(label_column(rows) + 420.0)
 }
 
 /// The x scale of a throughput chart: zero to the highest rate or CI bound,
@@ -251,35 +263,44 @@ pub(crate) fn rate_scale(rows: &[RateRow], x0: f64) -> LinearScale {
         .flat_map(|e| [e.point, e.upper])
         .filter(|v| v.is_finite())
         .fold(0f64, f64::max);
-    LinearScale::new((0.0, hi * 1.02), (x0, bars::W - bars::VALUE_W))
+    LinearScale::new((0.0, hi * 1.02), (x0, width(rows) - bars::VALUE_W))
 }
 
-/// Horizontal bars of `rows`' rates in `unit`, one bar per file (colour per
-/// file), the CI as an error bar, the value at the end of each bar.
+/// Horizontal bars of `rows`' rates in `unit`, one bar per file of `files`
+/// (`(index of the file in the report, label)`: the index picks the colour,
+/// so a file keeps its colour in every chart), the CI as an error bar, the
+/// value at the end of each bar.
 pub(crate) fn throughput(
     out: &mut String,
     title: &str,
     unit: &'static str,
-    files: &[&str],
+    files: &[(usize, &str)],
     rows: &[RateRow],
 ) {
     use bars::*;
-    let longest = rows.iter().map(|r| r.label.chars().count().min(MAX_LABEL)).max().unwrap_or(0);
-    let x0 = (longest as f64 * CHAR_W + 10.0).clamp(60.0, 320.0);
+    // Labels are never cut (a cut label could stand for two cases): the
+    // label column is as wide as the longest, and the chart as much wider.
+    let x0 = label_column(rows);
+    let w = width(rows);
     let per_row = files.len() as f64 * (BAR + GAP) - GAP;
-    let h = TOP + rows.len() as f64 * (per_row + ROW_GAP) + AXIS_H;
+    // A long chart repeats its axis labels above the bars.
+    let head = if rows.len() > LONG { AXIS_H } else { 0.0 };
+    let h = TOP + head + rows.len() as f64 * (per_row + ROW_GAP) + AXIS_H;
     let x = rate_scale(rows, x0);
-    svg::open(out, "bars", W, h, title);
+    svg::open(out, "bars", w, h, title);
     let axis_y = h - AXIS_H;
-    svg::x_axis(out, &x, TOP, axis_y, Units::Rate(unit));
+    svg::x_axis(out, &x, TOP + head, axis_y, Units::Rate(unit));
+    if head > 0.0 {
+        svg::x_axis_labels(out, &x, TOP + head - 6.0, Units::Rate(unit));
+    }
     for (i, row) in rows.iter().enumerate() {
-        let top = TOP + ROW_GAP / 2.0 + i as f64 * (per_row + ROW_GAP);
+        let top = TOP + head + ROW_GAP / 2.0 + i as f64 * (per_row + ROW_GAP);
         let _ = write!(
             out,
             "<text x=\"{}\" y=\"{}\" dy=\"0.32em\" text-anchor=\"end\">{}<title>{}</title></text>",
             N(x0 - 6.0),
             N(top + per_row / 2.0),
-            Esc(&svg::clip(&row.label, MAX_LABEL)),
+            Esc(&row.label),
             Esc(row.id),
         );
         for (k, rate) in row.rates.iter().enumerate() {
@@ -302,12 +323,12 @@ pub(crate) fn throughput(
                  <title>{}: {}</title></rect>\
                  <line class=\"err\" x1=\"{}\" y1=\"{mid}\" x2=\"{}\" y2=\"{mid}\"/>\
                  <text x=\"{}\" y=\"{mid}\" dy=\"0.32em\">{}</text></g>",
-                k % super::PALETTE,
+                files.get(k).map_or(k, |f| f.0) % super::PALETTE,
                 N(x0),
                 N(by),
                 N(end - x0),
                 N(BAR),
-                Esc(files.get(k).copied().unwrap_or("")),
+                Esc(files.get(k).map_or("", |f| f.1)),
                 Esc(&text),
                 N(lo),
                 N(hi),

@@ -14,12 +14,14 @@
 
 mod charts;
 mod comparison;
+mod labels;
 mod svg;
 mod tables;
 #[cfg(test)]
 mod tests;
 mod trend;
 
+use crate::report::summary::{RunSummary, describe_ids};
 use crate::results::{CaseResult, Estimate, RunReport};
 use crate::suites::ThroughputKind;
 use std::fmt::Write as _;
@@ -51,7 +53,12 @@ h3{margin:1.4em 0 .4em}code{font:12px ui-monospace,Menlo,Consolas,monospace}\
 .muted{color:#777;fill:#888}nav a{margin-right:1em}\
 .scroll{overflow-x:auto}table{border-collapse:collapse;margin:.5em 0}\
 th,td{padding:3px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}\
-th{background:#f6f6f6}td.num{text-align:right;white-space:nowrap}td.notes{max-width:30em}\
+table.summary,table.changes,table.side,table.infer{width:100%}td.id{min-width:14em}\
+table.changes td.num,table.side td.num{white-space:normal}\
+th{background:#f6f6f6}td.num{text-align:right;white-space:nowrap}\
+ol.notes{font-size:12px;margin:.3em 0 1em;padding-left:2.2em;overflow-wrap:anywhere}\
+.summary-box{background:#f6f8fa;border:1px solid #e1e4e8;padding:8px 14px;margin:1em 0}\
+.summary-box li{overflow-wrap:anywhere}.ref{font-size:11px;vertical-align:super}\
 tr.fail td{background:#fff1f0}tr.fail td:nth-child(4){color:#b00;font-weight:600}\
 dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:.5em 0}\
 dl.facts dt{color:#666}dl.facts dd{margin:0}\
@@ -67,7 +74,7 @@ margin-right:.3em;background:currentColor;vertical-align:-.05em}.key span{color:
 .samples .severe{fill:none;stroke:#c00}\
 .bar{fill:currentColor;fill-opacity:.85}.err{stroke:#222;stroke-width:1.2}\
 .noise{fill:#000;fill-opacity:.07}.warn{background:#fff7e0;padding:6px 10px}.zero{stroke:#888}\
-.faster{color:#1a7f37}.slower{color:#c62828}.same{color:#888}.unsure{color:#b58900}\
+.faster{color:#1a7f37}.slower{color:#c62828}.same{color:#888}.unsure{color:#b58900}.few{color:#7b61c4}\
 .trend polyline{fill:none;stroke:currentColor;stroke-width:1.5}.trend circle{fill:currentColor}\
 .cp line{stroke:#c62828;stroke-dasharray:4 3}.cp text{fill:#c62828}.level{stroke:#555;stroke-dasharray:2 2}\
 .s0{color:#0072b2}.s1{color:#e69f00}.s2{color:#009e73}.s3{color:#cc79a7}\
@@ -87,7 +94,7 @@ pub fn render(input: &HtmlInput) -> String {
         input.reports.len(),
         t = Esc(&input.title),
     );
-    let mut sections: Vec<(&str, &str)> = vec![("results", "Results")];
+    let mut sections: Vec<(&str, &str)> = vec![("summary", "Summary"), ("results", "Results")];
     if input.reports.len() > 1 {
         sections.push(("side", "Side by side"));
     }
@@ -103,6 +110,7 @@ pub fn render(input: &HtmlInput) -> String {
     }
     out.push_str("</nav></header>");
 
+    summary_section(&mut out, input);
     results_section(&mut out, input);
     if input.reports.len() > 1 {
         out.push_str("<section id=\"side\"><h2>Side by side</h2>");
@@ -122,23 +130,90 @@ pub fn render(input: &HtmlInput) -> String {
     out
 }
 
+/// The page at a glance: per results file, every case counted with each
+/// skip reason once (and the cases it covers); the comparison's verdicts.
+fn summary_section(out: &mut String, input: &HtmlInput) {
+    out.push_str("<section id=\"summary\" class=\"summary-box\"><h2 style=\"margin-top:.3em\">Summary</h2>");
+    for (k, (label, report)) in input.reports.iter().enumerate() {
+        let s = RunSummary::of(report);
+        let _ = write!(
+            out,
+            "<p><b>{}</b>: {} case{} run: <b>{} ok</b>, <b>{} skipped</b>, <b{}>{} failed</b>; wall time {:.1} s.</p>",
+            Esc(label),
+            s.total,
+            if s.total == 1 { "" } else { "s" },
+            s.ok,
+            s.skipped,
+            if s.failed > 0 { " class=\"slower\"" } else { "" },
+            s.failed,
+            report.wall_time_secs,
+        );
+        if !s.skip_groups.is_empty() {
+            out.push_str("<ol>");
+            for (g_index, g) in s.skip_groups.iter().enumerate() {
+                let _ = write!(
+                    out,
+                    "<li id=\"skip-{k}-{}\">{} skipped: {} <span class=\"muted\">({})</span><details><summary>cases\
+                     </summary>",
+                    g_index + 1,
+                    g.ids.len(),
+                    Esc(&g.reason),
+                    Esc(&describe_ids(&g.ids)),
+                );
+                for (i, id) in g.ids.iter().enumerate() {
+                    let _ =
+                        write!(out, "{}<code>{}</code>", if i > 0 { ", " } else { "" }, labels::id_html(id));
+                }
+                out.push_str("</details></li>");
+            }
+            out.push_str("</ol>");
+        }
+    }
+    if let Some(cmp) = input.comparison {
+        let mut verdicts: Vec<(&str, usize)> = Vec::new();
+        for c in &cmp.changes {
+            match verdicts.iter_mut().find(|(v, _)| *v == c.verdict.as_str()) {
+                Some((_, n)) => *n += 1,
+                None => verdicts.push((c.verdict.as_str(), 1)),
+            }
+        }
+        verdicts.sort_by_key(|(v, _)| comparison::verdict_rank(v));
+        let _ = write!(out, "<p><b>Comparison</b> {} → {}: ", Esc(&cmp.baseline), Esc(&cmp.candidate));
+        for (i, (v, n)) in verdicts.iter().enumerate() {
+            let _ = write!(
+                out,
+                "{}<b class=\"{}\">{n} {}</b>",
+                if i > 0 { ", " } else { "" },
+                comparison::verdict_class_of(v),
+                Esc(v)
+            );
+        }
+        if verdicts.is_empty() {
+            out.push_str("no case measured in both");
+        }
+        let _ = write!(
+            out,
+            "; {} only in the baseline, {} only in the candidate, {} not compared (failed or no samples).</p>",
+            cmp.only_in_baseline.len(),
+            cmp.only_in_candidate.len(),
+            cmp.failed.len()
+        );
+    }
+    out.push_str("</section>");
+}
+
 /// Per results file: machine facts, the summary table and target checks.
 fn results_section(out: &mut String, input: &HtmlInput) {
     out.push_str("<section id=\"results\"><h2>Results</h2>");
     if input.reports.is_empty() {
         out.push_str("<p class=\"muted\">No results file given.</p>");
     }
-    for (label, report) in &input.reports {
-        let failed = report.failed_count();
-        let _ = write!(
-            out,
-            "<h3>{}</h3><p>{} case(s){}.</p>",
-            Esc(label),
-            report.cases.len(),
-            if failed > 0 { format!(", <b>{failed} failed</b>") } else { String::new() },
-        );
+    for (k, (label, report)) in input.reports.iter().enumerate() {
+        let counts = RunSummary::of(report);
+        let _ = write!(out, "<h3>{}</h3><p>{}.</p>", Esc(label), Esc(&counts.counts_line()));
         tables::environment(out, report);
-        tables::summary(out, report);
+        tables::summary(out, report, k);
+        tables::inference(out, report);
         tables::targets(out, report);
     }
     out.push_str("</section>");
@@ -187,23 +262,32 @@ fn throughput_section(out: &mut String, reports: &[(String, &RunReport)]) {
     if groups.is_empty() {
         out.push_str("<p class=\"muted\">No measured case declares a throughput.</p>");
     }
-    let files: Vec<&str> = reports.iter().map(|(l, _)| l.as_str()).collect();
-    for ((suite, bench, kind), ids) in groups {
-        let prefix = format!("{suite}/{bench}/");
+    for ((suite, bench, kind), mut ids) in groups {
+        ids.sort_by(|a, b| labels::natural_cmp(a, b));
+        let names = labels::varying_labels(&ids);
+        // Only the files that have a case of this group get a bar slot: a
+        // report of every suite's run would otherwise draw rows of empty slots.
+        let present: Vec<(usize, &str)> = reports
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, r))| ids.iter().any(|id| tables::find(r, id).is_some()))
+            .map(|(k, (l, _))| (k, l.as_str()))
+            .collect();
         let rows: Vec<charts::RateRow> = ids
             .iter()
-            .map(|id| charts::RateRow {
+            .zip(names)
+            .map(|(id, label)| charts::RateRow {
                 id,
-                label: id.strip_prefix(&prefix).filter(|p| !p.is_empty()).unwrap_or(bench).to_string(),
-                rates: reports
+                label,
+                rates: present
                     .iter()
-                    .map(|(_, r)| tables::find(r, id).and_then(|c| rate_of(c, kind)))
+                    .map(|(k, _)| tables::find(reports[*k].1, id).and_then(|c| rate_of(c, kind)))
                     .collect(),
             })
             .collect();
         let title = format!("{suite}/{bench}: {}", kind.rate_unit());
         let _ = write!(out, "<figure><figcaption><b>{}</b></figcaption>", Esc(&title));
-        charts::throughput(out, &title, kind.rate_unit(), &files, &rows);
+        charts::throughput(out, &title, kind.rate_unit(), &present, &rows);
         out.push_str("</figure>");
     }
     out.push_str("</section>");
@@ -224,14 +308,23 @@ fn distribution_section(out: &mut String, reports: &[(String, &RunReport)]) {
     if reports.len() > 1 {
         legend(out, reports);
     }
-    let columns = reports.len().max(1) as f64;
+    // As many columns as the most files sharing one case, not the number of
+    // files: a report of every suite's run has one file per case.
+    let columns = tables::union_ids(reports)
+        .iter()
+        .map(|id| reports.iter().filter(|(_, r)| tables::find(r, id).is_some()).count())
+        .max()
+        .unwrap_or(1)
+        .max(1) as f64;
     let min_width = 220.0 + 110.0 * (columns - 1.0);
     let _ = write!(
         out,
         "<div class=\"grid\" style=\"grid-template-columns:repeat(auto-fill,minmax({min_width:.0}px,1fr))\">"
     );
     let mut any = false;
-    for id in tables::union_ids(reports) {
+    let mut ids = tables::union_ids(reports);
+    ids.sort_by(|a, b| labels::natural_cmp(a, b));
+    for id in ids {
         let series: Vec<charts::DistSeries> = reports
             .iter()
             .enumerate()
@@ -251,7 +344,7 @@ fn distribution_section(out: &mut String, reports: &[(String, &RunReport)]) {
             .collect();
         let _ = write!(out, "<figure class=\"case\" data-case=\"{}\">", Esc(id));
         charts::distribution(out, id, &series);
-        let _ = write!(out, "<figcaption><code>{}</code>", Esc(id));
+        let _ = write!(out, "<figcaption><code>{}</code>", labels::id_html(id));
         if !drawn.is_empty() {
             let _ = write!(out, " <span class=\"muted\">({})</span>", drawn.join("; "));
         }

@@ -185,9 +185,17 @@ fn pick(value: f64, steps: &[(f64, &'static str)]) -> (f64, &'static str) {
 /// Opens an `<svg>` of `w` x `h` viewBox units with an accessible name; the
 /// caller closes it with `</svg>`.
 pub(crate) fn open(out: &mut String, class: &str, w: f64, h: f64, label: &str) {
+    open_sized(out, class, w, h, label, None);
+}
+
+/// [`open`], drawn at most `max_px` CSS pixels wide: a small chart in a wide
+/// cell would otherwise be scaled up to the cell's width (a one-column
+/// distribution plot 1,300 px tall).
+pub(crate) fn open_sized(out: &mut String, class: &str, w: f64, h: f64, label: &str, max_px: Option<f64>) {
+    let style = max_px.map_or(String::new(), |m| format!(" style=\"max-width:{}px\"", N(m)));
     let _ = write!(
         out,
-        "<svg xmlns=\"{SVG_NS}\" class=\"{class}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">\
+        "<svg xmlns=\"{SVG_NS}\" class=\"{class}\"{style} viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">\
          <title>{}</title>",
         N(w),
         N(h),
@@ -216,11 +224,10 @@ pub(crate) fn y_axis(out: &mut String, y: &LinearScale, x0: f64, x1: f64, units:
     out.push_str("</g>");
 }
 
-/// Vertical grid lines from `y0` to `y1` with labels under `y1` for a
-/// horizontal value axis.
-pub(crate) fn x_axis(out: &mut String, x: &LinearScale, y0: f64, y1: f64, units: Units) {
-    // As many ticks (up to about 6) as leave room between the labels, which
-    // are long with a unit (`250 GFLOP/s`).
+/// The ticks of a horizontal value axis with their labels: as many (up to
+/// about 6) as leave room between the labels, which are long with a unit
+/// (`250 GFLOP/s`).
+fn x_ticks(x: &LinearScale, units: Units) -> Vec<(f64, String)> {
     let width = (x.r1 - x.r0).abs();
     let fits = |labels: &[String]| {
         let longest = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
@@ -235,9 +242,15 @@ pub(crate) fn x_axis(out: &mut String, x: &LinearScale, y0: f64, y1: f64, units:
         (step, ticks) = x.ticks(target);
         labels = tick_labels(&ticks, step, units);
     }
+    ticks.into_iter().zip(labels).collect()
+}
+
+/// Vertical grid lines from `y0` to `y1` with labels under `y1` for a
+/// horizontal value axis.
+pub(crate) fn x_axis(out: &mut String, x: &LinearScale, y0: f64, y1: f64, units: Units) {
     out.push_str("<g class=\"axis\">");
-    for (t, label) in ticks.iter().zip(&labels) {
-        let px = N(x.map(*t));
+    for (t, label) in x_ticks(x, units) {
+        let px = N(x.map(t));
         let _ = write!(
             out,
             "<line x1=\"{px}\" y1=\"{}\" x2=\"{px}\" y2=\"{}\"/>\
@@ -245,7 +258,23 @@ pub(crate) fn x_axis(out: &mut String, x: &LinearScale, y0: f64, y1: f64, units:
             N(y0),
             N(y1),
             N(y1 + FONT + 3.0),
-            Esc(label),
+            Esc(&label),
+        );
+    }
+    out.push_str("</g>");
+}
+
+/// The tick labels of [`x_axis`] alone, with their baseline at `y`: the axis
+/// repeated above a long chart, so it is read where the chart starts.
+pub(crate) fn x_axis_labels(out: &mut String, x: &LinearScale, y: f64, units: Units) {
+    out.push_str("<g class=\"axis\">");
+    for (t, label) in x_ticks(x, units) {
+        let _ = write!(
+            out,
+            "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            N(x.map(t)),
+            N(y),
+            Esc(&label)
         );
     }
     out.push_str("</g>");

@@ -1,7 +1,9 @@
 //! The HTML tables: machine facts, one summary row per case, target checks,
 //! and medians side by side when several results files are given.
 
+use super::labels;
 use super::svg::Esc;
+use crate::report::summary::RunSummary;
 use crate::report::{cells, failure_text, units};
 use crate::results::{CaseResult, RunReport};
 use std::fmt::Write as _;
@@ -65,16 +67,21 @@ fn median_cell(case: &CaseResult, header_level: Option<f64>) -> String {
     }
 }
 
-/// One row per case: id, median with CI, throughput, status, samples,
-/// outliers, notes (failure reasons in full).
-pub(crate) fn summary(out: &mut String, r: &RunReport) {
+/// One row per case: id (wrapping at its commas), median with CI,
+/// throughput, status, samples, outliers, and references to the notes,
+/// which follow the table as a numbered list (a failure's reason whole; a
+/// skipped case points at its reason in the summary, given there once).
+/// `k` numbers the results file, for unique anchors.
+pub(crate) fn summary(out: &mut String, r: &RunReport, k: usize) {
     let level = level_of(r);
     let level_text = level.map_or(String::new(), |l| format!(" [{:.0}% CI]", l * 100.0));
+    let counts = RunSummary::of(r);
     let _ = write!(
         out,
         "<div class=\"scroll\"><table class=\"summary\"><thead><tr><th>Case</th><th>Median{level_text}</th>\
          <th>Throughput</th><th>Status</th><th>Samples</th><th>Outliers</th><th>Notes</th></tr></thead><tbody>"
     );
+    let mut notes: Vec<(String, String)> = Vec::new();
     for case in &r.cases {
         let (status, class) = match &case.status {
             crate::results::CaseStatus::Ok => ("ok".to_string(), "ok"),
@@ -88,26 +95,102 @@ pub(crate) fn summary(out: &mut String, r: &RunReport) {
                 s.samples.to_string()
             }
         });
-        let mut notes: Vec<String> = failure_text(&case.status).into_iter().collect();
-        notes.extend(case.notes.iter().cloned());
         let _ = write!(
             out,
-            "<tr class=\"{class}\"><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"notes\">",
-            Esc(&case.id),
+            "<tr class=\"{class}\"><td class=\"id\"><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+             <td>{}",
+            labels::id_html(&case.id),
             Esc(&median_cell(case, level)),
             Esc(&cells::throughput(case)),
             Esc(&status),
+        );
+        if let Some(g) = counts.group_of(&case.id) {
+            let _ = write!(out, " <a class=\"ref\" href=\"#skip-{k}-{g}\">reason {g}</a>");
+        }
+        let _ = write!(
+            out,
+            "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">",
             Esc(&samples),
             Esc(&cells::outliers(case)),
         );
-        for (i, note) in notes.iter().enumerate() {
-            if i > 0 {
-                out.push_str("<br/>");
-            }
-            let _ = write!(out, "{}", Esc(note));
+        let mut texts: Vec<String> = match &case.status {
+            crate::results::CaseStatus::Failed { .. } => failure_text(&case.status).into_iter().collect(),
+            _ => Vec::new(),
+        };
+        texts.extend(case.notes.iter().cloned());
+        for (i, text) in texts.into_iter().enumerate() {
+            notes.push((case.id.clone(), text));
+            let n = notes.len();
+            let _ = write!(
+                out,
+                "{}<a class=\"ref\" href=\"#note-{k}-{n}\">[{n}]</a>",
+                if i > 0 { " " } else { "" }
+            );
         }
         out.push_str("</td></tr>");
+    }
+    out.push_str("</tbody></table></div>");
+    if !notes.is_empty() {
+        out.push_str("<ol class=\"notes\">");
+        for (n, (id, text)) in notes.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<li id=\"note-{k}-{}\"><code>{}</code>: {}</li>",
+                n + 1,
+                labels::id_html(id),
+                Esc(text)
+            );
+        }
+        out.push_str("</ol>");
+    }
+}
+
+/// Looks up metric `name` of `case`.
+fn metric(case: &CaseResult, name: &str) -> Option<f64> {
+    case.metrics.iter().find(|m| m.name == name).map(|m| m.value).filter(|v| v.is_finite())
+}
+
+/// The figures an inference user looks for, for every case that reports
+/// any: tokens per second (its token throughput), time to first token and
+/// the per-output-token latency percentiles (the `ttft_*` and `tpot_*`
+/// metrics of the prefill and decode benchmarks).
+pub(crate) fn inference(out: &mut String, r: &RunReport) {
+    use crate::suites::ThroughputKind;
+    // (case, tokens/s, [TTFT p50, TTFT p99, per-token p50, per-token p99])
+    type Row<'a> = (&'a CaseResult, Option<f64>, [Option<f64>; 4]);
+    let rows: Vec<Row> = r
+        .cases
+        .iter()
+        .filter(|c| !c.status.is_failed())
+        .map(|c| {
+            let tps = c.throughput.iter().find(|t| t.kind == ThroughputKind::Tokens).map(|t| t.rate.point);
+            let lat = [
+                metric(c, "ttft_p50_ns"),
+                metric(c, "ttft_p99_ns"),
+                metric(c, "tpot_p50_ns"),
+                metric(c, "tpot_p99_ns"),
+            ];
+            (c, tps, lat)
+        })
+        .filter(|(_, tps, lat)| tps.is_some() || lat.iter().any(Option::is_some))
+        .collect();
+    if rows.is_empty() {
+        return;
+    }
+    out.push_str(
+        "<h4>Inference headlines</h4><div class=\"scroll\"><table class=\"infer\"><thead><tr><th>Case</th>\
+         <th>Tokens/s</th><th>Time to first token p50</th><th>p99</th><th>Per-token latency p50</th>\
+         <th>p99</th></tr></thead><tbody>",
+    );
+    for (c, tps, lat) in rows {
+        let _ = write!(out, "<tr><td class=\"id\"><code>{}</code></td>", labels::id_html(&c.id));
+        let tps = tps.map_or(cells::NONE.to_string(), |t| units::format_rate(t, "tokens/s"));
+        let _ = write!(out, "<td class=\"num\">{}</td>", Esc(&tps));
+        for v in lat {
+            let text = v.map_or(cells::NONE.to_string(), units::format_time_ns);
+            let _ = write!(out, "<td class=\"num\">{}</td>", Esc(&text));
+        }
+        out.push_str("</tr>");
     }
     out.push_str("</tbody></table></div>");
 }
@@ -124,11 +207,11 @@ pub(crate) fn targets(out: &mut String, r: &RunReport) {
     for t in &r.targets {
         let _ = write!(
             out,
-            "<tr class=\"{}\"><td>{}</td><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+            "<tr class=\"{}\"><td>{}</td><td class=\"id\"><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">{}</td><td>{}</td></tr>",
             if t.met { "ok" } else { "fail" },
             Esc(&t.name),
-            Esc(&t.case_id),
+            labels::id_html(&t.case_id),
             Esc(&units::format_quantity(t.measured, &t.unit)),
             Esc(&units::format_quantity(t.limit, &t.unit)),
             Esc(&units::format_percent(t.ratio * 100.0)),
@@ -155,26 +238,61 @@ pub(crate) fn find<'a>(r: &'a RunReport, id: &str) -> Option<&'a CaseResult> {
     r.cases.iter().find(|c| c.id == id)
 }
 
-/// Medians of every case in every file, with the ratio to the first file
-/// (a plain ratio of medians: the comparison section has the statistics).
-pub(crate) fn side_by_side(out: &mut String, reports: &[(String, &RunReport)]) {
+/// Medians of the cases found in two files or more, one column per file
+/// that has any of them, with the ratio to the first such file (a plain
+/// ratio of medians: the comparison section has the statistics). Cases of
+/// one file only are left out: a report of every suite's run would
+/// otherwise be a table of dashes.
+pub(crate) fn side_by_side(out: &mut String, all: &[(String, &RunReport)]) {
+    let shared: Vec<&str> = union_ids(all)
+        .into_iter()
+        .filter(|id| all.iter().filter(|(_, r)| find(r, id).is_some()).count() > 1)
+        .collect();
+    if shared.is_empty() {
+        out.push_str("<p class=\"muted\">No case appears in more than one results file.</p>");
+        return;
+    }
+    let columns: Vec<(usize, &(String, &RunReport))> =
+        all.iter().enumerate().filter(|(_, (_, r))| shared.iter().any(|id| find(r, id).is_some())).collect();
+    let reports: Vec<(String, &RunReport)> = columns.iter().map(|(_, (l, r))| (l.clone(), *r)).collect();
     out.push_str("<div class=\"scroll\"><table class=\"side\"><thead><tr><th>Case</th>");
-    for (k, (label, _)) in reports.iter().enumerate() {
-        let _ =
-            write!(out, "<th><span class=\"key s{}\"><i></i></span>{}</th>", k % super::PALETTE, Esc(label));
+    for (k, (label, _)) in &columns {
+        let _ = write!(
+            out,
+            "<th><span class=\"key s{}\"><i></i></span>{}</th>",
+            k % super::PALETTE,
+            labels::id_html(label)
+        );
     }
     out.push_str("</tr></thead><tbody>");
-    for id in union_ids(reports) {
-        let _ = write!(out, "<tr><td><code>{}</code></td>", Esc(id));
+    for id in shared {
+        let _ = write!(out, "<tr><td class=\"id\"><code>{}</code></td>", labels::id_html(id));
         let base = find(reports[0].1, id).and_then(|c| c.estimates.as_ref()).map(|e| e.median.point);
         for (k, (_, r)) in reports.iter().enumerate() {
             let case = find(r, id);
             let text = match case.and_then(|c| c.estimates.as_ref()) {
                 None if case.is_some_and(|c| c.status.is_failed()) => "failed".to_string(),
+                None if case.is_some_and(|c| c.status.is_skipped()) => "skipped".to_string(),
                 None => cells::NONE.to_string(),
                 Some(e) => match base {
                     Some(b) if k > 0 && b > 0.0 => {
-                        format!("{} (×{})", units::format_time_ci(&e.median), units::sig3(e.median.point / b))
+                        // A time ratio: above 1 is slower (red), below faster
+                        // (green); within 2% it is left grey.
+                        let ratio = e.median.point / b;
+                        let class = if ratio > 1.02 {
+                            "slower"
+                        } else if ratio < 0.98 {
+                            "faster"
+                        } else {
+                            "same"
+                        };
+                        let _ = write!(
+                            out,
+                            "<td class=\"num\">{} <b class=\"{class}\">(×{})</b></td>",
+                            Esc(&units::format_time_ci(&e.median)),
+                            units::sig3(ratio)
+                        );
+                        continue;
                     }
                     _ => units::format_time_ci(&e.median),
                 },

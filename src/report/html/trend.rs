@@ -36,15 +36,24 @@ pub(crate) fn scales(t: &CaseTrend) -> (LinearScale, LinearScale) {
         .map(|p| p.2)
         .chain(t.change_points.iter().flat_map(|c| [c.before_median_ns, c.after_median_ns]))
         .filter(|v| v.is_finite());
-    let (lo, hi) = values.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), v| (lo.min(v), hi.max(v)));
-    (x, LinearScale::new(svg::padded(lo, hi, 0.08), (BOTTOM, TOP)))
+    // From zero: a 730-738 ns series must not look as dramatic as one from
+    // 1.0 to 1.8 us (each chart zoomed to its own range did exactly that).
+    let hi = values.fold(0f64, f64::max);
+    (x, LinearScale::new((0.0, if hi > 0.0 { hi * 1.08 } else { 1.0 }), (BOTTOM, TOP)))
 }
 
-/// A run's short name: its date and the first 7 characters of its revision.
-fn run_label(recorded_at: &str, rev: &str) -> String {
+/// A run's short name: its date and time (runs of one day differ in it) and
+/// the first 7 characters of its revision.
+pub(crate) fn run_label(recorded_at: &str, rev: &str) -> String {
     let date = recorded_at.get(..10).unwrap_or(recorded_at);
+    // To the second: runs recorded within one minute (a CI matrix, a loop)
+    // must not read alike.
+    let time = recorded_at.get(11..19).filter(|t| t.as_bytes().get(2) == Some(&b':'));
     let rev: String = rev.chars().take(7).collect();
-    format!("{date} {rev}")
+    match time {
+        Some(t) => format!("{date} {t} {rev}"),
+        None => format!("{date} {rev}"),
+    }
 }
 
 /// One chart: the median line, dots (up to [`geo::MAX_DOTS`] runs), change
@@ -56,8 +65,8 @@ pub(crate) fn chart(out: &mut String, t: &CaseTrend) {
     svg::y_axis(out, &y, LEFT, W - RIGHT, Units::Time);
     let n = t.points.len();
     // Run labels at evenly spaced runs, first and last included, as many as
-    // fit side by side (labels are "YYYY-MM-DD abcdef0").
-    let fit = ((W - LEFT - RIGHT) / (18.0 * svg::CHAR_W + 12.0)).floor().max(1.0) as usize;
+    // fit side by side (labels are "YYYY-MM-DD HH:MM:SS abcdef0").
+    let fit = ((W - LEFT - RIGHT) / (27.0 * svg::CHAR_W + 12.0)).floor().max(1.0) as usize;
     let shown = n.min(fit);
     out.push_str("<g class=\"axis\">");
     for k in 0..shown {
@@ -138,7 +147,8 @@ pub(crate) fn chart(out: &mut String, t: &CaseTrend) {
 pub(crate) fn section(out: &mut String, trends: &[CaseTrend]) {
     out.push_str(
         "<section id=\"trends\"><h2>Trends</h2><p class=\"muted\">Median per-iteration time of each \
-         recorded run on this machine, in history order. Dashed red lines: change points (the ratio is \
+         recorded run on this machine, in history order, labelled by date, time (UTC) and revision; the time axis \
+         starts at zero. Dashed red lines: change points (the ratio is \
          the later segment's median over the earlier one's; above 1 is slower); dashed grey lines: the \
          segment medians.</p>",
     );
@@ -168,13 +178,15 @@ pub(crate) fn section(out: &mut String, trends: &[CaseTrend]) {
         out.push_str("</tbody></table></div>");
     }
     out.push_str("<div class=\"grid\" style=\"grid-template-columns:repeat(auto-fill,minmax(520px,1fr))\">");
-    for t in trends.iter().filter(|t| !t.points.is_empty()) {
+    let mut sorted: Vec<&CaseTrend> = trends.iter().filter(|t| !t.points.is_empty()).collect();
+    sorted.sort_by(|a, b| super::labels::natural_cmp(&a.id, &b.id));
+    for t in sorted {
         let _ = write!(out, "<figure class=\"case\" data-trend=\"{}\">", Esc(&t.id));
         chart(out, t);
         let _ = write!(
             out,
             "<figcaption><code>{}</code> <span class=\"muted\">({} runs)</span></figcaption></figure>",
-            Esc(&t.id),
+            super::labels::id_html(&t.id),
             t.points.len()
         );
     }

@@ -294,11 +294,11 @@ fn comparison_fixture() -> Comparison {
         candidate: "pr & new".into(),
         machine_mismatch: Some("fingerprints differ: \"a\" vs <b>".into()),
         changes: vec![
-            change("t/slow", 1.25, 1.2, 1.31, Verdict::Regressed),
-            change("t/flat", 1.004, 0.995, 1.012, Verdict::Unchanged),
-            change("t/unsure<>", 1.03, 0.99, 1.08, Verdict::Inconclusive),
-            change("t/fast", 0.8, 0.78, 0.83, Verdict::Improved),
-            change("t/nan", f64::NAN, f64::NAN, f64::NAN, Verdict::Inconclusive),
+            change("t/b/x=slow", 1.25, 1.2, 1.31, Verdict::Regressed),
+            change("t/b/x=flat", 1.004, 0.995, 1.012, Verdict::Unchanged),
+            change("t/b/x=unsure<>", 1.03, 0.99, 1.08, Verdict::Inconclusive),
+            change("t/b/x=fast", 0.8, 0.78, 0.83, Verdict::Improved),
+            change("t/b/x=nan", f64::NAN, f64::NAN, f64::NAN, Verdict::Inconclusive),
         ],
         only_in_baseline: vec!["t/gone".into()],
         only_in_candidate: vec!["t/new".into()],
@@ -347,8 +347,168 @@ fn comparison_bars_show_change_ci_verdict_and_noise_band() {
     assert!((band.num("x") - x.map(-2.0)).abs() < 0.06);
     assert!((band.num("width") - (x.map(2.0) - x.map(-2.0))).abs() < 0.1);
     let text = doc.all_text();
-    for needle in ["main <old>", "pr & new", "t/unsure<>", "\"a\" vs <b>", "t/gone", "t/new", "t/broken"] {
+    for needle in ["main <old>", "pr & new", "t/b/x=unsure<>", "\"a\" vs <b>", "t/gone", "t/new", "t/broken"]
+    {
         assert!(text.contains(needle), "{needle}");
     }
     assert!(html.contains("href=\"#comparison\""));
+}
+
+/// The fixture with two skipped OpenBLAS cases and a decode case reporting
+/// tokens/s and latency percentiles.
+fn report_with_skips_and_inference() -> RunReport {
+    use crate::results::{CaseStatus, Metric, ThroughputEstimate};
+    let mut report = fixture();
+    let template = report.cases[2].clone();
+    for threads in ["1", "all"] {
+        let mut c = template.clone();
+        c.id = format!("tensor/matmul/impl=openblas,shape=1x4096x4096,threads={threads}");
+        c.benchmark = "matmul".into();
+        c.status =
+            CaseStatus::Skipped { reason: format!("no usable OpenBLAS: {}", "looked in /a ".repeat(40)) };
+        report.cases.push(c);
+    }
+    let mut decode = report.cases[0].clone();
+    decode.id = "inference/decode/depth=128,gen=16,model=gpt2-tiny".into();
+    decode.suite = "inference".into();
+    decode.benchmark = "decode".into();
+    let rate = Estimate { point: 1234.0, lower: 1200.0, upper: 1250.0, level: 0.95 };
+    decode.throughput = vec![ThroughputEstimate {
+        kind: crate::suites::ThroughputKind::Tokens,
+        per_iteration: 16.0,
+        rate,
+        pct_of_peak: None,
+    }];
+    decode.metrics = vec![
+        Metric::new("tpot_p50_ns", 810_000.0, "ns"),
+        Metric::new("tpot_p99_ns", 1_930_000.0, "ns"),
+        Metric::new("ttft_p50_ns", 5_100_000.0, "ns"),
+    ];
+    report.cases.push(decode);
+    report
+}
+
+#[test]
+fn the_summary_counts_every_case_and_gives_each_skip_reason_once() {
+    let report = report_with_skips_and_inference();
+    let html = page(vec![("run.json".into(), &report)], &[]);
+    let doc = parse(&html);
+    let summary = doc.all(&|e| e.attr("id") == Some("summary"));
+    assert_eq!(summary.len(), 1);
+    let text = summary[0].all_text();
+    assert!(
+        html.contains("6 cases run: <b>3 ok</b>, <b>2 skipped</b>, <b class=\"slower\">1 failed</b>"),
+        "{text}"
+    );
+    assert!(text.contains("2 skipped: no usable OpenBLAS"), "{text}");
+    // The long reason appears once on the whole page, in the summary.
+    assert_eq!(html.matches("no usable OpenBLAS").count(), 1);
+    // The summary comes before the results.
+    assert!(html.find("id=\"summary\"").unwrap() < html.find("id=\"results\"").unwrap());
+    // Skipped rows link to the reason; notes are numbered under the table.
+    assert!(html.contains("href=\"#skip-0-1\">reason 1</a>"), "skipped rows point at their reason");
+    let notes = doc.all(&|e| e.name == "ol" && e.has_class("notes"));
+    assert_eq!(notes.len(), 1);
+    let items = notes[0].named("li");
+    // Two softmax notes and the layernorm failure reason.
+    assert_eq!(items.len(), 3);
+    assert!(items.iter().any(|li| li.all_text().contains("reference 1.25 (atol 1e-5, rtol 1e-4)")));
+}
+
+#[test]
+fn inference_headlines_show_tokens_per_second_and_latency_percentiles() {
+    let report = report_with_skips_and_inference();
+    let doc = parse(&page(vec![("run.json".into(), &report)], &[]));
+    let tables = doc.all(&|e| e.name == "table" && e.has_class("infer"));
+    assert_eq!(tables.len(), 1);
+    let text = tables[0].all_text();
+    for want in [
+        "inference/decode/depth=128,gen=16,model=gpt2-tiny",
+        "1.23 Ktokens/s",
+        "5.10 ms",
+        "810 µs",
+        "1.93 ms",
+    ] {
+        assert!(text.contains(want), "{want} not in {text}");
+    }
+    assert_eq!(tables[0].named("tr").len(), 2, "a header and the one case reporting them");
+}
+
+#[test]
+fn chart_labels_keep_the_varying_params_and_never_read_alike() {
+    let mut report = fixture();
+    let template = report.cases[0].clone();
+    report.cases.clear();
+    for shape in ["1000x1000x1000", "100x100x100"] {
+        for threads in ["1", "all"] {
+            let mut c = template.clone();
+            c.id = format!("tensor/matmul/impl=gemm,shape={shape},threads={threads}");
+            report.cases.push(c);
+        }
+    }
+    let doc = parse(&page(vec![("run.json".into(), &report)], &[]));
+    let fig = doc.all(&|e| e.name == "figure" && e.all_text().starts_with("tensor/matmul: FLOP/s"));
+    assert_eq!(fig.len(), 1);
+    let labels: Vec<String> = fig[0]
+        .all(&|e| e.name == "text" && !e.named("title").is_empty())
+        .iter()
+        .map(|t| t.text.clone())
+        .collect();
+    // Natural order (100 before 1000) and only shape and threads: impl=gemm is shared.
+    assert_eq!(
+        labels,
+        [
+            "shape=100x100x100, threads=1",
+            "shape=100x100x100, threads=all",
+            "shape=1000x1000x1000, threads=1",
+            "shape=1000x1000x1000, threads=all"
+        ]
+    );
+}
+
+#[test]
+fn trends_start_at_zero_and_label_runs_by_date_time_and_revision() {
+    let t = trend_fixture();
+    let (_, y) = trend::scales(&t);
+    assert_eq!(y.d0, 0.0, "the time axis starts at zero");
+    assert!(y.d1 >= 125_500.0);
+    assert_eq!(trend::run_label("2025-02-01T10:00:07Z", "abc0000def"), "2025-02-01 10:00:07 abc0000");
+    assert_eq!(trend::run_label("2025-02-01", "abc"), "2025-02-01 abc");
+}
+
+#[test]
+fn comparison_has_a_key_memory_columns_and_a_chart_per_benchmark() {
+    use crate::compare::MemoryChange;
+    let mut cmp = comparison_fixture();
+    cmp.changes[0].id = "u/other/x=1".into();
+    cmp.changes[1].memory = Some(MemoryChange {
+        old_peak_bytes: 1 << 20,
+        new_peak_bytes: 3 << 20,
+        old_allocs_per_iter: 2.0,
+        new_allocs_per_iter: 5.0,
+        peak_ratio: 3.0,
+        allocs_ratio: 2.5,
+        regressed: true,
+    });
+    let report = fixture();
+    let html = render(&HtmlInput {
+        title: "t".into(),
+        reports: vec![("a".into(), &report)],
+        comparison: Some(&cmp),
+        trends: &[],
+    });
+    let doc = parse(&html);
+    assert_eq!(doc.all(&|e| e.name == "svg" && e.has_class("cmp")).len(), 2, "u/other and t/b");
+    let key = doc.all(&|e| e.has_class("verdict-key"));
+    assert_eq!(key.len(), 1);
+    for v in ["regressed", "improved", "inconclusive", "unchanged"] {
+        assert!(key[0].all_text().contains(v), "{v}");
+    }
+    let row = doc.all(&|e| e.name == "tr" && e.all_text().contains("x=flat"))[0];
+    let cells: Vec<String> = row.named("td").iter().map(|td| td.all_text()).collect();
+    assert_eq!(cells[7], "1.00 MiB → 3.00 MiB (regressed)");
+    assert_eq!(cells[8], "2 → 5");
+    // The summary counts the verdicts.
+    let summary = doc.all(&|e| e.attr("id") == Some("summary"))[0].all_text();
+    assert!(summary.contains("1 regressed") && summary.contains("2 inconclusive"), "{summary}");
 }
