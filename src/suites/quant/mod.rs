@@ -28,7 +28,7 @@ mod mixed;
 mod model;
 
 pub(crate) use crate::suites::tensor::{choice, seed, shape2};
-pub(crate) use model::mem_available;
+pub(crate) use crate::util::mem_available;
 
 /// Quantization speed and accuracy.
 pub struct QuantSuite;
