@@ -184,8 +184,11 @@ mod tests {
         let grad64 = |v: f64| (gelu64(v + 1e-6) - gelu64(v - 1e-6)) / 2e-6;
         assert!(worst(&sweep(-12.0, 12.0, 20_001), gelu_grad_f32, grad64, 1e-5, 1e-4) <= 1.0, "gelu'");
         let small = sweep(-6.0, 6.0, 20_001);
-        // The A&S bound (1.5e-7) plus f32 rounding of a result near 1.
-        assert!(worst(&small, erf_f32, erf64, 3e-7, 0.0) <= 1.0, "erf");
+        // A&S's 1.5e-7 holds in exact arithmetic; in f32, `1 - p t e^{-x^2}`
+        // cancels near 0 (an f32 emulation of this code peaks at 4.3e-7
+        // around x = -0.17), so the sweep allows 5e-7. The tabulated points
+        // below keep the 2e-7 bound the inference suite had.
+        assert!(worst(&small, erf_f32, erf64, 5e-7, 0.0) <= 1.0, "erf");
         let phi = |v: f64| v * 0.5 * (1.0 + erf64(v / 2f64.sqrt()));
         assert!(worst(&small, gelu_erf_f32, phi, 1e-6, 1e-6) <= 1.0, "gelu_erf");
     }
