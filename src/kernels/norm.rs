@@ -1,5 +1,6 @@
-//! Row normalisations: LayerNorm (the tensor suite's `reduction/op=layernorm`
-//! and the BERT/GPT-2 models run this same code) and RMSNorm (LLaMA).
+//! Row normalisations: LayerNorm (the tensor suite's `reduction/op=layernorm`,
+//! the BERT/GPT-2 models and the training model run this same code) and
+//! RMSNorm (LLaMA).
 //!
 //! Row kernels take one row; callers choose how to spread rows over
 //! threads. The statistics are two-pass (mean, then centred variance,
@@ -19,10 +20,12 @@ fn mean_rstd(x: &[f32], eps: f32) -> (f32, f32) {
 
 simd_dispatch! {
     /// LayerNorm of one row: `out = (x - mean) / sqrt(var + eps) * gamma + beta`.
-    pub fn layer_norm_row(out: &mut [f32], x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) {
+    /// Returns `(mean, 1 / sqrt(var + eps))`, which a training backward needs.
+    pub fn layer_norm_row(out: &mut [f32], x: &[f32], gamma: &[f32], beta: &[f32], eps: f32) -> (f32, f32) {
         let (mean, rstd) = mean_rstd(x, eps);
         let (out, gamma, beta) = (&mut out[..x.len()], &gamma[..x.len()], &beta[..x.len()]);
         out.iter_mut().zip(x).zip(gamma).zip(beta).for_each(|(((o, &v), &g), &b)| *o = (v - mean) * rstd * g + b);
+        (mean, rstd)
     }
 }
 
@@ -74,8 +77,11 @@ mod tests {
             let b = randn(n, 2);
             let (ln, rms) = reference(&x, &g, &b, 1e-5);
             let mut out = vec![f32::NAN; n];
-            layer_norm_row(&mut out, &x, &g, &b, 1e-5);
+            let (mean, rstd) = layer_norm_row(&mut out, &x, &g, &b, 1e-5);
             close(&out, &ln, 2e-5, 1e-5);
+            let m64 = x.iter().map(|&v| v as f64).sum::<f64>() / n as f64;
+            let v64 = x.iter().map(|&v| (v as f64 - m64).powi(2)).sum::<f64>() / n as f64;
+            close(&[mean, rstd], &[m64, 1.0 / (v64 + 1e-5).sqrt()], 1e-6, 1e-5);
             let mut inplace = x.clone();
             layer_norm_row_inplace(&mut inplace, &g, &b, 1e-5);
             assert_eq!(out, inplace, "n={n}");

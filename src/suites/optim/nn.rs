@@ -7,6 +7,7 @@
 //! what gradient accumulation relies on.
 
 use crate::kernels::activation::{gelu_f32, gelu_grad_f32};
+use crate::kernels::norm::layer_norm_row;
 use crate::kernels::softmax::softmax_row_inplace;
 use crate::kernels::{Layout, matmul, matmul_into};
 use rayon::prelude::*;
@@ -68,22 +69,16 @@ pub(crate) fn gelu_bwd(z: &[f32], dy: &[f32]) -> Vec<f32> {
     z.par_iter().zip(dy).map(|(&x, &d)| d * gelu_grad_f32(x)).collect()
 }
 
-/// LayerNorm over rows of width `gamma.len()` (eps 1e-5); returns the
-/// output and each row's mean and reciprocal standard deviation.
+/// LayerNorm over rows of width `gamma.len()` (eps 1e-5), the kernel
+/// library's row kernel; returns the output and each row's mean and
+/// reciprocal standard deviation.
 pub(crate) fn layernorm_fwd(x: &[f32], gamma: &[f32], beta: &[f32]) -> (Vec<f32>, Vec<f32>) {
     let d = gamma.len();
     let rows = x.len() / d;
     let mut y = vec![0.0f32; x.len()];
     let mut stats = vec![0.0f32; 2 * rows];
     y.par_chunks_mut(d).zip(x.par_chunks(d)).zip(stats.par_chunks_mut(2)).for_each(|((y, x), st)| {
-        let mean = x.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
-        let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
-        let rstd = 1.0 / (var + 1e-5).sqrt();
-        for i in 0..d {
-            y[i] = ((x[i] as f64 - mean) * rstd) as f32 * gamma[i] + beta[i];
-        }
-        st[0] = mean as f32;
-        st[1] = rstd as f32;
+        (st[0], st[1]) = layer_norm_row(y, x, gamma, beta, 1e-5);
     });
     (y, stats)
 }

@@ -140,7 +140,9 @@ pub(crate) fn softmax(out: &mut [f32], x: &[f32], cols: usize) {
 
 /// Row-wise layer norm of `x[rows x cols]` into `out`.
 pub(crate) fn layernorm(out: &mut [f32], x: &[f32], gamma: &[f32], beta: &[f32], cols: usize) {
-    rows_apply(out, x, cols, |o, x| layer_norm_row(o, x, gamma, beta, LN_EPS));
+    rows_apply(out, x, cols, |o, x| {
+        layer_norm_row(o, x, gamma, beta, LN_EPS);
+    });
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
