@@ -108,8 +108,8 @@ impl Environment {
             l1i_cache_bytes: caches.l1i,
             l2_cache_bytes: caches.l2,
             l3_cache_bytes: caches.l3,
-            total_memory_bytes: meminfo_bytes(&meminfo, "MemTotal"),
-            available_memory_bytes: meminfo_bytes(&meminfo, "MemAvailable"),
+            total_memory_bytes: crate::util::meminfo_bytes(&meminfo, "MemTotal"),
+            available_memory_bytes: crate::util::meminfo_bytes(&meminfo, "MemAvailable"),
             os_name,
             kernel_release: read_trimmed("/proc/sys/kernel/osrelease").unwrap_or_else(unknown),
             arch: std::env::consts::ARCH.to_string(),
@@ -382,23 +382,6 @@ fn parse_size(s: &str) -> Option<u64> {
     n.checked_mul(factor)
 }
 
-/// A `/proc/meminfo` entry in bytes (the file says `kB` but means KiB).
-fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u64> {
-    meminfo.lines().find_map(|line| {
-        let (k, rest) = line.split_once(':')?;
-        if k.trim() != key {
-            return None;
-        }
-        let mut parts = rest.split_whitespace();
-        let n: u64 = parts.next()?.parse().ok()?;
-        match parts.next() {
-            Some("kB") => n.checked_mul(1024),
-            None => Some(n),
-            Some(_) => None,
-        }
-    })
-}
-
 fn parse_os_release(text: &str) -> Option<String> {
     text.lines().find_map(|line| {
         let value = line.strip_prefix("PRETTY_NAME=")?.trim();
@@ -578,17 +561,13 @@ mod tests {
     }
 
     #[test]
-    fn parses_sizes_meminfo_and_os_release() {
+    fn parses_sizes_and_os_release() {
         assert_eq!(parse_size("48K"), Some(48 << 10));
         assert_eq!(parse_size("107520K"), Some(107_520 << 10));
         assert_eq!(parse_size("1M"), Some(1 << 20));
         assert_eq!(parse_size("512"), Some(512));
         assert_eq!(parse_size("x"), None);
-        let meminfo =
-            "MemTotal:       24684084 kB\nMemFree:        21866888 kB\nMemAvailable:   24313572 kB\n";
-        assert_eq!(meminfo_bytes(meminfo, "MemTotal"), Some(24_684_084 * 1024));
-        assert_eq!(meminfo_bytes(meminfo, "MemAvailable"), Some(24_313_572 * 1024));
-        assert_eq!(meminfo_bytes(meminfo, "Missing"), None);
+        // The /proc/meminfo parser's assertions live with it in util.rs.
         let os = "NAME=\"Debian GNU/Linux\"\nPRETTY_NAME=\"Debian GNU/Linux 12 (bookworm)\"\n";
         assert_eq!(parse_os_release(os).as_deref(), Some("Debian GNU/Linux 12 (bookworm)"));
         assert_eq!(parse_os_release("NAME=x"), None);

@@ -270,6 +270,13 @@ impl CompiledFilter {
     }
 }
 
+/// Test-only: a `suite/bench` case from `(name, value)` pairs, the one
+/// case builder every suite's tests share.
+#[cfg(test)]
+pub(crate) fn test_case(suite: &str, bench: &str, params: &[(&str, ParamValue)]) -> Case {
+    Case::new(suite, bench, params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

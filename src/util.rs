@@ -1,4 +1,5 @@
-//! Small shared helpers: seeded random data.
+//! Small shared helpers: seeded random data, atomic file writes and the
+//! `/proc/meminfo` reader.
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -73,8 +74,41 @@ pub fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> 
     result.with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// A `/proc/meminfo` entry in bytes (the file says `kB` but means KiB).
+pub fn meminfo_bytes(meminfo: &str, key: &str) -> Option<u64> {
+    meminfo.lines().find_map(|line| {
+        let (k, rest) = line.split_once(':')?;
+        if k.trim() != key {
+            return None;
+        }
+        let mut parts = rest.split_whitespace();
+        let n: u64 = parts.next()?.parse().ok()?;
+        match parts.next() {
+            Some("kB") => n.checked_mul(1024),
+            None => Some(n),
+            Some(_) => None,
+        }
+    })
+}
+
+/// `MemAvailable` from /proc/meminfo in bytes (None where unreadable): what
+/// suites check before sizing large buffers, so a case that would swap is
+/// skipped instead.
+pub fn mem_available() -> Option<u64> {
+    meminfo_bytes(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemAvailable")
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn parses_meminfo() {
+        let meminfo =
+            "MemTotal:       24684084 kB\nMemFree:        21866888 kB\nMemAvailable:   24313572 kB\n";
+        assert_eq!(super::meminfo_bytes(meminfo, "MemTotal"), Some(24_684_084 * 1024));
+        assert_eq!(super::meminfo_bytes(meminfo, "MemAvailable"), Some(24_313_572 * 1024));
+        assert_eq!(super::meminfo_bytes(meminfo, "Missing"), None);
+    }
+
     #[test]
     fn seeded_data_is_reproducible_and_not_constant() {
         let a = super::randn(1000, 7);

@@ -1,17 +1,28 @@
-//! Compute kernels shared by suites (inference, quantization, training):
-//! one place for the fast f32 GEMM so suites never carry copies of it.
+//! Compute kernels shared by suites (tensor, inference, quantization,
+//! training): every numeric kernel lives here once, so the tensor suite
+//! times the very code the models run and suites never carry copies.
 //!
-//! Suites that add kernels other suites need (int8 / 4-bit weight GEMV,
-//! fused norms) put them here, each with unit tests against a naive loop.
+//! - [`activation`]: scalar `exp`, `ln`, `tanh`, sigmoid, SiLU, `erf`, GELU.
+//! - [`norm`], [`softmax`]: row kernels built on the lane sums of `reduce`.
+//! - GEMM ([`matmul`], [`sgemm`], [`openblas`]) and quantized kernels ([`quant`]).
+//!
+//! Suites that add kernels other suites need put them here, each with unit
+//! tests against an f64 or naive reference beside it.
 
+pub mod activation;
 pub mod buffer;
 mod gemm;
 mod gemv;
+pub mod norm;
 pub mod openblas;
+mod ptr;
+pub(crate) mod reduce;
 pub mod sgemm;
 pub(crate) mod simd;
+pub mod softmax;
 pub(crate) mod workers;
 pub(crate) use simd::simd_dispatch;
 pub mod quant;
 
 pub use gemm::{Layout, matmul, matmul_into, naive_matmul};
+pub(crate) use ptr::SendPtr;

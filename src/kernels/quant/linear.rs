@@ -18,6 +18,11 @@
 //! Ternary weights always take the integer path (int8 activations, additions
 //! only); [`DynamicLinear`] is the W8A8 layer with per-call activation
 //! quantization on the int8 GEMM.
+//!
+//! This file is the dispatcher ([`QMatrix`]: storage, quantization and the
+//! choice of path); the per-format row dot products live in `linear/dot.rs`,
+//! the format names in `linear/format.rs`, the W8A8 layer in
+//! `linear/dynamic.rs`.
 
 use super::blocks::{BlockFormat, BlockTensor, QK};
 use super::igemm::{I8Weights, Int8Path, gemm_i8};
@@ -25,87 +30,24 @@ use super::int8::{self, Granularity, Scheme};
 use super::kquant::{Q4KTensor, QK_K};
 use super::ternary::{self, TernaryMatrix};
 use super::w4a8::{self, ActLayout, Q4Row, Q8Acts};
-use crate::kernels::{Layout, matmul};
+use crate::kernels::{Layout, SendPtr, matmul};
 use anyhow::{Result, bail};
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
+mod dot;
+mod dynamic;
+mod format;
+
+#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+use dot::avx512;
+use dot::portable;
+pub use dynamic::DynamicLinear;
+pub use format::WeightFormat;
+
 /// Largest token count served by the fused decode kernels.
 pub const DECODE_MAX_M: usize = 8;
-
-/// How a weight matrix is stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WeightFormat {
-    /// f32, the baseline (32 bits per weight).
-    F32,
-    /// IEEE half (16).
-    F16,
-    /// bfloat16 (16).
-    Bf16,
-    /// int8, symmetric, one f32 scale per output channel (8 + 32/k).
-    Int8,
-    /// llama.cpp Q8_0 (8.5).
-    Q8_0,
-    /// llama.cpp Q4_0 (4.5).
-    Q4_0,
-    /// llama.cpp Q4_1 (5).
-    Q4_1,
-    /// llama.cpp Q4_K (4.5): super-blocks of 256 with 6-bit sub-block scales and minimums.
-    Q4K,
-    /// BitNet b1.58 ternary in bit planes (2, plus one f32 scale).
-    Ternary,
-}
-
-impl WeightFormat {
-    /// Every format, in the order reports list them.
-    pub const ALL: [WeightFormat; 9] = [
-        Self::F32,
-        Self::F16,
-        Self::Bf16,
-        Self::Int8,
-        Self::Q8_0,
-        Self::Q4_0,
-        Self::Q4_1,
-        Self::Ternary,
-        Self::Q4K,
-    ];
-
-    /// Lowercase name used in case ids.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::F32 => "f32",
-            Self::F16 => "f16",
-            Self::Bf16 => "bf16",
-            Self::Int8 => "int8",
-            Self::Q8_0 => "q8_0",
-            Self::Q4_0 => "q4_0",
-            Self::Q4_1 => "q4_1",
-            Self::Ternary => "ternary",
-            Self::Q4K => "q4_k",
-        }
-    }
-
-    /// The format named `s`, or an error listing the valid names.
-    pub fn parse(s: &str) -> Result<Self> {
-        match Self::ALL.iter().find(|f| f.name() == s) {
-            Some(f) => Ok(*f),
-            None => {
-                let names: Vec<_> = Self::ALL.iter().map(|f| f.name()).collect();
-                bail!("unknown weight format `{s}`; valid: {}", names.join(", "))
-            }
-        }
-    }
-
-    fn block(self) -> Option<BlockFormat> {
-        match self {
-            Self::Q8_0 => Some(BlockFormat::Q8_0),
-            Self::Q4_0 => Some(BlockFormat::Q4_0),
-            Self::Q4_1 => Some(BlockFormat::Q4_1),
-            _ => None,
-        }
-    }
-}
 
 #[derive(Debug, Clone)]
 enum Store {
@@ -130,21 +72,6 @@ pub struct QMatrix {
     /// Whether 4-bit decode quantizes activations to int8 (W4A8).
     act8: bool,
 }
-
-/// Raw output pointer shared by tasks that write disjoint columns of `y`.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut f32);
-
-impl OutPtr {
-    /// The pointer; a method so closures capture the whole (Send) wrapper.
-    fn ptr(self) -> *mut f32 {
-        self.0
-    }
-}
-// SAFETY: every task writes only the columns of its own row block.
-unsafe impl Send for OutPtr {}
-// SAFETY: as above.
-unsafe impl Sync for OutPtr {}
 
 impl QMatrix {
     /// Quantizes `w` (`rows * cols`, row-major `[out, in]`). Block formats
@@ -350,7 +277,7 @@ impl QMatrix {
         } else {
             Vec::new()
         };
-        let out = OutPtr(y.as_mut_ptr());
+        let out = SendPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
             for r in b * ROWS..((b + 1) * ROWS).min(n) {
@@ -359,7 +286,7 @@ impl QMatrix {
                     let sums = if xsums.is_empty() { &[][..] } else { &xsums[t * k / QK..(t + 1) * k / QK] };
                     let v = self.dot_row(r, xs, sums, simd);
                     // SAFETY: (t, r) is inside y and row r belongs to this task.
-                    unsafe { *out.ptr().add(t * n + r) = v };
+                    unsafe { *out.get().add(t * n + r) = v };
                 }
             }
         });
@@ -370,7 +297,7 @@ impl QMatrix {
         let (k, n) = (self.cols, self.rows);
         let a = Q8Acts::new(x, m, k, self.act_layout());
         let vnni = simd && Int8Path::Avx512Vnni.available() && super::has_avx512();
-        let out = OutPtr(y.as_mut_ptr());
+        let out = SendPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
             let mut acc = [0.0f32; DECODE_MAX_M];
@@ -378,7 +305,7 @@ impl QMatrix {
                 w4a8::dot_row(self.q4_row(r), &a, vnni, &mut acc[..m]);
                 for (t, &v) in acc[..m].iter().enumerate() {
                     // SAFETY: (t, r) is inside y and row r belongs to this task.
-                    unsafe { *out.ptr().add(t * n + r) = v };
+                    unsafe { *out.get().add(t * n + r) = v };
                 }
             }
         });
@@ -415,7 +342,7 @@ impl QMatrix {
         // 256 KiB of dequantized weights per task: stays in L2 while every
         // token row streams past it.
         let nb = ((1 << 16) / k.max(1)).clamp(8, 256);
-        let out = OutPtr(y.as_mut_ptr());
+        let out = SendPtr(y.as_mut_ptr());
         (0..n.div_ceil(nb)).into_par_iter().for_each_init(
             || (vec![0.0f32; nb * k], vec![0.0f32; m * nb]),
             |(wt, yt), b| {
@@ -426,7 +353,7 @@ impl QMatrix {
                 for t in 0..m {
                     for (j, &v) in yt[t * rows..(t + 1) * rows].iter().enumerate() {
                         // SAFETY: columns r0..r1 belong to this task alone.
-                        unsafe { *out.ptr().add(t * n + r0 + j) = v };
+                        unsafe { *out.get().add(t * n + r0 + j) = v };
                     }
                 }
             },
@@ -438,14 +365,14 @@ impl QMatrix {
         let mut xq = vec![0i16; m * t.words * 64];
         let mut sx = vec![0.0f32; m];
         ternary::quantize_activations(x, k, t.words, &mut xq, &mut sx);
-        let out = OutPtr(y.as_mut_ptr());
+        let out = SendPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
             for r in b * ROWS..((b + 1) * ROWS).min(n) {
                 for tok in 0..m {
                     let acc = t.dot_row(r, &xq[tok * t.words * 64..(tok + 1) * t.words * 64], simd);
                     // SAFETY: (tok, r) is inside y and row r belongs to this task.
-                    unsafe { *out.ptr().add(tok * n + r) = acc as f32 * (t.gamma * sx[tok]) };
+                    unsafe { *out.get().add(tok * n + r) = acc as f32 * (t.gamma * sx[tok]) };
                 }
             }
         });
@@ -495,344 +422,13 @@ impl QMatrix {
     }
 }
 
-/// Portable decode kernels: plain loops with independent accumulators,
-/// compiled per ISA level so AVX2-only machines still get vector code.
-mod portable {
-    use super::*;
-    use crate::kernels::simd_dispatch;
-
-    simd_dispatch! {
-        pub fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
-            let mut acc = [0.0f32; 16];
-            for (w, x) in w.chunks_exact(16).zip(x.chunks_exact(16)) {
-                for i in 0..16 {
-                    acc[i] = w[i].mul_add(x[i], acc[i]);
-                }
-            }
-            let tail = w.len() - w.len() % 16;
-            let t: f32 = w[tail..].iter().zip(&x[tail..]).map(|(a, b)| a * b).sum();
-            acc.iter().sum::<f32>() + t
-        }
-    }
-
-    simd_dispatch! {
-        pub fn dot_i8(w: &[i8], x: &[f32]) -> f32 {
-            let mut acc = [0.0f32; 16];
-            for (w, x) in w.chunks_exact(16).zip(x.chunks_exact(16)) {
-                for i in 0..16 {
-                    acc[i] = (w[i] as f32).mul_add(x[i], acc[i]);
-                }
-            }
-            let tail = w.len() - w.len() % 16;
-            let t: f32 = w[tail..].iter().zip(&x[tail..]).map(|(&a, b)| a as f32 * b).sum();
-            acc.iter().sum::<f32>() + t
-        }
-    }
-
-    /// Q4_K row `r` on f32 activations: each super-block dequantized on the
-    /// stack, then the f32 dot.
-    pub fn dot_q4k(t: &Q4KTensor, r: usize, x: &[f32]) -> f32 {
-        let per = t.cols / QK_K;
-        let mut buf = [0.0f32; QK_K];
-        let mut s = 0.0;
-        for (i, x) in x.chunks_exact(QK_K).enumerate() {
-            t.dequantize_range(r * per + i, r * per + i + 1, &mut buf);
-            s += dot_f32(&buf, x);
-        }
-        s
-    }
-
-    /// f16 / bf16 rows, widened 256 values at a time on the stack.
-    pub fn dot_half<T>(w: &[T], x: &[f32]) -> f32
-    where
-        [T]: HalfFloatSliceExt,
-    {
-        let mut buf = [0.0f32; 256];
-        let mut s = 0.0;
-        for (w, x) in w.chunks(256).zip(x.chunks(256)) {
-            w.convert_to_f32_slice(&mut buf[..w.len()]);
-            s += dot_f32(&buf[..w.len()], x);
-        }
-        s
-    }
-
-    simd_dispatch! {
-        pub fn dot_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
-            let cb = f.code_bytes();
-            let mut total = 0.0f32;
-            for (b, (q, x)) in q.chunks_exact(cb).zip(x.chunks_exact(QK)).enumerate() {
-                let s = d[b].to_f32();
-                let mut acc = [0.0f32; 16];
-                match f {
-                    BlockFormat::Q8_0 => {
-                        for i in 0..16 {
-                            acc[i] = (q[i] as i8 as f32).mul_add(x[i], (q[i + 16] as i8 as f32) * x[i + 16]);
-                        }
-                    }
-                    _ => {
-                        for i in 0..16 {
-                            acc[i] = ((q[i] & 15) as f32).mul_add(x[i], ((q[i] >> 4) as f32) * x[i + 16]);
-                        }
-                    }
-                }
-                let dot: f32 = acc.iter().sum();
-                // Codes are stored unsigned: Q4_0 subtracts 8 steps, Q4_1 adds its minimum.
-                total += match f {
-                    BlockFormat::Q8_0 => s * dot,
-                    BlockFormat::Q4_0 => s * (dot - 8.0 * xsums[b]),
-                    BlockFormat::Q4_1 => s * dot + m[b].to_f32() * xsums[b],
-                };
-            }
-            total
-        }
-    }
-}
-
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
-mod avx512 {
-    use super::{QK, bf16, f16};
-    use std::arch::x86_64::*;
-
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    fn hsum(v: __m512) -> f32 {
-        _mm512_reduce_add_ps(v)
-    }
-
-    /// Widens up to 16 f16 scales to f32 on the stack.
-    #[inline]
-    #[target_feature(enable = "avx512f,f16c")]
-    unsafe fn scales16(d: &[f16], out: &mut [f32; 16]) {
-        let mut tmp = [0u16; 16];
-        for (t, v) in tmp.iter_mut().zip(d) {
-            *t = v.to_bits();
-        }
-        // SAFETY: tmp and out hold 16 values each.
-        unsafe {
-            _mm512_storeu_ps(out.as_mut_ptr(), _mm512_cvtph_ps(_mm256_loadu_si256(tmp.as_ptr().cast())))
-        };
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub unsafe fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
-        let k = w.len();
-        let mut acc = [_mm512_setzero_ps(); 4];
-        let main = k - k % 64;
-        let (pw, px) = (w.as_ptr(), x.as_ptr());
-        let mut i = 0;
-        while i < main {
-            for (u, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 64 <= k.
-                unsafe {
-                    *a = _mm512_fmadd_ps(
-                        _mm512_loadu_ps(pw.add(i + 16 * u)),
-                        _mm512_loadu_ps(px.add(i + 16 * u)),
-                        *a,
-                    )
-                };
-            }
-            i += 64;
-        }
-        let tail: f32 = w[main..].iter().zip(&x[main..]).map(|(a, b)| a * b).sum();
-        hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + tail
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub unsafe fn dot_f16(w: &[f16], x: &[f32]) -> f32 {
-        let k = w.len();
-        let mut acc = [_mm512_setzero_ps(); 4];
-        let main = k - k % 64;
-        let (pw, px) = (w.as_ptr().cast::<u8>(), x.as_ptr());
-        let mut i = 0;
-        while i < main {
-            for (u, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 64 <= k; 16 halves are 32 bytes.
-                unsafe {
-                    let wv = _mm512_cvtph_ps(_mm256_loadu_si256(pw.add(2 * (i + 16 * u)).cast()));
-                    *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(px.add(i + 16 * u)), *a);
-                }
-            }
-            i += 64;
-        }
-        let tail: f32 = w[main..].iter().zip(&x[main..]).map(|(a, b)| a.to_f32() * b).sum();
-        hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + tail
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub unsafe fn dot_bf16(w: &[bf16], x: &[f32]) -> f32 {
-        let k = w.len();
-        let mut acc = [_mm512_setzero_ps(); 4];
-        let main = k - k % 64;
-        let (pw, px) = (w.as_ptr().cast::<u8>(), x.as_ptr());
-        let mut i = 0;
-        while i < main {
-            for (u, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 64 <= k; bf16 is the high half of an f32.
-                unsafe {
-                    let bits = _mm512_cvtepu16_epi32(_mm256_loadu_si256(pw.add(2 * (i + 16 * u)).cast()));
-                    let wv = _mm512_castsi512_ps(_mm512_slli_epi32(bits, 16));
-                    *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(px.add(i + 16 * u)), *a);
-                }
-            }
-            i += 64;
-        }
-        let tail: f32 = w[main..].iter().zip(&x[main..]).map(|(a, b)| a.to_f32() * b).sum();
-        hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + tail
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub unsafe fn dot_i8(w: &[i8], x: &[f32]) -> f32 {
-        let k = w.len();
-        let mut acc = [_mm512_setzero_ps(); 4];
-        let main = k - k % 64;
-        let (pw, px) = (w.as_ptr(), x.as_ptr());
-        let mut i = 0;
-        while i < main {
-            for (u, a) in acc.iter_mut().enumerate() {
-                // SAFETY: i + 64 <= k.
-                unsafe {
-                    let wv =
-                        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(pw.add(i + 16 * u).cast())));
-                    *a = _mm512_fmadd_ps(wv, _mm512_loadu_ps(px.add(i + 16 * u)), *a);
-                }
-            }
-            i += 64;
-        }
-        let tail: f32 = w[main..].iter().zip(&x[main..]).map(|(&a, b)| a as f32 * b).sum();
-        hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]))) + tail
-    }
-
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub unsafe fn dot_q8_0(d: &[f16], qs: &[u8], x: &[f32]) -> f32 {
-        let mut acc = [_mm512_setzero_ps(); 2];
-        let mut ds = [0.0f32; 16];
-        for (g, dg) in d.chunks(16).enumerate() {
-            // SAFETY: dg holds at most 16 scales.
-            unsafe { scales16(dg, &mut ds) };
-            for (j, &s) in ds.iter().enumerate().take(dg.len()) {
-                let b = g * 16 + j;
-                // SAFETY: block b has 32 codes and 32 values of x.
-                unsafe {
-                    let q = qs.as_ptr().add(b * QK);
-                    let xp = x.as_ptr().add(b * QK);
-                    let w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q.cast())));
-                    let w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q.add(16).cast())));
-                    let dot = _mm512_fmadd_ps(
-                        w1,
-                        _mm512_loadu_ps(xp.add(16)),
-                        _mm512_mul_ps(w0, _mm512_loadu_ps(xp)),
-                    );
-                    acc[j & 1] = _mm512_fmadd_ps(dot, _mm512_set1_ps(s), acc[j & 1]);
-                }
-            }
-        }
-        hsum(_mm512_add_ps(acc[0], acc[1]))
-    }
-
-    /// Q4_0 (`mins = None`) and Q4_1 rows: codes dotted unsigned, then the
-    /// offset term (`-8 d` or `min`) times each block's sum of x.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vl,fma,f16c")]
-    pub unsafe fn dot_q4(d: &[f16], mins: Option<&[f16]>, qs: &[u8], x: &[f32], xsums: &[f32]) -> f32 {
-        let low = _mm512_set1_epi32(15);
-        let mut acc = [_mm512_setzero_ps(); 2];
-        let mut ds = [0.0f32; 16];
-        let mut ms = [0.0f32; 16];
-        let mut corr = _mm512_setzero_ps();
-        for (g, dg) in d.chunks(16).enumerate() {
-            // SAFETY: at most 16 scales / minimums per group.
-            unsafe { scales16(dg, &mut ds) };
-            let n = dg.len();
-            let xs = &xsums[g * 16..g * 16 + n];
-            let mask: __mmask16 = if n == 16 { !0 } else { (1u16 << n) - 1 };
-            // SAFETY: masked lanes are not read.
-            let xsv = unsafe { _mm512_maskz_loadu_ps(mask, xs.as_ptr()) };
-            let off = match mins {
-                Some(m) => {
-                    // SAFETY: as above.
-                    unsafe { scales16(&m[g * 16..g * 16 + n], &mut ms) };
-                    // SAFETY: ms holds 16 values.
-                    unsafe { _mm512_maskz_loadu_ps(mask, ms.as_ptr()) }
-                }
-                // SAFETY: ds holds 16 values.
-                None => {
-                    _mm512_mul_ps(unsafe { _mm512_maskz_loadu_ps(mask, ds.as_ptr()) }, _mm512_set1_ps(-8.0))
-                }
-            };
-            corr = _mm512_fmadd_ps(off, xsv, corr);
-            for (j, &s) in ds.iter().enumerate().take(n) {
-                let b = g * 16 + j;
-                // SAFETY: block b has 16 code bytes and 32 values of x.
-                unsafe {
-                    let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(qs.as_ptr().add(b * QK / 2).cast()));
-                    let lo = _mm512_cvtepi32_ps(_mm512_and_si512(v, low));
-                    let hi = _mm512_cvtepi32_ps(_mm512_srli_epi32(v, 4));
-                    let xp = x.as_ptr().add(b * QK);
-                    let dot = _mm512_fmadd_ps(
-                        hi,
-                        _mm512_loadu_ps(xp.add(16)),
-                        _mm512_mul_ps(lo, _mm512_loadu_ps(xp)),
-                    );
-                    acc[j & 1] = _mm512_fmadd_ps(dot, _mm512_set1_ps(s), acc[j & 1]);
-                }
-            }
-        }
-        hsum(_mm512_add_ps(acc[0], acc[1])) + hsum(corr)
-    }
-}
-
-/// A W8A8 linear layer: int8 per-channel weights, activations quantized per
-/// token on every call, the int8 GEMM, and one f32 rescale per output.
-#[derive(Debug, Clone)]
-pub struct DynamicLinear {
-    /// Codes and row sums.
-    pub weights: I8Weights,
-    /// Per-output-channel weight scales.
-    pub scales: Vec<f32>,
-    /// Integer kernel used.
-    pub path: Int8Path,
-}
-
-impl DynamicLinear {
-    /// Quantizes `w` (`[rows, cols]`) per channel, symmetric.
-    ///
-    /// # Panics
-    /// When `path` is not available on this CPU or `w` has the wrong length.
-    pub fn new(w: &[f32], rows: usize, cols: usize, path: Int8Path) -> Self {
-        assert!(path.available(), "int8 path {} is not available on this CPU", path.name());
-        let t = int8::quantize(w, rows, cols, Scheme::Symmetric, Granularity::PerChannel);
-        let scales = t.params.iter().map(|p| p.scale).collect();
-        Self { weights: I8Weights::new(t.data, rows, cols), scales, path }
-    }
-
-    /// `y[m x rows] = x[m x cols] W^T`: quantize x per token, int8 GEMM,
-    /// rescale by `scale_x[t] * scale_w[j]`.
-    pub fn forward(&self, x: &[f32], m: usize, y: &mut [f32]) {
-        let (k, n) = (self.weights.cols, self.weights.rows);
-        assert_eq!(x.len(), m * k, "DynamicLinear: x is not {m}x{k}");
-        assert_eq!(y.len(), m * n, "DynamicLinear: y is not {m}x{n}");
-        let mut q = vec![0i8; m * k];
-        let mut sx = vec![0.0f32; m];
-        int8::quantize_per_token(x, k, &mut q, &mut sx);
-        let mut acc = vec![0i32; m * n];
-        gemm_i8(self.path, m, &q, &self.weights, &mut acc);
-        for ((y, acc), &s) in y.chunks_mut(n).zip(acc.chunks(n)).zip(&sx) {
-            for ((y, &a), &w) in y.iter_mut().zip(acc).zip(&self.scales) {
-                *y = a as f32 * (s * w);
-            }
-        }
-    }
-
-    /// Bytes of codes and scales.
-    pub fn storage_bytes(&self) -> usize {
-        self.weights.data.len() + self.scales.len() * 4
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn data(n: usize, seed: usize) -> Vec<f32> {
+    /// Deterministic weights and activations in [-1, 1] (shared with
+    /// the child modules' tests).
+    pub(super) fn data(n: usize, seed: usize) -> Vec<f32> {
         (0..n).map(|i| (((i * 7919 + seed * 104_729) % 2003) as f32 / 1001.0 - 1.0).powi(3)).collect()
     }
 
@@ -924,28 +520,6 @@ mod tests {
             }
         }
         assert!((q.bits_per_weight() - 2.0 * 256.0 / 200.0).abs() < 0.1);
-    }
-
-    #[test]
-    fn dynamic_linear_matches_its_integer_reference() {
-        let (m, k, n) = (5, 256, 33);
-        let w = data(n * k, 3);
-        let x = data(m * k, 4);
-        for path in Int8Path::ALL.into_iter().filter(|p| p.available()) {
-            let l = DynamicLinear::new(&w, n, k, path);
-            let mut y = vec![0.0; m * n];
-            l.forward(&x, m, &mut y);
-            let mut xq = vec![0i8; m * k];
-            let mut sx = vec![0.0; m];
-            int8::quantize_per_token(&x, k, &mut xq, &mut sx);
-            for t in 0..m {
-                for j in 0..n {
-                    let acc: i32 =
-                        (0..k).map(|p| xq[t * k + p] as i32 * l.weights.data[j * k + p] as i32).sum();
-                    assert_eq!(y[t * n + j], acc as f32 * (sx[t] * l.scales[j]), "{}", path.name());
-                }
-            }
-        }
     }
 
     #[test]

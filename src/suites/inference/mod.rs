@@ -223,7 +223,7 @@ fn available_bytes() -> Option<f64> {
         .ok()
         .and_then(|v| v.parse::<f64>().ok())
         .map(|g| g * (1u64 << 30) as f64)
-        .or_else(weights::mem_available)
+        .or_else(|| crate::util::mem_available().map(|b| b as f64))
 }
 
 /// For a reduced-precision case with random weights, its accuracy against

@@ -1,20 +1,22 @@
-//! Inference-only building blocks: LayerNorm, RMSNorm, GELU (erf and tanh
-//! forms), SwiGLU, rotary embeddings and attention. Each has a naive f64
-//! reference in the tests below.
+//! Inference building blocks over whole activations: LayerNorm, RMSNorm,
+//! GELU (erf and tanh forms), SwiGLU, rotary embeddings and attention. The
+//! per-row and per-element math is the shared kernel library's
+//! ([`crate::kernels::norm`], [`crate::kernels::softmax`],
+//! [`crate::kernels::activation`]), the same code the tensor suite times.
+//! Each has a naive f64 reference in the tests below.
 //!
 //! Row-wise kernels take a flat `[rows x width]` slice and run in parallel
 //! over rows once there are enough of them; decode steps (one row) stay on
 //! the calling thread, where a fork/join would cost more than the work.
 
-use crate::kernels::{Layout, matmul, simd_dispatch};
+use crate::kernels::activation::{gelu_erf_f32, gelu_f32, silu_f32};
+use crate::kernels::norm::{layer_norm_row_inplace, rms_norm_row_inplace};
+use crate::kernels::softmax::masked_softmax_row;
+use crate::kernels::{Layout, SendPtr, matmul, simd_dispatch};
 use rayon::prelude::*;
 
 /// Rows at or above this count are processed in parallel.
 const PAR_ROWS: usize = 16;
-
-/// Lanes of the explicit accumulators below: one AVX-512 register (two AVX2
-/// ones), so the reductions vectorise without reassociation flags.
-const LANES: usize = 16;
 
 fn rows_mut(x: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync + Send) {
     if x.len() / width.max(1) >= PAR_ROWS {
@@ -24,121 +26,9 @@ fn rows_mut(x: &mut [f32], width: usize, f: impl Fn(usize, &mut [f32]) + Sync + 
     }
 }
 
-/// `e^x`, branch-free so that loops over it vectorise (std's `exp` is a libm
-/// call per element): Cody-Waite reduction to `r` in `[-ln2/2, ln2/2]`, the
-/// Cephes degree-6 polynomial, and `2^n` built in the exponent bits. Relative
-/// error below 3e-7 over the whole range; `x < -87.3` gives 0 (so `-inf`, a
-/// masked score, gives an exact 0) and NaN stays NaN.
-#[inline(always)]
-pub fn exp_fast(x: f32) -> f32 {
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
-    const LN2_HI: f32 = 0.693_359_4;
-    const LN2_LO: f32 = -2.121_944_4e-4;
-    const HI: f32 = 88.376_26;
-    const LO: f32 = -87.336_55;
-    // 1.5 * 2^23: adding it rounds to an integer held in the low mantissa bits.
-    const MAGIC: f32 = 12_582_912.0;
-    let xc = x.clamp(LO, HI);
-    let t = xc * LOG2E + MAGIC;
-    let n = t - MAGIC;
-    let r = xc - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_1e-4f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 0.5;
-    let y = p * r * r + r + 1.0;
-    let ni = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);
-    let scale = f32::from_bits((ni.wrapping_add(127) << 23) as u32);
-    let v = y * scale;
-    if x < LO {
-        0.0
-    } else if x.is_nan() {
-        x
-    } else {
-        v
-    }
-}
-
-/// Largest value of `x` (`-inf` when empty), with lane accumulators.
-#[inline(always)]
-fn max_of(x: &[f32]) -> f32 {
-    let mut acc = [f32::NEG_INFINITY; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for i in 0..LANES {
-            acc[i] = acc[i].max(c[i]);
-        }
-    }
-    tail.iter().chain(&acc).fold(f32::NEG_INFINITY, |a, &b| a.max(b))
-}
-
-/// Sum of `f(x)` over `x`, with lane accumulators.
-#[inline(always)]
-fn sum_of(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let chunks = x.chunks_exact(LANES);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for i in 0..LANES {
-            acc[i] += f(c[i]);
-        }
-    }
-    tail.iter().map(|&v| f(v)).sum::<f32>() + acc.iter().sum::<f32>()
-}
-
-simd_dispatch! {
-    /// One attention row in place: keys `visible..` and keys whose `mask`
-    /// byte is 0 (when `mask` is not empty) are masked, then softmax. The
-    /// `1/sqrt(d)` scale is already folded into Q. A fully masked row (a
-    /// padding query) becomes zeros rather than NaN.
-    pub fn masked_softmax_row(row: &mut [f32], mask: &[u8], visible: usize) {
-        row[visible..].fill(f32::NEG_INFINITY);
-        if !mask.is_empty() {
-            for (x, &keep) in row.iter_mut().zip(mask) {
-                *x = if keep == 0 { f32::NEG_INFINITY } else { *x };
-            }
-        }
-        let max = max_of(row);
-        let max = if max.is_finite() { max } else { 0.0 };
-        for x in row.iter_mut() {
-            *x = exp_fast(*x - max);
-        }
-        let sum = sum_of(row, |v| v);
-        let inv = if sum > 0.0 { 1.0 / sum } else { 0.0 };
-        row.iter_mut().for_each(|x| *x *= inv);
-    }
-}
-
-simd_dispatch! {
-    /// LayerNorm of one row in place (two passes: mean, then variance).
-    fn layer_norm_row(r: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
-        let h = r.len() as f32;
-        let mean = sum_of(r, |v| v) / h;
-        let var = sum_of(r, |v| (v - mean) * (v - mean)) / h;
-        let inv = 1.0 / (var + eps).sqrt();
-        for ((v, &g), &bb) in r.iter_mut().zip(w).zip(b) {
-            *v = (*v - mean) * inv * g + bb;
-        }
-    }
-}
-
-simd_dispatch! {
-    /// RMSNorm of one row in place.
-    fn rms_norm_row(r: &mut [f32], w: &[f32], eps: f32) {
-        let ms = sum_of(r, |v| v * v) / r.len() as f32;
-        let inv = 1.0 / (ms + eps).sqrt();
-        for (v, &g) in r.iter_mut().zip(w) {
-            *v *= inv * g;
-        }
-    }
-}
-
 /// In-place LayerNorm over rows of `w.len()` values: `(x - mean) / sqrt(var + eps) * w + b`.
 pub fn layer_norm(x: &mut [f32], w: &[f32], b: &[f32], eps: f32) {
-    rows_mut(x, w.len(), |_, r| layer_norm_row(r, w, b, eps));
+    rows_mut(x, w.len(), |_, r| layer_norm_row_inplace(r, w, b, eps));
 }
 
 /// `x += y`, elementwise (residual and embedding sums).
@@ -155,42 +45,24 @@ pub fn layer_norm_into(x: &[f32], out: &mut [f32], w: &[f32], b: &[f32], eps: f3
 /// `out = x / sqrt(mean(x^2) + eps) * w` per row (LLaMA's RMSNorm).
 pub fn rms_norm_into(x: &[f32], out: &mut [f32], w: &[f32], eps: f32) {
     out.copy_from_slice(x);
-    rows_mut(out, w.len(), |_, r| rms_norm_row(r, w, eps));
-}
-
-/// erf with absolute error below 1.5e-7 (Abramowitz & Stegun 7.1.26), since
-/// std has no stable f32 erf; branch-free for vectorisation.
-#[inline(always)]
-pub fn erf(x: f32) -> f32 {
-    let a = x.abs();
-    let t = 1.0 / (1.0 + 0.327_591_1 * a);
-    let y = 1.0
-        - (((((1.061_405_4 * t - 1.453_152_1) * t) + 1.421_413_8) * t - 0.284_496_72) * t + 0.254_829_6)
-            * t
-            * exp_fast(-a * a);
-    y.copysign(x)
+    rows_mut(out, w.len(), |_, r| rms_norm_row_inplace(r, w, eps));
 }
 
 simd_dispatch! {
     fn gelu_erf_row(r: &mut [f32]) {
-        r.iter_mut().for_each(|v| *v = 0.5 * *v * (1.0 + erf(*v * std::f32::consts::FRAC_1_SQRT_2)));
+        r.iter_mut().for_each(|v| *v = gelu_erf_f32(*v));
     }
 }
 
 simd_dispatch! {
     fn gelu_tanh_row(r: &mut [f32]) {
-        const C: f32 = 0.797_884_6; // sqrt(2/pi)
-        r.iter_mut().for_each(|v| {
-            let u = C * (*v + 0.044_715 * *v * *v * *v);
-            // 0.5(1 + tanh u) == sigmoid(2u), without tanh's cost.
-            *v /= 1.0 + exp_fast(-2.0 * u);
-        });
+        r.iter_mut().for_each(|v| *v = gelu_f32(*v));
     }
 }
 
 simd_dispatch! {
     fn swiglu_row(g: &mut [f32], u: &[f32]) {
-        g.iter_mut().zip(u).for_each(|(g, &u)| *g = *g / (1.0 + exp_fast(-*g)) * u);
+        g.iter_mut().zip(u).for_each(|(g, &u)| *g = silu_f32(*g) * u);
     }
 }
 
@@ -350,7 +222,7 @@ pub fn attention(
     let per = tasks.div_ceil(workers);
     let group = s.heads / s.kv_heads;
     let scale = 1.0 / (hd as f32).sqrt();
-    let out_ptr = SyncPtr(out.as_mut_ptr());
+    let out_ptr = SendPtr(out.as_mut_ptr());
     let run = |w: usize, slot: &mut Vec<f32>| {
         let (qh, rest) = slot.split_at_mut(s.queries * hd);
         let (sc, rest) = rest.split_at_mut(s.queries * s.keys);
@@ -399,19 +271,6 @@ fn head_matmul(dims: (usize, usize, usize), a: &[f32], b: &[f32], layout: Layout
     }
 }
 
-/// A raw pointer that may cross threads; users guarantee disjoint writes.
-#[derive(Clone, Copy)]
-struct SyncPtr(*mut f32);
-// SAFETY: only used for disjoint writes, see `attention`.
-unsafe impl Send for SyncPtr {}
-// SAFETY: as above.
-unsafe impl Sync for SyncPtr {}
-impl SyncPtr {
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
-
 /// Naive f64 references for the tests (and nothing else).
 #[cfg(test)]
 pub(crate) mod naive {
@@ -456,37 +315,6 @@ mod tests {
     }
 
     #[test]
-    fn exp_fast_matches_std_exp_and_maps_masked_scores_to_zero() {
-        for i in -9000..=8800 {
-            let x = i as f32 / 100.0;
-            let (got, want) = (exp_fast(x) as f64, (x as f64).exp());
-            // Below -87.34 the result is flushed to 0 (e^x < 1.2e-38 there).
-            assert!((got - want).abs() <= 3e-7 * want + 1.2e-38, "exp({x}): {got} vs {want}");
-        }
-        assert_eq!(exp_fast(f32::NEG_INFINITY), 0.0);
-        assert!(exp_fast(f32::NAN).is_nan());
-        assert!(exp_fast(100.0).is_finite());
-    }
-
-    #[test]
-    fn masked_softmax_row_matches_f64_and_zeroes_a_fully_masked_row() {
-        let x = randn(37, 13);
-        let mask: Vec<u8> = (0..37).map(|i| u8::from(i % 5 != 0)).collect();
-        let mut row = x.clone();
-        masked_softmax_row(&mut row, &mask, 30);
-        let keep = |i: usize| i < 30 && mask[i] == 1;
-        let m = (0..37).filter(|&i| keep(i)).map(|i| x[i] as f64).fold(f64::MIN, f64::max);
-        let z: f64 = (0..37).filter(|&i| keep(i)).map(|i| (x[i] as f64 - m).exp()).sum();
-        for i in 0..37 {
-            let want = if keep(i) { (x[i] as f64 - m).exp() / z } else { 0.0 };
-            assert!((row[i] as f64 - want).abs() < 1e-6, "[{i}] {} vs {want}", row[i]);
-        }
-        let mut all = x.clone();
-        masked_softmax_row(&mut all, &[0; 37], 37);
-        assert!(all.iter().all(|&v| v == 0.0));
-    }
-
-    #[test]
     fn layer_norm_and_rms_norm_match_f64() {
         let (rows, h) = (20, 37);
         let x = randn(rows * h, 1);
@@ -513,12 +341,7 @@ mod tests {
 
     #[test]
     fn gelus_and_swiglu_match_closed_forms() {
-        // erf at known values (Abramowitz & Stegun table).
-        for (x, e) in
-            [(0.0f32, 0.0f64), (0.5, 0.520_499_877_8), (1.0, 0.842_700_792_9), (-2.0, -0.995_322_265)]
-        {
-            assert!((erf(x) as f64 - e).abs() < 2e-7, "erf({x})");
-        }
+        // erf's tabulated values: kernels::activation::tests::erf_at_tabulated_values.
         let x: Vec<f32> = (-60..=60).map(|i| i as f32 / 10.0).collect();
         let mut a = x.clone();
         gelu_erf(&mut a, x.len());

@@ -1,16 +1,10 @@
 use super::linear::DType;
 use super::model::{KvCache, Workspace, WorkspaceSize};
 use super::*;
-use crate::plan::{ParamValue, SuiteSpec, expand};
-use std::collections::BTreeMap;
+use crate::plan::{ParamValue, SuiteSpec, expand, test_case};
 
 fn spec() -> SuiteSpec {
     SuiteSpec::parse("inference", InferenceSuite.spec_toml()).unwrap()
-}
-
-fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
-    let p: BTreeMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    Case::new("inference", bench, p)
 }
 
 fn s(v: &str) -> ParamValue {
@@ -87,14 +81,14 @@ fn tiny_models_prepare_verify_and_run_in_every_dtype() {
         let base = [("dtype", s(dtype)), ("layers", s("full")), ("shape", s("preset"))];
         let mut p = base.to_vec();
         p.extend([("model", s("bert-tiny")), ("batch", i(2)), ("seq", i(16))]);
-        run_case(&case("encoder", &p));
+        run_case(&test_case("inference", "encoder", &p));
         for model in ["gpt2-tiny", "llama-tiny"] {
             let mut p = base.to_vec();
             p.extend([("model", s(model)), ("batch", i(2)), ("prompt", i(9))]);
-            run_case(&case("prefill", &p));
+            run_case(&test_case("inference", "prefill", &p));
             let mut p = base.to_vec();
             p.extend([("model", s(model)), ("batch", i(2)), ("depth", i(5)), ("gen", i(3))]);
-            let m = run_case(&case("decode", &p));
+            let m = run_case(&test_case("inference", "decode", &p));
             let get =
                 |n: &str| m.iter().find(|x| x.name == n).unwrap_or_else(|| panic!("no metric {n}")).value;
             assert!(get("tpot_p50_ns") > 0.0 && get("tpot_p50_ns") <= get("tpot_p99_ns"));
@@ -124,7 +118,7 @@ fn deep_caches_fill_in_chunks_and_depth_zero_starts_from_a_seeded_token() {
             ("depth", i(depth)),
             ("gen", i(2)),
         ];
-        run_case(&case("decode", &p));
+        run_case(&test_case("inference", "decode", &p));
     }
 }
 
@@ -193,7 +187,7 @@ fn shape_and_layers_overrides_reach_the_model_and_bad_values_name_the_choices() 
         ("batch", i(1)),
         ("prompt", i(5)),
     ];
-    let c = case("prefill", &p);
+    let c = test_case("inference", "prefill", &p);
     assert!(c.id.contains("layers=1"), "{}", c.id);
     let m = run_case(&c);
     let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
@@ -203,7 +197,11 @@ fn shape_and_layers_overrides_reach_the_model_and_bad_values_name_the_choices() 
     let want = 500 * 64 + (2 * 64 * 64 + 2 * 64 * 16 + 3 * 64 * 96 + 2 * 64) + 64 + 500 * 64;
     assert_eq!(get("params"), Some(want as f64));
 
-    let err = |p: &[(&str, ParamValue)], bench: &str| match InferenceSuite.prepare(&case(bench, p)) {
+    let err = |p: &[(&str, ParamValue)], bench: &str| match InferenceSuite.prepare(&test_case(
+        "inference",
+        bench,
+        p,
+    )) {
         Ok(_) => panic!("accepted {:?}", p),
         Err(e) => format!("{e:#}"),
     };

@@ -256,14 +256,6 @@ pub fn plan(cfg: &ModelConfig, dtype: DType, size: WorkspaceSize, kv_capacity: u
     }
 }
 
-/// `MemAvailable` from /proc/meminfo, in bytes (None where unreadable).
-pub fn mem_available() -> Option<f64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024.0)
-}
-
 /// Share of available memory a case may plan to use: the rest is headroom
 /// for the page cache, the allocator and the other processes.
 pub const BUDGET_SHARE: f64 = 0.9;

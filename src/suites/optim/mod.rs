@@ -117,13 +117,7 @@ pub(crate) fn positive(case: &Case, key: &str) -> Result<usize> {
 /// Refuses (as skipped) a case whose buffers would not fit in the memory
 /// the machine has available now, with room to spare for other processes.
 pub(crate) fn ensure_memory(bytes: f64) -> Result<()> {
-    let available = std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| {
-        t.lines()
-            .find(|l| l.starts_with("MemAvailable:"))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|kb| kb.parse::<f64>().ok())
-            .map(|kb| kb * 1024.0)
-    });
+    let available = crate::util::mem_available().map(|b| b as f64);
     match available {
         Some(avail) if bytes > 0.8 * avail => Err(crate::suites::skip(format!(
             "needs {:.1} GB, only {:.1} GB of memory available",

@@ -6,6 +6,9 @@
 //! step holds. Backward functions add into parameter gradients, which is
 //! what gradient accumulation relies on.
 
+use crate::kernels::activation::{gelu_f32, gelu_grad_f32};
+use crate::kernels::norm::layer_norm_row;
+use crate::kernels::softmax::softmax_row_inplace;
 use crate::kernels::{Layout, matmul, matmul_into};
 use rayon::prelude::*;
 
@@ -55,42 +58,27 @@ pub(crate) fn linear_bwd(
     dx
 }
 
-const GELU_C: f32 = 0.797_884_6; // sqrt(2/pi)
-
-/// GELU, tanh approximation (GPT-2's).
+/// GELU, tanh approximation (GPT-2's), the kernel library's
+/// vectorisable form (the same function the tensor suite and GPT-2 run).
 pub(crate) fn gelu_fwd(z: &[f32]) -> Vec<f32> {
-    z.par_iter().map(|&x| 0.5 * x * (1.0 + (GELU_C * (x + 0.044715 * x * x * x)).tanh())).collect()
+    z.par_iter().map(|&x| gelu_f32(x)).collect()
 }
 
 /// Backward of [`gelu_fwd`] given its input `z`.
 pub(crate) fn gelu_bwd(z: &[f32], dy: &[f32]) -> Vec<f32> {
-    z.par_iter()
-        .zip(dy)
-        .map(|(&x, &d)| {
-            let u = GELU_C * (x + 0.044715 * x * x * x);
-            let th = u.tanh();
-            let du = GELU_C * (1.0 + 3.0 * 0.044715 * x * x);
-            d * (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du)
-        })
-        .collect()
+    z.par_iter().zip(dy).map(|(&x, &d)| d * gelu_grad_f32(x)).collect()
 }
 
-/// LayerNorm over rows of width `gamma.len()` (eps 1e-5); returns the
-/// output and each row's mean and reciprocal standard deviation.
+/// LayerNorm over rows of width `gamma.len()` (eps 1e-5), the kernel
+/// library's row kernel; returns the output and each row's mean and
+/// reciprocal standard deviation.
 pub(crate) fn layernorm_fwd(x: &[f32], gamma: &[f32], beta: &[f32]) -> (Vec<f32>, Vec<f32>) {
     let d = gamma.len();
     let rows = x.len() / d;
     let mut y = vec![0.0f32; x.len()];
     let mut stats = vec![0.0f32; 2 * rows];
     y.par_chunks_mut(d).zip(x.par_chunks(d)).zip(stats.par_chunks_mut(2)).for_each(|((y, x), st)| {
-        let mean = x.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
-        let var = x.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
-        let rstd = 1.0 / (var + 1e-5).sqrt();
-        for i in 0..d {
-            y[i] = ((x[i] as f64 - mean) * rstd) as f32 * gamma[i] + beta[i];
-        }
-        st[0] = mean as f32;
-        st[1] = rstd as f32;
+        (st[0], st[1]) = layer_norm_row(y, x, gamma, beta, 1e-5);
     });
     (y, stats)
 }
@@ -186,18 +174,9 @@ pub(crate) fn attention_fwd(s: AttnShape, qkv: &[f32]) -> (Vec<f32>, AttnStash) 
         let r = i * t * hd..(i + 1) * t * hd;
         matmul(1, (t, hd, t), &q[r.clone()], &k[r.clone()], Layout::NxK, p);
         for (row, pr) in p.chunks_exact_mut(t).enumerate() {
-            let mut max = f32::NEG_INFINITY;
-            for x in pr[..=row].iter_mut() {
-                *x *= scale;
-                max = max.max(*x);
-            }
-            let mut sum = 0.0f32;
-            for x in pr[..=row].iter_mut() {
-                *x = (*x - max).exp();
-                sum += *x;
-            }
-            let inv = 1.0 / sum;
-            pr[..=row].iter_mut().for_each(|x| *x *= inv);
+            // Causal: row `row` sees keys 0..=row; the rest get probability 0.
+            pr[..=row].iter_mut().for_each(|x| *x *= scale);
+            softmax_row_inplace(&mut pr[..=row]);
             pr[row + 1..].fill(0.0);
         }
         matmul(1, (t, t, hd), p, &v[r], Layout::KxN, o);

@@ -269,11 +269,7 @@ impl Workload for MemoryWorkload {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::ParamValue;
-
-    fn case(bench: &str, kv: &[(&str, ParamValue)]) -> Case {
-        Case::new("optim", bench, kv.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
-    }
+    use crate::plan::{ParamValue, test_case};
 
     #[test]
     fn every_optimizer_and_form_verifies_and_runs() {
@@ -297,7 +293,8 @@ mod tests {
                     continue;
                 }
                 for threads in [ParamValue::Int(1), ParamValue::Str("all".into())] {
-                    let c = case(
+                    let c = test_case(
+                        "optim",
                         "optimizer_step",
                         &[
                             ("optimizer", ParamValue::Str(name.to_string())),
@@ -312,7 +309,8 @@ mod tests {
                     w.run(2).unwrap();
                 }
             }
-            let c = case(
+            let c = test_case(
+                "optim",
                 "state_memory",
                 &[("optimizer", ParamValue::Str(name.to_string())), ("params", ParamValue::Int(10_000))],
             );
@@ -324,7 +322,8 @@ mod tests {
 
     #[test]
     fn a_wrong_update_fails_verification() {
-        let c = case(
+        let c = test_case(
+            "optim",
             "optimizer_step",
             &[
                 ("optimizer", ParamValue::Str("adamw".into())),
@@ -337,7 +336,8 @@ mod tests {
         // Corrupt one moment the reference sample will see.
         w.opt.a[5000] = 1.0;
         assert!(!w.verify().unwrap().passed);
-        let bad = case(
+        let bad = test_case(
+            "optim",
             "optimizer_step",
             &[
                 ("optimizer", ParamValue::Str("adafactor".into())),

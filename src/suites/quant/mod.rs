@@ -28,7 +28,7 @@ mod mixed;
 mod model;
 
 pub(crate) use crate::suites::common::{choice, seed, shape2};
-pub(crate) use model::mem_available;
+pub(crate) use crate::util::mem_available;
 
 /// Quantization speed and accuracy.
 pub struct QuantSuite;
@@ -108,18 +108,11 @@ impl Suite for QuantSuite {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{ParamValue, SuiteSpec, expand};
+    use crate::plan::{ParamValue, SuiteSpec, expand, test_case};
     use crate::suites::SkipCase;
-    use std::collections::BTreeMap;
 
     fn spec() -> SuiteSpec {
         SuiteSpec::parse("quant", QuantSuite.spec_toml()).unwrap()
-    }
-
-    fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
-        let p: BTreeMap<String, ParamValue> =
-            params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-        Case::new("quant", bench, p)
     }
 
     fn s(v: &str) -> ParamValue {
@@ -213,7 +206,8 @@ mod tests {
 
     #[test]
     fn quantized_linear_is_accurate_and_reports_its_error() {
-        let c = case(
+        let c = test_case(
+            "quant",
             "linear",
             &[("format", s("q4_0")), ("shape", s("2x256x64")), ("threads", ParamValue::Int(1))],
         );
@@ -230,24 +224,39 @@ mod tests {
     #[test]
     fn bad_params_name_the_valid_choices() {
         let err = |c: Case| QuantSuite.prepare(&c).err().unwrap().to_string();
-        let e = err(case("nope", &[]));
+        let e = err(test_case("quant", "nope", &[]));
         assert!(e.contains("valid: quantize, dequantize, calibrate"), "{e}");
-        let e = err(case("quantize", &[("format", s("int3")), ("shape", s("8x32")), ("dist", s("normal"))]));
+        let e = err(test_case(
+            "quant",
+            "quantize",
+            &[("format", s("int3")), ("shape", s("8x32")), ("dist", s("normal"))],
+        ));
         assert!(e.contains("valid: int8_sym_tensor"), "{e}");
-        let e = err(case("quantize", &[("format", s("q4_0")), ("shape", s("8x32")), ("dist", s("cauchy"))]));
+        let e = err(test_case(
+            "quant",
+            "quantize",
+            &[("format", s("q4_0")), ("shape", s("8x32")), ("dist", s("cauchy"))],
+        ));
         assert!(e.contains("valid: normal, heavy, outlier"), "{e}");
-        let e = err(case("linear", &[("format", s("q4_0")), ("shape", s("1x33x8"))]));
+        let e = err(test_case("quant", "linear", &[("format", s("q4_0")), ("shape", s("1x33x8"))]));
         assert!(e.contains("multiple of 32"), "{e}");
-        let e = err(case("linear", &[("format", s("fp8")), ("shape", s("1x32x8"))]));
+        let e = err(test_case("quant", "linear", &[("format", s("fp8")), ("shape", s("1x32x8"))]));
         assert!(e.contains("valid: f32, f32_gemv, f16"), "{e}");
-        let e = err(case("int8_gemm", &[("path", s("amx")), ("shape", s("1x32x8"))]));
+        let e = err(test_case("quant", "int8_gemm", &[("path", s("amx")), ("shape", s("1x32x8"))]));
         assert!(e.contains("valid: auto, avx512_vnni, avx_vnni, avx2, scalar"), "{e}");
-        let e = err(case("model", &[("format", s("q4_0")), ("model", s("gpt5"))]));
+        let e = err(test_case("quant", "model", &[("format", s("q4_0")), ("model", s("gpt5"))]));
         assert!(e.contains("valid models: bert-tiny"), "{e}");
-        let e = err(case("calibrate", &[("method", s("kl")), ("shape", s("8x32")), ("dist", s("normal"))]));
+        let e = err(test_case(
+            "quant",
+            "calibrate",
+            &[("method", s("kl")), ("shape", s("8x32")), ("dist", s("normal"))],
+        ));
         assert!(e.contains("valid: minmax, percentile, mse"), "{e}");
-        let e =
-            err(case("mixed", &[("op", s("fma")), ("dtype", s("fp8")), ("elements", ParamValue::Int(8))]));
+        let e = err(test_case(
+            "quant",
+            "mixed",
+            &[("op", s("fma")), ("dtype", s("fp8")), ("elements", ParamValue::Int(8))],
+        ));
         assert!(e.contains("valid: f16, bf16"), "{e}");
     }
 }

@@ -186,14 +186,6 @@ fn decode(format: &str, bytes: &mut [u8], rows: usize, cols: usize, gamma: f32) 
     out
 }
 
-/// `/proc/meminfo`'s MemAvailable in bytes, when readable.
-pub(crate) fn mem_available() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
-}
-
 pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let format = choice(case, "format", FORMATS)?;
     let name = case.str("model")?;
@@ -214,7 +206,7 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
         quantized += rows * cols;
     }
     let pool_len = quantized.min(POOL);
-    if let Some(avail) = mem_available()
+    if let Some(avail) = crate::util::mem_available()
         && (pool_len as u64 * 4) > avail / 4
     {
         return Err(skip(format!(

@@ -1,8 +1,13 @@
-//! Reductions: full sum, mean, max and argmax, and row-wise softmax and layer norm.
+//! Reductions: full sum, mean, max and argmax, and row-wise softmax and
+//! layer norm. The row kernels are the models' own, from
+//! [`crate::kernels::softmax`] and [`crate::kernels::norm`]; this file
+//! spreads rows over threads, verifies and times them.
 
-use super::unary::exp_f32;
 use super::{CHUNK, PAR_MIN, choice, reference, shape2};
+use crate::kernels::norm::layer_norm_row;
+use crate::kernels::reduce::{BLOCK, LANES, lanes_max, lanes_sum};
 use crate::kernels::simd_dispatch;
+use crate::kernels::softmax::softmax_row;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;
@@ -11,10 +16,6 @@ use rayon::prelude::*;
 
 pub(super) const OPS: &[&str] = &["sum", "mean", "max", "argmax", "softmax", "layernorm"];
 
-/// Independent accumulators in the blocked sum (two AVX-512 or four AVX2 registers).
-const LANES: usize = 32;
-/// Elements summed lane-wise before switching to pairwise combination.
-const BLOCK: usize = 4096;
 /// Layer-norm epsilon (PyTorch's default).
 pub(crate) const LN_EPS: f32 = 1e-5;
 
@@ -58,18 +59,7 @@ pub(crate) fn sum_error_bound(n: usize, abs_sum: f64) -> f64 {
 simd_dispatch! {
     /// Largest value (NaN-free input), lane-wise.
     fn max_serial(x: &[f32]) -> f32 {
-        let mut acc = [f32::NEG_INFINITY; LANES];
-        let mut chunks = x.chunks_exact(LANES);
-        for c in &mut chunks {
-            for i in 0..LANES {
-                acc[i] = if c[i] > acc[i] { c[i] } else { acc[i] };
-            }
-        }
-        let mut m = chunks.remainder().iter().fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
-        for a in acc {
-            m = if a > m { a } else { m };
-        }
-        m
+        lanes_max(x)
     }
 }
 
@@ -134,61 +124,6 @@ pub(crate) fn argmax(x: &[f32]) -> usize {
     best.1
 }
 
-simd_dispatch! {
-    /// Numerically stable softmax of one row: max, exponentials, sum, scale.
-    pub(crate) fn softmax_row(out: &mut [f32], x: &[f32]) {
-        let m = max_serial(x);
-        out.iter_mut().zip(x).for_each(|(o, &v)| *o = exp_f32(v - m));
-        let s = sum_block_inline(out);
-        let inv = 1.0 / s;
-        out.iter_mut().for_each(|o| *o *= inv);
-    }
-}
-
-simd_dispatch! {
-    /// Layer norm of one row: `(x - mean) / sqrt(var + eps) * gamma + beta`,
-    /// with a two-pass (mean, then centred) variance.
-    pub(crate) fn layernorm_row(out: &mut [f32], x: &[f32], gamma: &[f32], beta: &[f32]) {
-        let n = x.len() as f32;
-        let mean = sum_block_inline(x) / n;
-        out.iter_mut().zip(x).for_each(|(o, &v)| *o = (v - mean) * (v - mean));
-        let var = sum_block_inline(out) / n;
-        let rstd = 1.0 / (var + LN_EPS).sqrt();
-        let (gamma, beta) = (&gamma[..x.len()], &beta[..x.len()]);
-        out.iter_mut().zip(x).zip(gamma).zip(beta).for_each(|(((o, &v), &g), &b)| *o = (v - mean) * rstd * g + b);
-    }
-}
-
-/// Multi-lane pairwise sum of a row, inlined into the caller's SIMD context.
-#[inline(always)]
-fn sum_block_inline(x: &[f32]) -> f32 {
-    x.chunks(BLOCK).map(lanes_sum).sum()
-}
-
-/// [`LANES`] independent accumulators combined by a pairwise tree; always
-/// inlined so it compiles for the caller's target features.
-#[inline(always)]
-fn lanes_sum(x: &[f32]) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let mut chunks = x.chunks_exact(LANES);
-    for c in &mut chunks {
-        for i in 0..LANES {
-            acc[i] += c[i];
-        }
-    }
-    for (a, &v) in acc.iter_mut().zip(chunks.remainder()) {
-        *a += v;
-    }
-    let mut w = LANES;
-    while w > 1 {
-        w /= 2;
-        for i in 0..w {
-            acc[i] += acc[i + w];
-        }
-    }
-    acc[0]
-}
-
 /// Applies `f(out_row, in_row)` to every row, parallel over rows when large.
 fn rows_apply(out: &mut [f32], x: &[f32], cols: usize, f: impl Fn(&mut [f32], &[f32]) + Sync) {
     if out.len() < PAR_MIN {
@@ -205,7 +140,9 @@ pub(crate) fn softmax(out: &mut [f32], x: &[f32], cols: usize) {
 
 /// Row-wise layer norm of `x[rows x cols]` into `out`.
 pub(crate) fn layernorm(out: &mut [f32], x: &[f32], gamma: &[f32], beta: &[f32], cols: usize) {
-    rows_apply(out, x, cols, |o, x| layernorm_row(o, x, gamma, beta));
+    rows_apply(out, x, cols, |o, x| {
+        layer_norm_row(o, x, gamma, beta, LN_EPS);
+    });
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]

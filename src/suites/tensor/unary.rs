@@ -1,11 +1,12 @@
-//! Unary elementwise kernels and the vectorisable f32 math they use.
+//! Unary elementwise workloads over the shared activation math of
+//! [`crate::kernels::activation`] (the same `exp`, `tanh` and GELU the
+//! models run).
 //!
-//! `exp`, `ln` and `tanh` are branch-free Cephes-style approximations written
-//! so the compiler can vectorise them (std's versions are scalar libm calls).
 //! Their accuracy against f64 `std` is checked by the tests below and by every
 //! `verify` (relative 1e-5 or better, see [`tolerance`]).
 
 use super::{CHUNK, PAR_MIN, choice, elements};
+use crate::kernels::activation::{exp_f32, gelu_f32, ln_f32, sigmoid_f32, tanh_f32};
 use crate::kernels::simd_dispatch;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
@@ -28,109 +29,6 @@ pub(crate) enum UnOp {
 }
 
 const ALL: [UnOp; 7] = [UnOp::Relu, UnOp::Sigmoid, UnOp::Tanh, UnOp::Exp, UnOp::Log, UnOp::Sqrt, UnOp::Gelu];
-
-/// `sqrt(2 / pi)`, the GELU tanh-approximation constant.
-const GELU_C: f32 = 0.797_884_6;
-
-/// `e^x`: round-to-nearest range reduction `x = n ln2 + r` (Cody-Waite split
-/// of ln2), a degree-6 polynomial on `|r| <= ln2/2`, and `2^n` applied as two
-/// exponent-field factors so results overflow to inf and underflow gradually
-/// to 0 like the true function. NaN propagates.
-#[inline(always)]
-pub(crate) fn exp_f32(x: f32) -> f32 {
-    let xc = x.clamp(-104.0, 89.0); // NaN-free below: clamp on NaN keeps NaN, handled at the end.
-    let xc = if xc.is_nan() { 0.0 } else { xc };
-    // Round to nearest via the 1.5 * 2^23 trick (valid for |v| < 2^22).
-    let v = xc * std::f32::consts::LOG2_E;
-    let n = (v + 12_582_912.0) - 12_582_912.0;
-    let r = xc - n * 0.693_359_4 - n * -2.121_944_4e-4;
-    let r2 = r * r;
-    let p = ((((1.987_569_1e-4 * r + 1.398_2e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r
-        + 1.666_666_5e-1)
-        * r
-        + 5e-1;
-    let y = p * r2 + r + 1.0;
-    // SAFETY: n is an integer-valued float in [-150, 129], well inside i32.
-    let ni: i32 = unsafe { n.to_int_unchecked() };
-    let h = ni >> 1;
-    let s1 = f32::from_bits(((h + 127) as u32) << 23);
-    let s2 = f32::from_bits(((ni - h + 127) as u32) << 23);
-    let e = y * s1 * s2;
-    if x.is_nan() { x } else { e }
-}
-
-/// Natural logarithm: split `x = m 2^e` with `m` in `[sqrt(1/2), sqrt(2))`,
-/// a degree-9 polynomial in `m - 1`, exact handling of 0 (-inf), negatives
-/// and NaN (NaN), +inf (+inf) and subnormals (rescaled by 2^23).
-#[inline(always)]
-pub(crate) fn ln_f32(x: f32) -> f32 {
-    let sub = x < f32::MIN_POSITIVE;
-    let xs = if sub { x * 8_388_608.0 } else { x };
-    let bits = xs.to_bits();
-    let mut e = ((bits >> 23) & 0xff) as i32 - 126 - if sub { 23 } else { 0 };
-    let mut m = f32::from_bits((bits & 0x007f_ffff) | 0x3f00_0000); // [0.5, 1)
-    let small = m < std::f32::consts::FRAC_1_SQRT_2;
-    e -= small as i32;
-    m = if small { m + m - 1.0 } else { m - 1.0 };
-    let ef = e as f32;
-    let z = m * m;
-    let mut y = ((((((((7.037_683_6e-2 * m - 1.151_461e-1) * m + 1.167_699_9e-1) * m - 1.242_014_1e-1)
-        * m
-        + 1.424_932_3e-1)
-        * m
-        - 1.666_805_8e-1)
-        * m
-        + 2.000_071_4e-1)
-        * m
-        - 2.499_999_4e-1)
-        * m
-        + 3.333_333e-1)
-        * m
-        * z;
-    y += -2.121_944_4e-4 * ef;
-    y += -0.5 * z;
-    let r = m + y + 0.693_359_4 * ef;
-    if x == 0.0 {
-        f32::NEG_INFINITY
-    } else if x == f32::INFINITY {
-        x
-    } else if x > 0.0 {
-        r
-    } else {
-        f32::NAN
-    }
-}
-
-/// Hyperbolic tangent: odd polynomial for `|x| < 0.625`, otherwise
-/// `1 - 2 / (e^{2|x|} + 1)` with the sign of `x`.
-#[inline(always)]
-pub(crate) fn tanh_f32(x: f32) -> f32 {
-    let a = x.abs();
-    let z = x * x;
-    let poly = ((((-5.704_988_7e-3 * z + 2.063_909e-2) * z - 5.373_971_6e-2) * z + 1.333_144_2e-1) * z
-        - 3.333_328e-1)
-        * z
-        * x
-        + x;
-    let big = (1.0 - 2.0 / (exp_f32(2.0 * a) + 1.0)).copysign(x);
-    if a < 0.625 { poly } else { big }
-}
-
-/// Logistic sigmoid `1 / (1 + e^-x)`.
-#[inline(always)]
-pub(crate) fn sigmoid_f32(x: f32) -> f32 {
-    1.0 / (1.0 + exp_f32(-x))
-}
-
-/// GELU, tanh approximation (GPT-2): `0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))`,
-/// evaluated as the identical `x * sigmoid(2u)`, which is cheaper and keeps
-/// relative accuracy for negative `x`.
-#[inline(always)]
-pub(crate) fn gelu_f32(x: f32) -> f32 {
-    let u = GELU_C * (x + 0.044_715 * x * x * x);
-    let g = x / (1.0 + exp_f32(-2.0 * u));
-    if x == f32::NEG_INFINITY { -0.0 } else { g }
-}
 
 simd_dispatch! {
     /// `out[i] = op(x[i])` over equal-length slices (serial).
@@ -268,28 +166,6 @@ mod tests {
             let v = check(op, &x, &out);
             assert!(v.passed, "{op:?}: {} (max error {:?})", v.detail, v.max_error);
         }
-    }
-
-    #[test]
-    fn special_values() {
-        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
-        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(exp_f32(89.0), f32::INFINITY);
-        assert_eq!(exp_f32(0.0), 1.0);
-        assert!(exp_f32(f32::NAN).is_nan());
-        assert!((exp_f32(88.7) as f64 / 88.7f64.exp() - 1.0).abs() < 1e-5);
-        assert_eq!(ln_f32(0.0), f32::NEG_INFINITY);
-        assert_eq!(ln_f32(1.0), 0.0);
-        assert_eq!(ln_f32(f32::INFINITY), f32::INFINITY);
-        assert!(ln_f32(-1.0).is_nan() && ln_f32(f32::NAN).is_nan());
-        assert_eq!(tanh_f32(f32::INFINITY), 1.0);
-        assert_eq!(tanh_f32(f32::NEG_INFINITY), -1.0);
-        assert!(tanh_f32(f32::NAN).is_nan());
-        assert_eq!(sigmoid_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(sigmoid_f32(f32::INFINITY), 1.0);
-        assert_eq!(gelu_f32(f32::INFINITY), f32::INFINITY);
-        assert_eq!(gelu_f32(f32::NEG_INFINITY), 0.0);
-        assert_eq!(gelu_f32(0.0), 0.0);
     }
 
     #[test]

@@ -1,6 +1,5 @@
 use super::*;
-use crate::plan::{Case, ParamValue, SuiteSpec, expand};
-use std::collections::BTreeMap;
+use crate::plan::{ParamValue, SuiteSpec, expand, test_case};
 
 fn spec() -> SuiteSpec {
     SuiteSpec::parse("tokenizer", SPEC).expect("suites/tokenizer.toml parses")
@@ -17,11 +16,6 @@ fn have_data() -> bool {
         eprintln!("SKIPPED: real tokenizer files absent: {why}");
     }
     missing.is_none()
-}
-
-fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
-    let p: BTreeMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
-    Case::new("tokenizer", bench, p)
 }
 
 fn s(v: &str) -> ParamValue {
@@ -76,24 +70,31 @@ fn absent_real_files_become_trained_fallbacks_in_case_ids() {
 
 #[test]
 fn bad_params_name_the_valid_choices() {
-    let err = TokenizerSuite.prepare(&case("nope", &[])).err().unwrap().to_string();
+    let err = TokenizerSuite.prepare(&test_case("tokenizer", "nope", &[])).err().unwrap().to_string();
     assert!(err.contains("valid: encode, encode_batch"), "{err}");
-    let c = case(
+    let c = test_case(
+        "tokenizer",
         "encode",
         &[("vocab", s("gpt3")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))],
     );
     let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
     assert!(err.contains("valid: gpt2, bert, llama2"), "{err}");
-    let c = case(
+    let c = test_case(
+        "tokenizer",
         "encode",
         &[("vocab", s("gpt2-trained")), ("corpus", s("bible")), ("length", s("line")), ("input_bytes", i(0))],
     );
     let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
     assert!(err.contains("valid: kjv, multilingual"), "{err}");
-    let c = case("normalize", &[("form", s("nfkd")), ("corpus", s("multilingual")), ("input_bytes", i(0))]);
+    let c = test_case(
+        "tokenizer",
+        "normalize",
+        &[("form", s("nfkd")), ("corpus", s("multilingual")), ("input_bytes", i(0))],
+    );
     let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
     assert!(err.contains("valid: nfc, nfkc, lowercase, strip_accents, bert"), "{err}");
-    let c = case(
+    let c = test_case(
+        "tokenizer",
         "encode",
         &[
             ("vocab", s("gpt2-trained")),
@@ -111,15 +112,22 @@ fn bad_params_name_the_valid_choices() {
 #[test]
 fn normalize_and_pretokenize_verify_on_the_multilingual_sample() {
     for form in ["nfc", "nfkc", "lowercase", "strip_accents", "bert"] {
-        let c = case("normalize", &[("form", s(form)), ("corpus", s("multilingual")), ("input_bytes", i(0))]);
+        let c = test_case(
+            "tokenizer",
+            "normalize",
+            &[("form", s(form)), ("corpus", s("multilingual")), ("input_bytes", i(0))],
+        );
         let mut w = TokenizerSuite.prepare(&c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{form}: {e:#}"));
         assert!(v.passed);
         w.run(1).unwrap();
     }
     for kind in ["bytelevel", "whitespace", "metaspace"] {
-        let c =
-            case("pretokenize", &[("kind", s(kind)), ("corpus", s("multilingual")), ("input_bytes", i(0))]);
+        let c = test_case(
+            "tokenizer",
+            "pretokenize",
+            &[("kind", s(kind)), ("corpus", s("multilingual")), ("input_bytes", i(0))],
+        );
         let mut w = TokenizerSuite.prepare(&c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{kind}: {e:#}"));
         assert!(v.passed);
@@ -142,7 +150,7 @@ fn trained_fallbacks_round_trip_and_batch_equals_singles_without_data() {
             "offsets" => p.push(("offsets", s("chars"))),
             _ => {}
         }
-        let mut w = TokenizerSuite.prepare(&case(bench, &p)).unwrap();
+        let mut w = TokenizerSuite.prepare(&test_case("tokenizer", bench, &p)).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{bench}: {e:#}"));
         assert!(v.reference.contains("round trip"), "{bench}: {}", v.reference);
         w.run(1).unwrap();
@@ -155,14 +163,16 @@ fn known_ids_pass_on_real_files_and_a_wrong_vocabulary_fails() {
     if !have_data() {
         return;
     }
-    let c = case(
+    let c = test_case(
+        "tokenizer",
         "encode",
         &[("vocab", s("gpt2")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))],
     );
     let loaded = sources::tokenizer(&c).unwrap();
     assert_eq!(loaded.tok.encode("Hello world", false).unwrap().get_ids(), [15496, 995]);
     for vocab in ["gpt2", "bert", "llama2"] {
-        let c = case(
+        let c = test_case(
+            "tokenizer",
             "encode",
             &[
                 ("vocab", s(vocab)),
@@ -176,7 +186,8 @@ fn known_ids_pass_on_real_files_and_a_wrong_vocabulary_fails() {
         assert!(v.passed, "{vocab}: {}", v.detail);
     }
     // The LLaMA file checked against GPT-2's ids must fail loudly.
-    let c = case(
+    let c = test_case(
+        "tokenizer",
         "encode",
         &[
             ("vocab", s("llama2")),
@@ -196,7 +207,8 @@ fn special_tokens_frame_truncate_and_pad() {
         return;
     }
     for vocab in ["bert", "llama2"] {
-        let c = case(
+        let c = test_case(
+            "tokenizer",
             "special_tokens",
             &[
                 ("vocab", s(vocab)),
@@ -216,7 +228,8 @@ fn special_tokens_frame_truncate_and_pad() {
 #[test]
 fn train_reaches_the_vocab_size_on_the_sample() {
     for model in ["bpe", "wordpiece", "unigram"] {
-        let c = case(
+        let c = test_case(
+            "tokenizer",
             "train",
             &[
                 ("model", s(model)),
