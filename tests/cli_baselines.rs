@@ -103,7 +103,23 @@ fn compare_detects_a_slowdown_and_gates() {
     synthetic_copy(&run, &slow, 1.25);
     let s = slow.display().to_string();
 
-    let same = tfbench(&["compare", "--baseline", &b, "--against", &b, "--fail-on-regression", "-f", "json"]);
+    // A file against itself is a vacuous gate (issue 28): it fails unless
+    // explicitly allowed, and then every case is unchanged.
+    let vacuous =
+        tfbench(&["compare", "--baseline", &b, "--against", &b, "--fail-on-regression", "-f", "json"]);
+    assert_eq!(vacuous.code, 1, "{}", vacuous.stderr);
+    assert!(vacuous.stderr.contains("compared with itself"), "{}", vacuous.stderr);
+    let same = tfbench(&[
+        "compare",
+        "--baseline",
+        &b,
+        "--against",
+        &b,
+        "--fail-on-regression",
+        "--allow-vacuous",
+        "-f",
+        "json",
+    ]);
     assert_eq!(same.code, 0, "{}", same.stderr);
     let v = json(&same);
     assert!(v["changes"].as_array().unwrap().iter().all(|c| c["verdict"] == "unchanged"), "{v}");
