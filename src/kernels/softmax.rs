@@ -1,8 +1,10 @@
 //! Numerically stable softmax of one row (the tensor suite's
 //! `reduction/op=softmax`, the inference models' attention and the
 //! training model's attention run this same code), and its masked form.
+//! Exponentials use [`exp_flush_f32`]: a probability below 1.2e-38 is 0
+//! here, where a subnormal would slow the `P V` product that follows.
 
-use super::activation::exp_f32;
+use super::activation::exp_flush_f32;
 use super::reduce::{lanes_max, row_sum_map};
 use super::simd_dispatch;
 
@@ -13,7 +15,7 @@ use super::simd_dispatch;
 fn softmax_in_place(row: &mut [f32]) {
     let m = lanes_max(row);
     let m = if m.is_finite() { m } else { 0.0 };
-    row.iter_mut().for_each(|v| *v = exp_f32(*v - m));
+    row.iter_mut().for_each(|v| *v = exp_flush_f32(*v - m));
     scale_to_one(row);
 }
 
@@ -31,7 +33,7 @@ simd_dispatch! {
         let m = lanes_max(x);
         let m = if m.is_finite() { m } else { 0.0 };
         let out = &mut out[..x.len()];
-        out.iter_mut().zip(x).for_each(|(o, &v)| *o = exp_f32(v - m));
+        out.iter_mut().zip(x).for_each(|(o, &v)| *o = exp_flush_f32(v - m));
         scale_to_one(out);
     }
 }
