@@ -6,15 +6,10 @@ use std::path::Path;
 use std::process::Command;
 
 fn main() {
-    println!("cargo::rustc-check-cfg=cfg(tfbench_rust_1_89)");
-
+    // AVX-512 intrinsics and the detection of the newer AVX-512 extensions
+    // were stabilised in Rust 1.89, the crate's MSRV (Cargo.toml), so that
+    // code is compiled unconditionally.
     let rustc_version = rustc_version();
-    // AVX-512 intrinsics, `target_feature(enable = "avx512f")` and detection of
-    // the newer AVX-512 extensions were stabilised in Rust 1.89; the crate's
-    // MSRV is older, so that code is compiled only when the compiler has them.
-    if rustc_minor(&rustc_version).is_some_and(|minor| minor >= 89) {
-        println!("cargo::rustc-cfg=tfbench_rust_1_89");
-    }
     println!("cargo::rustc-env=TFBENCH_RUSTC_VERSION={rustc_version}");
     println!("cargo::rustc-env=TFBENCH_GIT_REVISION={}", git_revision());
     println!("cargo::rustc-env=TFBENCH_FEATURES={}", enabled_features());
@@ -34,15 +29,6 @@ fn rustc_version() -> String {
         .map(|s| s.trim().to_string())
         .filter(|s| !s.is_empty())
         .unwrap_or_else(|| "unknown".to_string())
-}
-
-/// Minor version from "rustc 1.95.0 (59807616e 2026-04-14)".
-fn rustc_minor(version: &str) -> Option<u32> {
-    let number = version.split_whitespace().nth(1)?;
-    let mut parts = number.split('.');
-    let major: u32 = parts.next()?.parse().ok()?;
-    let minor: u32 = parts.next()?.parse().ok()?;
-    (major == 1).then_some(minor)
 }
 
 fn git(args: &[&str]) -> Option<String> {

@@ -429,19 +429,11 @@ fn isa_flags(cpuinfo_flags: &[String]) -> Vec<String> {
         ("avx512dq", is_x86_feature_detected!("avx512dq")),
         ("avx512vl", is_x86_feature_detected!("avx512vl")),
     ];
-    #[cfg(tfbench_rust_1_89)]
     found.extend([
         ("avx512vnni", is_x86_feature_detected!("avx512vnni")),
         ("avx512bf16", is_x86_feature_detected!("avx512bf16")),
         ("avx512fp16", is_x86_feature_detected!("avx512fp16")),
         ("avxvnni", is_x86_feature_detected!("avxvnni")),
-    ]);
-    #[cfg(not(tfbench_rust_1_89))]
-    found.extend([
-        ("avx512vnni", has("avx512_vnni")),
-        ("avx512bf16", has("avx512_bf16")),
-        ("avx512fp16", has("avx512_fp16")),
-        ("avxvnni", has("avx_vnni")),
     ]);
     found.extend([
         ("amx-tile", has("amx_tile")),

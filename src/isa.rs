@@ -154,14 +154,8 @@ impl Feature {
                 Self::Avx512bw => d!("avx512bw"),
                 Self::Avx512dq => d!("avx512dq"),
                 Self::Avx512vl => d!("avx512vl"),
-                // Detection of these was stabilised in Rust 1.89 (build.rs),
-                // as were the intrinsics of the kernels that need them.
-                #[cfg(tfbench_rust_1_89)]
                 Self::Avx512vnni => d!("avx512vnni"),
-                #[cfg(tfbench_rust_1_89)]
                 Self::AvxVnni => d!("avxvnni"),
-                #[cfg(not(tfbench_rust_1_89))]
-                Self::Avx512vnni | Self::AvxVnni => false,
             }
         }
         #[cfg(not(target_arch = "x86_64"))]

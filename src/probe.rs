@@ -46,7 +46,7 @@ pub struct MachineLimits {
 /// that machine read high; under a cap, % of peak says what the cap costs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Isa {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     Avx512,
     #[cfg(target_arch = "x86_64")]
     Avx2,
@@ -55,7 +55,7 @@ enum Isa {
 
 impl Isa {
     fn detect() -> Self {
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx512f") {
             return Self::Avx512;
         }

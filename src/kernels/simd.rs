@@ -1,8 +1,7 @@
 //! Run-time multiversioning for plain-loop kernels: the crate is built for
 //! baseline x86-64, so without this their loops would be SSE2-only.
 
-/// Defines a function whose body is compiled for AVX-512 (when the compiler
-/// supports it, `tfbench_rust_1_89` from build.rs), AVX2+FMA+F16C and the
+/// Defines a function whose body is compiled for AVX-512, AVX2+FMA+F16C and the
 /// baseline target, dispatching at run time on the CPU features that
 /// [`crate::isa`] allows (the CPU's, under `TFBENCH_MAX_ISA`).
 /// Generic parameters take one trait bound each. Helpers called from the body
@@ -15,7 +14,6 @@ macro_rules! simd_dispatch {
             fn body $(<$($g: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? $body
             #[cfg(target_arch = "x86_64")]
             {
-                #[cfg(tfbench_rust_1_89)]
                 {
                     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw,avx2,fma,f16c")]
                     unsafe fn v4 $(<$($g: $bound),*>)? ($($arg: $ty),*) $(-> $ret)? { body($($arg),*) }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 /// Independent AVX-512 accumulators: FMA latency (4 cycles) x 2 FMA ports
 /// needs at least 8 in flight; 16 leaves headroom and still fits the 32 zmm
 /// registers next to the two constants.
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 const ACC_AVX512: usize = 16;
 /// AVX2 has only 16 ymm registers: 12 accumulators + 2 constants fit.
 #[cfg(target_arch = "x86_64")]
@@ -20,7 +20,7 @@ const ACC_PORTABLE: usize = 32;
 /// f32 elements updated per kernel iteration.
 pub(super) fn elements_per_iter(isa: Isa) -> u64 {
     match isa {
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => (ACC_AVX512 * 16) as u64,
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => (ACC_AVX2 * 8) as u64,
@@ -39,7 +39,7 @@ pub(super) fn flops_per_iter(isa: Isa) -> u64 {
 /// caller can check the work against the closed form.
 pub(super) fn fma_kernel(isa: Isa, iters: u64, mul: f32, add: f32) -> f32 {
     match isa {
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: `Isa::Avx512` is only constructed after
         // `is_x86_feature_detected!("avx512f")` returned true.
         Isa::Avx512 => unsafe { fma_avx512(iters, mul, add) },
@@ -50,7 +50,7 @@ pub(super) fn fma_kernel(isa: Isa, iters: u64, mul: f32, add: f32) -> f32 {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 // The MSRV predates these intrinsics; build.rs enables this code (via the
 // cfg above) only on compilers that have them.
 #[allow(clippy::incompatible_msrv)]
@@ -163,7 +163,7 @@ mod tests {
         if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
             isas.push(Isa::Avx2);
         }
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         if is_x86_feature_detected!("avx512f") {
             isas.push(Isa::Avx512);
         }
@@ -188,7 +188,7 @@ mod tests {
         assert_eq!(flops_per_iter(Isa::Portable), 64);
         #[cfg(target_arch = "x86_64")]
         assert_eq!(flops_per_iter(Isa::Avx2), 192);
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         assert_eq!(flops_per_iter(Isa::Avx512), 512);
     }
 

@@ -68,7 +68,7 @@ fn triad_body(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
 
 // Wider vectors issue fewer loads and stores per byte, which lifts the
 // bandwidth one core can reach; the body is inlined into each variant.
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn triad_avx512(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
     triad_body(a, b, c, s)
@@ -83,7 +83,7 @@ unsafe fn triad_avx2(a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
 fn triad(isa: Isa, a: &mut [f32], b: &[f32], c: &[f32], s: f32) {
     match isa {
         // SAFETY: Isa::Avx512 / Isa::Avx2 exist only after runtime detection.
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         Isa::Avx512 => unsafe { triad_avx512(a, b, c, s) },
         #[cfg(target_arch = "x86_64")]
         Isa::Avx2 => unsafe { triad_avx2(a, b, c, s) },

@@ -201,7 +201,7 @@ fn q4_1_block(x: &[f32], qs: &mut [u8]) -> (f16, f16) {
 /// minimum in `m` (Q4_1 only), codes in `q`. The AVX-512 kernel when the CPU
 /// has it, else [`quantize_blocks_portable`]; both give the same bytes.
 pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], q: &mut [u8]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::quantize_blocks(f, x, d, m, q) };
@@ -212,7 +212,7 @@ pub fn quantize_blocks(f: BlockFormat, x: &[f32], d: &mut [f16], m: &mut [f16], 
 /// Dequantizes whole blocks (serial) into `out`: the AVX-512 kernel when the
 /// CPU has it, else [`dequantize_blocks_portable`]; both give the same values.
 pub fn dequantize_blocks(f: BlockFormat, d: &[f16], m: &[f16], q: &[u8], out: &mut [f32]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::dequantize_blocks(f, d, m, q, out) };

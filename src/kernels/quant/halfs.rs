@@ -12,7 +12,7 @@ use half::{bf16, f16};
 /// # Panics
 /// When the lengths differ.
 pub fn f32_to_f16(x: &[f32], out: &mut [f16]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::to_f16(x, out) };
@@ -25,7 +25,7 @@ pub fn f32_to_f16(x: &[f32], out: &mut [f16]) {
 /// # Panics
 /// When the lengths differ.
 pub fn f32_to_bf16(x: &[f32], out: &mut [bf16]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::to_bf16(x, out) };
@@ -38,7 +38,7 @@ pub fn f32_to_bf16(x: &[f32], out: &mut [bf16]) {
 /// # Panics
 /// When the lengths differ.
 pub fn f16_to_f32(h: &[f16], out: &mut [f32]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::from_f16(h, out) };
@@ -51,7 +51,7 @@ pub fn f16_to_f32(h: &[f16], out: &mut [f32]) {
 /// # Panics
 /// When the lengths differ.
 pub fn bf16_to_f32(h: &[bf16], out: &mut [f32]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::from_bf16(h, out) };

@@ -65,11 +65,11 @@ impl Int8Path {
     /// Whether the path can run here: the CPU has its features and
     /// `TFBENCH_MAX_ISA` allows them ([`crate::isa`]).
     pub fn available(self) -> bool {
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         {
             crate::isa::has_all(self.features())
         }
-        #[cfg(not(all(target_arch = "x86_64", tfbench_rust_1_89)))]
+        #[cfg(not(target_arch = "x86_64"))]
         {
             self == Self::Scalar
         }
@@ -218,11 +218,11 @@ fn tile(path: Int8Path, mi: usize, nj: usize, a: &[i8], b: &[i8], k: usize, t: &
         };
     }
     match path {
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         Int8Path::Avx512Vnni => go!(tile_vnni512),
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         Int8Path::AvxVnni => go!(tile_avxvnni),
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         Int8Path::Avx2 => go!(tile_avx2),
         _ => {
             for (i, row) in t.iter_mut().enumerate().take(mi) {
@@ -239,10 +239,10 @@ pub fn dot_scalar(a: &[i8], b: &[i8]) -> i32 {
     a.iter().zip(b).map(|(&x, &y)| x as i32 * y as i32).sum()
 }
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 use std::arch::x86_64::*;
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
 unsafe fn tile_vnni512<const MR: usize, const NR: usize>(
     a: &[i8],
@@ -279,7 +279,7 @@ unsafe fn tile_vnni512<const MR: usize, const NR: usize>(
     }
 }
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 fn hsum256(v: __m256i) -> i32 {
     let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -288,7 +288,7 @@ fn hsum256(v: __m256i) -> i32 {
     _mm_cvtsi128_si32(s)
 }
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,avxvnni")]
 unsafe fn tile_avxvnni<const MR: usize, const NR: usize>(
     a: &[i8],
@@ -328,7 +328,7 @@ unsafe fn tile_avxvnni<const MR: usize, const NR: usize>(
     }
 }
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
 unsafe fn tile_avx2<const MR: usize, const NR: usize>(a: &[i8], b: &[i8], k: usize, t: &mut [[i32; 4]; 4]) {
     let mut acc = [[_mm256_setzero_si256(); NR]; MR];

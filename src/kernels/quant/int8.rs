@@ -133,7 +133,7 @@ impl Int8Tensor {
 /// Minimum and maximum of a slice (serial); NaNs are ignored. The AVX-512
 /// kernel when the CPU has it, else [`min_max_portable`].
 pub fn min_max_serial(x: &[f32]) -> (f32, f32) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::min_max(x) };
@@ -176,7 +176,7 @@ pub fn min_max(x: &[f32]) -> (f32, f32) {
 /// give the same codes.
 pub fn quantize_with(x: &[f32], p: QParams, lo: i32, hi: i32, out: &mut [i8]) {
     assert_eq!(x.len(), out.len(), "quantize_with: length mismatch");
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::quantize_int8(x, 1.0 / p.scale, p.zero_point, lo, hi, out) };

@@ -235,7 +235,7 @@ fn quantize_block(x: &[f32], scales: &mut [u8], qs: &mut [u8]) -> (f16, f16) {
 /// Quantizes whole super-blocks of `x` serially: the AVX-512 kernel when the
 /// CPU has it, else [`quantize_blocks_portable`]; both give the same bytes.
 pub fn quantize_blocks(x: &[f32], d: &mut [f16], dmin: &mut [f16], scales: &mut [u8], qs: &mut [u8]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::quantize_q4k(x, d, dmin, scales, qs) };

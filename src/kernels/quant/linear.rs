@@ -40,7 +40,7 @@ mod dot;
 mod dynamic;
 mod format;
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 use dot::avx512;
 use dot::portable;
 pub use dynamic::DynamicLinear;
@@ -381,7 +381,7 @@ impl QMatrix {
     /// Dot product of weight row `r` with one token `x`.
     fn dot_row(&self, r: usize, x: &[f32], xsums: &[f32], simd: bool) -> f32 {
         let k = self.cols;
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         if simd && super::has_avx512() {
             // SAFETY: the CPU has AVX-512 F/BW/VL, F16C and FMA; every slice
             // below holds exactly one row (k values, k/32 blocks).

@@ -25,7 +25,7 @@
 //! quantizers and block decoders have AVX-512 twins in `avx512`, chosen at
 //! run time, that give the same codes bit for bit.
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod blocks;
 pub mod halfs;
@@ -50,11 +50,11 @@ pub const AVX512: [crate::isa::Feature; 5] = {
 /// `TFBENCH_MAX_ISA` allows them): the weight-only kernels use them when
 /// present, else their portable versions.
 pub fn has_avx512() -> bool {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     {
         crate::isa::has_all(&AVX512)
     }
-    #[cfg(not(all(target_arch = "x86_64", tfbench_rust_1_89)))]
+    #[cfg(not(target_arch = "x86_64"))]
     {
         false
     }
@@ -89,15 +89,15 @@ pub fn stream_fill(out: &mut [f32], task: usize, fill: impl Fn(usize, &mut [f32]
         for (i, o) in o.chunks_mut(STREAM_TILE).enumerate() {
             let buf = &mut tile[..o.len()];
             fill(t * task + i * STREAM_TILE, buf);
-            #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+            #[cfg(target_arch = "x86_64")]
             // SAFETY: nt implies has_avx512(); buf and o have the same length.
             unsafe {
                 stream_copy(buf, o)
             };
-            #[cfg(not(all(target_arch = "x86_64", tfbench_rust_1_89)))]
+            #[cfg(not(target_arch = "x86_64"))]
             o.copy_from_slice(buf);
         }
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         // SAFETY: sfence has no preconditions; it orders the streaming stores
         // before the task's completion is published to other threads.
         unsafe {
@@ -107,7 +107,7 @@ pub fn stream_fill(out: &mut [f32], task: usize, fill: impl Fn(usize, &mut [f32]
 }
 
 /// `dst = src` with 64-byte non-temporal stores (unaligned edges plain).
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn stream_copy(src: &[f32], dst: &mut [f32]) {
     use std::arch::x86_64::*;

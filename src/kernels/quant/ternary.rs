@@ -47,7 +47,7 @@ pub fn absmean(w: &[f32]) -> f32 {
 /// AVX-512 kernel when the CPU has it, else [`planes_portable`]; both give
 /// the same bits.
 fn planes(row: &[f32], inv: f32, plus: &mut [u64], minus: &mut [u64]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::ternary_planes(row, inv, plus, minus) };
@@ -186,7 +186,7 @@ impl TernaryMatrix {
             &self.plus[r * self.words..(r + 1) * self.words],
             &self.minus[r * self.words..(r + 1) * self.words],
         );
-        #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+        #[cfg(target_arch = "x86_64")]
         if simd && super::has_avx512() {
             // SAFETY: the CPU has AVX-512 F and BW; slice lengths are checked inside.
             return unsafe { dot_avx512(p, m, x) };
@@ -212,7 +212,7 @@ pub fn dot_portable(plus: &[u64], minus: &[u64], x: &[i16]) -> i32 {
     acc
 }
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn dot_avx512(plus: &[u64], minus: &[u64], x: &[i16]) -> i32 {
     use std::arch::x86_64::*;
@@ -361,7 +361,7 @@ mod tests {
 /// words per row of `cols`, times `g`: the AVX-512 kernel when the CPU has
 /// it, else [`decode_range_portable`]; both give the same values.
 fn decode_range(plus: &[u64], minus: &[u64], words: usize, cols: usize, g: f32, off: usize, out: &mut [f32]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::ternary_decode(plus, minus, words, cols, g, off, out) };

@@ -164,7 +164,7 @@ pub enum Q4Row<'a> {
 /// When `a` has more than 8 tokens or `out` is not one value per token.
 pub fn dot_row(row: Q4Row, a: &Q8Acts, vnni: bool, out: &mut [f32]) {
     assert!(a.m <= 8 && out.len() == a.m, "dot_row: at most 8 tokens, one output each");
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if vnni {
         macro_rules! go {
             ($f:ident) => {
@@ -231,7 +231,7 @@ fn portable(row: Q4Row, a: &Q8Acts, b0: usize, out: &mut [f32]) {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 mod vnni512 {
     use super::{Q4Row, Q8Acts, QB, portable};
     use std::arch::x86_64::*;

@@ -51,7 +51,7 @@ fn body(k: Kernel, x: &mut [f64], y: &[f64], z: &[f64]) {
 }
 
 // Wider vectors mean fewer instructions per byte, which matters in L1/L2.
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f")]
 unsafe fn body_avx512(k: Kernel, x: &mut [f64], y: &[f64], z: &[f64]) {
     body(k, x, y, z)
@@ -64,7 +64,7 @@ unsafe fn body_avx2(k: Kernel, x: &mut [f64], y: &[f64], z: &[f64]) {
 }
 
 fn kernel(k: Kernel, x: &mut [f64], y: &[f64], z: &[f64]) {
-    #[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+    #[cfg(target_arch = "x86_64")]
     if crate::isa::has(crate::isa::Feature::Avx512f) {
         // SAFETY: the CPU supports AVX-512F.
         return unsafe { body_avx512(k, x, y, z) };

@@ -98,7 +98,7 @@ pub(super) mod portable {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", tfbench_rust_1_89))]
+#[cfg(target_arch = "x86_64")]
 pub(super) mod avx512 {
     use super::{QK, bf16, f16};
     use std::arch::x86_64::*;
