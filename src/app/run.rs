@@ -69,97 +69,147 @@ fn machine_limits(fresh: bool, no_probe: bool, threads: usize, quiet: bool) -> O
     }
 }
 
-/// `tfbench run`: runs the plan and prints/writes the report.
+/// `tfbench run`, as a pipeline: check everything that can be checked
+/// before measuring, measure, write what was measured, record it, compare.
 pub fn run(args: &RunArgs) -> Result<Outcome> {
     let started = Instant::now();
-    let harness = PartialSettings {
-        sample_size: args.sample_size,
-        warm_up_time: args.warm_up_time,
-        measurement_time: args.measurement_time,
-        max_time: args.max_time,
-        target_precision: args.target_precision,
-        confidence_level: args.confidence_level,
-        bootstrap_resamples: args.bootstrap_resamples,
-        seed: args.seed,
-        outliers: args.outliers,
-    };
-    let (plan, loaded) = resolve(&args.selection, harness, Some(args))?;
-    if plan.cases.is_empty() {
-        if !args.selection.devices.is_empty() {
-            bail!(
-                "no case matches the selection on --device {}: no benchmark of the selected suites runs there yet; `tfbench list` shows the case ids",
-                args.selection.devices.join(",")
-            );
+    let ctx = Checked::new(args)?;
+    let report = measure(args, &ctx, started)?;
+    write_outputs(args, &ctx, &report)?;
+    // Everything below only adds to what was already printed and written.
+    record(args, &ctx, &report)?;
+    let gate = compare_with_reference(args, &ctx, &report)?;
+    Ok(if report.failed_count() > 0 { Outcome::CaseFailures } else { gate })
+}
+
+/// What a run needs, resolved and validated before anything is measured:
+/// a typo in a baseline name or an unwritable path must fail in a second,
+/// not after the whole run.
+struct Checked {
+    plan: crate::config::Resolved,
+    loaded: Option<crate::config::LoadedConfig>,
+    baselines: PathBuf,
+    store: Store,
+    history: Option<HistoryStore>,
+    reference: Option<((String, Vec<RunReport>), crate::compare::CompareOptions)>,
+    stdout_format: Format,
+    file_output: Option<(PathBuf, Format)>,
+    injection: Option<crate::harness::inject::Injection>,
+    panics: Option<regex::Regex>,
+    verbosity: Verbosity,
+}
+
+impl Checked {
+    fn new(args: &RunArgs) -> Result<Self> {
+        let harness = PartialSettings {
+            sample_size: args.sample_size,
+            warm_up_time: args.warm_up_time,
+            measurement_time: args.measurement_time,
+            max_time: args.max_time,
+            target_precision: args.target_precision,
+            confidence_level: args.confidence_level,
+            bootstrap_resamples: args.bootstrap_resamples,
+            seed: args.seed,
+            outliers: args.outliers,
+        };
+        let (plan, loaded) = resolve(&args.selection, harness, Some(args))?;
+        if plan.cases.is_empty() {
+            if !args.selection.devices.is_empty() {
+                bail!(
+                    "no case matches the selection on --device {}: no benchmark of the selected suites runs there yet; `tfbench list` shows the case ids",
+                    args.selection.devices.join(",")
+                );
+            }
+            bail!("no case matches the selection; `tfbench list` shows the case ids");
         }
-        bail!("no case matches the selection; `tfbench list` shows the case ids");
-    }
-    let baselines = baseline_dir(args.dir.baseline_dir.as_deref(), loaded.as_ref());
-    let store = Store::new(&baselines);
-    if let Some(name) = &args.save_baseline {
-        crate::baseline::validate_name(name)?;
-        if args.append {
-            check_appendable(&store, name)?;
+        let baselines = baseline_dir(args.dir.baseline_dir.as_deref(), loaded.as_ref());
+        let store = Store::new(&baselines);
+        if let Some(name) = &args.save_baseline {
+            crate::baseline::validate_name(name)?;
+            if args.append {
+                check_appendable(&store, name)?;
+            }
         }
-    }
-    let injection = crate::harness::inject::from_env()?;
-    let panics = crate::harness::inject::panic_from_env()?;
-    let history = (args.history || loaded.as_ref().is_some_and(|c| c.config.run.history == Some(true)))
-        .then(|| HistoryStore::new(history_dir(args.history_dir.as_deref(), loaded.as_ref(), &baselines)));
-    // The reference and the thresholds are checked before running: a typo in
-    // a baseline name must not cost a whole run.
-    let first_settings = plan.settings.values().next().cloned().unwrap_or_default();
-    let reference = match &args.baseline {
-        Some(spec) => Some((
-            load_run_set(&store, spec)?,
-            compare_options(&args.gate, first_settings.confidence_level, first_settings.seed)?,
-        )),
-        None => None,
-    };
-    if let Some(((label, runs), _)) = &reference {
-        let here = Environment::gather().fingerprint();
-        if let Some(old) = runs.last()
-            && args.gate.strict_machine
-            && old.environment.fingerprint() != here
-        {
-            bail!(
-                "refusing to compare with {label}: it was measured on another machine ({}, fingerprint {}) and --strict-machine is set",
-                old.environment.cpu_model,
-                old.environment.fingerprint()
-            );
+        let injection = crate::harness::inject::from_env()?;
+        let panics = crate::harness::inject::panic_from_env()?;
+        let history = (args.history || loaded.as_ref().is_some_and(|c| c.config.run.history == Some(true)))
+            .then(|| {
+                HistoryStore::new(history_dir(args.history_dir.as_deref(), loaded.as_ref(), &baselines))
+            });
+        let first_settings = plan.settings.values().next().cloned().unwrap_or_default();
+        let reference = match &args.baseline {
+            Some(spec) => Some((
+                load_run_set(&store, spec)?,
+                compare_options(&args.gate, first_settings.confidence_level, first_settings.seed)?,
+            )),
+            None => None,
+        };
+        if let Some(((label, runs), _)) = &reference {
+            let here = Environment::gather().fingerprint();
+            if let Some(old) = runs.last()
+                && args.gate.strict_machine
+                && old.environment.fingerprint() != here
+            {
+                bail!(
+                    "refusing to compare with {label}: it was measured on another machine ({}, fingerprint {}) and --strict-machine is set",
+                    old.environment.cpu_model,
+                    old.environment.fingerprint()
+                );
+            }
         }
-    }
-    if let Some(p) = &args.comparison_output {
-        check_writable(p, "--comparison-output")?;
-    }
-    // Decide every output before running, so a bad path fails in a second,
-    // not after the whole run.
-    let (stdout_format, file_output): (Format, Option<(PathBuf, Format)>) = match &args.output {
-        Some(path) => {
-            check_writable(path, "--output")?;
-            let f = args.format.or_else(|| format_from_extension(path)).unwrap_or(Format::Json);
-            (Format::Table, Some((path.clone(), f)))
+        if let Some(p) = &args.comparison_output {
+            check_writable(p, "--comparison-output")?;
         }
-        None => (args.format.unwrap_or(Format::Table), None),
-    };
+        let (stdout_format, file_output) = match &args.output {
+            Some(path) => {
+                check_writable(path, "--output")?;
+                let f = args.format.or_else(|| format_from_extension(path)).unwrap_or(Format::Json);
+                (Format::Table, Some((path.clone(), f)))
+            }
+            None => (args.format.unwrap_or(Format::Table), None),
+        };
+        let verbosity = if args.quiet {
+            Verbosity::Quiet
+        } else if args.verbose {
+            Verbosity::Verbose
+        } else {
+            Verbosity::Normal
+        };
+        Ok(Self {
+            plan,
+            loaded,
+            baselines,
+            store,
+            history,
+            reference,
+            stdout_format,
+            file_output,
+            injection,
+            panics,
+            verbosity,
+        })
+    }
+
+    fn quiet(&self) -> bool {
+        self.verbosity == Verbosity::Quiet
+    }
+}
+
+/// Sizes the worker pool, takes the machine's limits and the clock's
+/// facts, runs every case (streaming JSON Lines when asked) and evaluates
+/// the targets.
+fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport> {
+    let plan = &ctx.plan;
     rayon::ThreadPoolBuilder::new()
         .num_threads(plan.threads)
         .build_global()
         .context("cannot build the worker thread pool")?;
-
-    let verbosity = if args.quiet {
-        Verbosity::Quiet
-    } else if args.verbose {
-        Verbosity::Verbose
-    } else {
-        Verbosity::Normal
-    };
-    let quiet = verbosity == Verbosity::Quiet;
     let mut environment = Environment::gather();
-    environment.injected_slowdown = injection.as_ref().map(|i| i.spec.clone());
-    let limits = machine_limits(args.probe, args.no_probe, plan.threads, quiet);
+    environment.injected_slowdown = ctx.injection.as_ref().map(|i| i.spec.clone());
+    let limits = machine_limits(args.probe, args.no_probe, plan.threads, ctx.quiet());
     let clock = timer::calibrate();
     let started_at = probe::now_rfc3339();
-    if let Some(i) = &injection {
+    if let Some(i) = &ctx.injection {
         eprintln!(
             "WARNING: {}={} is set: matching cases do x{} the work (a test hook for the regression detector); these results are NOT real measurements",
             crate::harness::inject::VAR,
@@ -188,7 +238,7 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
         run_id,
         canaries: Vec::new(),
     };
-    if verbosity == Verbosity::Verbose {
+    if ctx.verbosity == Verbosity::Verbose {
         eprintln!(
             "timer: resolution {:.0} ns, read {:.1} ns, empty loop {:.2} ns/iter; {} thread(s)",
             clock.resolution_ns, clock.overhead_ns, clock.empty_loop_ns_per_iter, plan.threads
@@ -197,83 +247,101 @@ pub fn run(args: &RunArgs) -> Result<Outcome> {
             eprintln!("settings for {suite}: {}", serde_json::to_string(s).unwrap_or_default());
         }
     }
-    let stream = stdout_format == Format::Jsonl;
+    let stream = ctx.stdout_format == Format::Jsonl;
     if stream {
         println!("{}", report::jsonl::run_line(&report)?);
     }
-    let mut progress = Progress::new(verbosity, stream);
-    let hooks =
-        runner::RunHooks { canaries: !args.no_canary, inject: injection.as_ref(), panics: panics.as_ref() };
+    let mut progress = Progress::new(ctx.verbosity, stream);
+    let hooks = runner::RunHooks {
+        canaries: !args.no_canary,
+        inject: ctx.injection.as_ref(),
+        panics: ctx.panics.as_ref(),
+    };
     let mut analyse = |o: &runner::CaseOutcome, s: &crate::config::Settings| {
         crate::analysis::analyze(o, s, limits.as_ref())
     };
-    let executed = runner::execute_with(&plan, &clock, &mut progress, &hooks, &mut analyse);
+    let executed = runner::execute_with(plan, &clock, &mut progress, &hooks, &mut analyse);
     report.cases = executed.cases;
     report.canaries = executed.canaries;
     progress.finish();
     let specs: Vec<_> = plan.suites.iter().flat_map(|s| s.targets()).collect();
     report.targets = crate::analysis::evaluate_targets(&specs, &report.cases, limits.as_ref());
     report.wall_time_secs = started.elapsed().as_secs_f64();
+    Ok(report)
+}
 
-    if let Some((path, format)) = &file_output {
-        let text = report::render(*format, &report)?;
+/// The results file, stdout in the chosen format, and the end-of-run lines.
+fn write_outputs(args: &RunArgs, ctx: &Checked, report: &RunReport) -> Result<()> {
+    if let Some((path, format)) = &ctx.file_output {
+        let text = report::render(*format, report)?;
         crate::util::write_atomic(path, text.as_bytes())?;
     }
-    let text = if stream {
-        report::jsonl::summary_line(&report)? + "\n"
-    } else if stdout_format == Format::Table {
-        report::table::render_with(&report, &report::table::TableView::for_stdout(args.wide))
+    let text = if ctx.stdout_format == Format::Jsonl {
+        report::jsonl::summary_line(report)? + "\n"
+    } else if ctx.stdout_format == Format::Table {
+        report::table::render_with(report, &report::table::TableView::for_stdout(args.wide))
     } else {
-        report::render(stdout_format, &report)?
+        report::render(ctx.stdout_format, report)?
     };
     print_stdout(&text)?;
-    if !quiet {
-        if limits.is_none() {
+    if !ctx.quiet() {
+        if report.machine_limits.is_none() {
             eprintln!(
                 "note: no machine probe: % of peak, roofline and targets are not shown (tfbench sysinfo --probe)"
             );
         }
-        let written = file_output.as_ref().map(|(p, _)| p.display().to_string());
+        let written = ctx.file_output.as_ref().map(|(p, _)| p.display().to_string());
         let table_on_terminal =
-            stdout_format == Format::Table && std::io::IsTerminal::is_terminal(&std::io::stdout());
-        eprint!("{}", crate::progress::end_of_run(&report, verbosity, table_on_terminal, written.as_deref()));
+            ctx.stdout_format == Format::Table && std::io::IsTerminal::is_terminal(&std::io::stdout());
+        eprint!(
+            "{}",
+            crate::progress::end_of_run(report, ctx.verbosity, table_on_terminal, written.as_deref())
+        );
     }
-    // Everything below only adds to what was already printed and written.
+    Ok(())
+}
+
+/// Saves the baseline (or adds the run to it) and appends the history.
+fn record(args: &RunArgs, ctx: &Checked, report: &RunReport) -> Result<()> {
     if let Some(name) = &args.save_baseline {
-        let path = if args.append { store.append(name, &report)? } else { store.save(name, &report)? };
-        if !quiet {
+        let path =
+            if args.append { ctx.store.append(name, report)? } else { ctx.store.save(name, report)? };
+        if !ctx.quiet() {
             let how = if args.append { "run added to baseline" } else { "baseline" };
             eprintln!("{how} `{name}` saved to {}", path.display());
         }
     }
-    if let Some(h) = &history {
-        let path = h.append(&report)?;
-        if !quiet {
+    if let Some(h) = &ctx.history {
+        let path = h.append(report)?;
+        if !ctx.quiet() {
             eprintln!("run appended to history {}", path.display());
         }
     }
-    let mut gate = Outcome::Success;
-    if let Some(((label, old), opts)) = &reference {
-        let hdir = history_dir(args.history_dir.as_deref(), loaded.as_ref(), &baselines);
-        let spreads = super::spreads_for(&hdir, std::slice::from_ref(&report));
-        let c = compare::compare_sets(label, old, "this run", std::slice::from_ref(&report), &spreads, opts);
-        check_machine(&c, args.gate.strict_machine)?;
-        if stdout_format == Format::Table {
-            print_stdout(&format!("\n{}", compare::render_table(&c, stdout_color())))?;
-        } else if !quiet {
-            eprintln!("{}", compare::render_table(&c, false));
-        }
-        if let Some(p) = &args.comparison_output {
-            let text = if p.extension().is_some_and(|e| e == "json") {
-                compare::render_json(&c)?
-            } else {
-                compare::render_markdown(&c)
-            };
-            crate::util::write_atomic(p, text.as_bytes())?;
-        }
-        gate = gate_outcome(&c, &args.gate);
+    Ok(())
+}
+
+/// Compares the run with `--baseline` (when given), shows and writes the
+/// comparison, and returns the gate's outcome.
+fn compare_with_reference(args: &RunArgs, ctx: &Checked, report: &RunReport) -> Result<Outcome> {
+    let Some(((label, old), opts)) = &ctx.reference else { return Ok(Outcome::Success) };
+    let hdir = history_dir(args.history_dir.as_deref(), ctx.loaded.as_ref(), &ctx.baselines);
+    let spreads = super::spreads_for(&hdir, std::slice::from_ref(report));
+    let c = compare::compare_sets(label, old, "this run", std::slice::from_ref(report), &spreads, opts);
+    check_machine(&c, args.gate.strict_machine)?;
+    if ctx.stdout_format == Format::Table {
+        print_stdout(&format!("\n{}", compare::render_table(&c, stdout_color())))?;
+    } else if !ctx.quiet() {
+        eprintln!("{}", compare::render_table(&c, false));
     }
-    Ok(if report.failed_count() > 0 { Outcome::CaseFailures } else { gate })
+    if let Some(p) = &args.comparison_output {
+        let text = if p.extension().is_some_and(|e| e == "json") {
+            compare::render_json(&c)?
+        } else {
+            compare::render_markdown(&c)
+        };
+        crate::util::write_atomic(p, text.as_bytes())?;
+    }
+    Ok(gate_outcome(&c, &args.gate))
 }
 
 /// Before a run that will `--append` to baseline `name`: refuses when the
