@@ -1,0 +1,134 @@
+//! The driver-worker protocol of `tfbench ab` and the plan both sides run.
+
+use crate::cli::WorkerPlan;
+use crate::config::{self, CliOverrides, PartialSettings, Resolved, Settings};
+use crate::plan::Filter;
+use anyhow::Result;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Version of the driver-worker protocol; both builds must speak the same.
+pub const PROTOCOL: u32 = 1;
+
+/// The worker's greeting: what it will run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Hello {
+    /// [`PROTOCOL`].
+    pub protocol: u32,
+    /// The results schema version of the build.
+    pub schema_version: u32,
+    /// The build: version and git revision.
+    pub build: String,
+    /// Case ids in plan order, with their suites.
+    pub cases: Vec<(String, String)>,
+    /// Harness settings per suite.
+    pub settings: BTreeMap<String, Settings>,
+    /// Rounds over the plan.
+    pub rounds: u32,
+    /// The injection test hook in force in this worker, if any.
+    pub injected: Option<String>,
+}
+
+/// What the driver asks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Request {
+    /// Prepare and verify case `id`.
+    Prepare(String),
+    /// Warm the prepared case up for this many seconds.
+    WarmUp(f64),
+    /// Time one sample of this many iterations.
+    Sample(u64),
+    /// Drop the prepared case.
+    Finish,
+    /// Exit.
+    Quit,
+}
+
+/// What the worker answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reply {
+    /// Done (prepare passed verification; finish).
+    Ok,
+    /// The case refuses to run here, with the reason.
+    Skipped(String),
+    /// The case failed in a phase, with the reason.
+    Failed {
+        /// `prepare`, `verify`, `warm_up`, `measure`.
+        phase: String,
+        /// What went wrong.
+        reason: String,
+    },
+    /// Warm-up done: the last batch's time per iteration, ns.
+    PerIter(f64),
+    /// A sample's elapsed nanoseconds.
+    Nanos(f64),
+}
+
+/// Resolves the plan both sides run from the plan options.
+pub(super) fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
+    let loaded = p.selection.config.as_deref().map(config::load).transpose()?;
+    let cli = CliOverrides {
+        suites: p.selection.suites.clone(),
+        filter: Filter {
+            pattern: p.selection.filter.clone(),
+            exact: p.selection.exact,
+            skip: p.selection.skip.clone(),
+        },
+        harness: PartialSettings {
+            sample_size: p.sample_size,
+            warm_up_time: p.warm_up_time,
+            measurement_time: p.measurement_time,
+            max_time: p.max_time,
+            seed: p.seed,
+            ..Default::default()
+        },
+        quick: p.selection.quick,
+        threads: p.threads,
+        rounds: p.rounds,
+        shuffle: false,
+        shard: None,
+        devices: crate::device::parse_list(&p.selection.devices)?,
+    };
+    config::resolve(loaded.as_ref(), &cli)
+}
+
+/// The command-line words that give a worker the same plan.
+pub(super) fn plan_args(p: &WorkerPlan) -> Vec<String> {
+    let mut a = Vec::new();
+    for s in &p.selection.suites {
+        a.extend(["--suite".into(), s.clone()]);
+    }
+    if p.selection.exact {
+        a.push("--exact".into());
+    }
+    if let Some(s) = &p.selection.skip {
+        a.extend(["--skip".into(), s.clone()]);
+    }
+    if let Some(c) = &p.selection.config {
+        a.extend(["--config".into(), c.display().to_string()]);
+    }
+    if p.selection.quick {
+        a.push("--quick".into());
+    }
+    for d in &p.selection.devices {
+        a.extend(["--device".into(), d.clone()]);
+    }
+    let mut opt = |flag: &str, v: Option<String>| {
+        if let Some(v) = v {
+            a.extend([flag.to_string(), v]);
+        }
+    };
+    opt("--sample-size", p.sample_size.map(|v| v.to_string()));
+    opt("--warm-up-time", p.warm_up_time.map(|v| v.to_string()));
+    opt("--measurement-time", p.measurement_time.map(|v| v.to_string()));
+    opt("--max-time", p.max_time.map(|v| v.to_string()));
+    opt("--rounds", p.rounds.map(|v| v.to_string()));
+    opt("--threads", p.threads.map(|v| v.to_string()));
+    opt("--seed", p.seed.map(|v| v.to_string()));
+    if let Some(f) = &p.selection.filter {
+        a.extend(["--".into(), f.clone()]);
+    }
+    a
+}

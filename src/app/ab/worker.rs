@@ -1,0 +1,158 @@
+//! The measuring side of `tfbench ab`: one build, serving the driver's
+//! requests over stdin/stdout until it says quit.
+
+use super::protocol::{Hello, PROTOCOL, Reply, Request, resolve_plan};
+use crate::app::Outcome;
+use crate::cli::AbWorkerArgs;
+use crate::config::Resolved;
+use crate::suites;
+use crate::workload::Workload;
+use anyhow::{Context, Result};
+use std::io::{BufRead, Write};
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::{Duration, Instant};
+
+/// `tfbench ab-worker`: serves the driver until it says quit or closes stdin.
+pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
+    let plan = resolve_plan(&args.plan)?;
+    let injection = crate::harness::inject::from_env()?;
+    let panics = crate::harness::inject::panic_from_env()?;
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(plan.threads)
+        .build_global()
+        .context("cannot build the worker thread pool")?;
+    let env = crate::env::Environment::gather();
+    let hello = Hello {
+        protocol: PROTOCOL,
+        schema_version: crate::results::SCHEMA_VERSION,
+        build: format!("tfbench {} ({})", env!("CARGO_PKG_VERSION"), env.git_revision),
+        cases: plan.cases.iter().map(|c| (c.id.clone(), c.suite.clone())).collect(),
+        settings: plan.settings.clone(),
+        rounds: plan.rounds,
+        injected: injection.as_ref().map(|i| i.spec.clone()),
+    };
+    let mut out = std::io::stdout().lock();
+    let mut send = |v: &dyn erased::Json| -> Result<()> {
+        writeln!(out, "{}", v.json()?)?;
+        out.flush().context("driver went away")
+    };
+    send(&hello)?;
+    let mut workload: Option<Box<dyn Workload>> = None;
+    for line in std::io::stdin().lock().lines() {
+        let line = line.context("reading the driver's request")?;
+        let req: Request = serde_json::from_str(&line).with_context(|| format!("bad request {line:?}"))?;
+        let reply = match req {
+            Request::Quit => break,
+            Request::Finish => {
+                workload = None;
+                Reply::Ok
+            }
+            Request::Prepare(id) => match prepare(&plan, &id, injection.as_ref(), panics.as_ref()) {
+                Ok(w) => {
+                    workload = Some(w);
+                    Reply::Ok
+                }
+                Err(r) => r,
+            },
+            Request::WarmUp(secs) => match workload.as_mut() {
+                Some(w) => {
+                    guarded("warm_up", || warm_up(w.as_mut(), secs)).map_or_else(|r| r, Reply::PerIter)
+                }
+                None => Reply::Failed { phase: "warm_up".into(), reason: "no case prepared".into() },
+            },
+            Request::Sample(iters) => match workload.as_mut() {
+                Some(w) => guarded("measure", || {
+                    let t = Instant::now();
+                    w.run(iters)?;
+                    w.sync()?;
+                    Ok(t.elapsed().as_nanos() as f64)
+                })
+                .map_or_else(|r| r, Reply::Nanos),
+                None => Reply::Failed { phase: "measure".into(), reason: "no case prepared".into() },
+            },
+        };
+        send(&reply)?;
+    }
+    Ok(Outcome::Success)
+}
+
+/// Tiny object-safe JSON line helper so `send` takes both message types.
+mod erased {
+    pub trait Json {
+        fn json(&self) -> anyhow::Result<String>;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn json(&self) -> anyhow::Result<String> {
+            Ok(serde_json::to_string(self)?)
+        }
+    }
+}
+
+/// Runs `f`, turning an error or a panic into a [`Reply::Failed`] of `phase`.
+pub(super) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T, Reply> {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(Reply::Failed { phase: phase.into(), reason: format!("{e:#}") }),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            Err(Reply::Failed { phase: phase.into(), reason: format!("panicked: {msg}") })
+        }
+    }
+}
+
+/// Prepares and verifies case `id` of `plan` (wrapped by the injection hook
+/// when it applies).
+fn prepare(
+    plan: &Resolved,
+    id: &str,
+    inject: Option<&crate::harness::inject::Injection>,
+    panics: Option<&regex::Regex>,
+) -> Result<Box<dyn Workload>, Reply> {
+    let fail = |phase: &str, reason: String| Reply::Failed { phase: phase.into(), reason };
+    let case =
+        plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
+    case.device.availability().map_err(Reply::Skipped)?;
+    let suite =
+        suites::find(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
+    let mut w = match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
+        Ok(Ok(w)) => w,
+        Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => {
+            return Err(Reply::Skipped(format!("{e:#}")));
+        }
+        Ok(Err(e)) => return Err(fail("prepare", format!("{e:#}"))),
+        Err(_) => return Err(fail("prepare", "panicked".into())),
+    };
+    let v = guarded("verify", || w.verify())?;
+    if !v.passed {
+        return Err(fail("verify", format!("wrong result against {}: {}", v.reference, v.detail)));
+    }
+    if let Some(i) = inject.filter(|i| i.applies_to(id)) {
+        w = Box::new(crate::harness::inject::Slowed::new(w, i.factor));
+    }
+    if panics.is_some_and(|p| p.is_match(id)) {
+        w = Box::new(crate::harness::inject::Panicking(w));
+    }
+    Ok(w)
+}
+
+/// Warms `w` up for `secs` with doubling batches; returns the last batch's
+/// time per iteration.
+fn warm_up(w: &mut dyn Workload, secs: f64) -> Result<f64> {
+    let start = Instant::now();
+    let budget = Duration::from_secs_f64(secs.max(0.0));
+    let mut batch = 1u64;
+    loop {
+        let t = Instant::now();
+        w.run(batch)?;
+        let per_iter = (t.elapsed().as_nanos() as f64 / batch as f64).max(0.1);
+        if start.elapsed() >= budget {
+            return Ok(per_iter);
+        }
+        let remaining = (budget - start.elapsed()).as_nanos() as f64;
+        batch = batch.saturating_mul(2).min((remaining / per_iter).max(1.0) as u64).max(1);
+    }
+}
