@@ -85,12 +85,6 @@ fn top_level_modules_form_no_cycle() {
         }
         for p in paths.iter().filter(|p| !p.starts_with("test:")) {
             let to = p.split("::").next().unwrap_or("").to_string();
-            // The one cycle left (issue 20): `env` renders the sysinfo table
-            // with the probe's limits while `probe` keys its cache by the
-            // environment's fingerprint. Moving the table out of `env` ends it.
-            if (from.as_str(), to.as_str()) == ("env", "probe") {
-                continue;
-            }
             if to != from && !to.is_empty() {
                 edges.entry(from.clone()).or_default().insert(to);
             }

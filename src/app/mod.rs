@@ -18,6 +18,7 @@ mod report;
 mod run;
 pub mod suggest;
 mod sysinfo;
+mod sysinfo_table;
 
 pub use ab::{ab, ab_worker};
 pub use baseline::{baseline, compare};

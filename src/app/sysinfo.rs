@@ -34,7 +34,7 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
             "isa_usable": crate::isa::usable(),
             "data_dirs": data_dirs_json(&data),
         }))? + "\n"),
-        ListFormat::Table => Ok(crate::env::render_table(&env, limits.as_ref())
+        ListFormat::Table => Ok(super::sysinfo_table::render_table(&env, limits.as_ref())
             + "\n"
             + "data folders (--data-dir, else TFBENCH_DATA_DIR, else these; first match wins per file):\n"
             + &data.describe().iter().map(|l| format!("  {l}\n")).collect::<String>()),
