@@ -390,6 +390,14 @@ pub fn compare_sets(
             ));
         }
     }
+    let caps = |runs: &[RunReport]| runs.last().map(|r| r.environment.max_isa.clone()).unwrap_or_default();
+    if caps(old) != caps(new) {
+        notes.push(format!(
+            "WARNING: the sides ran under different instruction-set caps (TFBENCH_MAX_ISA {} against {}): kernel speeds differ by design",
+            caps(old),
+            caps(new)
+        ));
+    }
     let vacuous = vacuous_reason(old, new, &changes, &failed, &skipped);
     Comparison {
         baseline: baseline_name.to_string(),

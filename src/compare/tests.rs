@@ -376,6 +376,22 @@ fn too_few_samples_and_unchanged_only_with_evidence() {
 }
 
 #[test]
+fn different_isa_caps_are_named() {
+    let mut old = report(vec![timed("op", 1.0, 1)]);
+    let mut new = report(vec![timed("op", 1.0, 2)]);
+    old.environment.max_isa = "native".into();
+    new.environment.max_isa = "native".into();
+    assert!(compare("a", &old, "b", &new, &opts()).notes.iter().all(|n| !n.contains("instruction-set caps")));
+    new.environment.max_isa = "avx2".into();
+    let c = compare("a", &old, "b", &new, &opts());
+    assert!(
+        c.notes.iter().any(|n| n.contains("different instruction-set caps") && n.contains("avx2")),
+        "{:?}",
+        c.notes
+    );
+}
+
+#[test]
 fn vacuous_comparisons_are_named() {
     let r = report(vec![timed("op", 1.0, 1)]);
     let c = compare("a", &r, "b", &r, &opts());
