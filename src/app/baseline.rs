@@ -1,11 +1,8 @@
 //! `tfbench baseline list|show|delete` and `tfbench compare`.
 
-use super::{
-    Outcome, check_machine, check_writable, compare_options, gate_outcome, load_run_set, print_stdout,
-    stdout_color,
-};
+use super::{Outcome, check_machine, check_writable, compare_options, load_run_set};
 use crate::baseline::Store;
-use crate::cli::{BaselineAction, BaselineArgs, CompareArgs, CompareFormat};
+use crate::cli::{BaselineAction, BaselineArgs, CompareArgs};
 use crate::compare;
 use crate::config::Settings;
 use anyhow::{Result, bail};
@@ -94,20 +91,5 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome> {
         super::spreads_for(&super::history_dir(args.history_dir.as_deref(), None, &baselines), &new);
     let c = compare::compare_sets(&old_label, &old, &new_label, &new, &spreads, &opts);
     check_machine(&c, args.gate.strict_machine)?;
-    let text = match args.format {
-        CompareFormat::Table => compare::render_table(&c, stdout_color()),
-        CompareFormat::Markdown => compare::render_markdown(&c),
-        CompareFormat::Json => compare::render_json(&c)?,
-    };
-    if let Some(p) = &args.output {
-        let file_text = match p.extension().and_then(|e| e.to_str()) {
-            Some("md") => compare::render_markdown(&c),
-            Some("json") => compare::render_json(&c)?,
-            _ if args.format == CompareFormat::Table => compare::render_table(&c, false),
-            _ => text.clone(),
-        };
-        crate::util::write_atomic(p, file_text.as_bytes())?;
-    }
-    print_stdout(&text)?;
-    Ok(gate_outcome(&c, &args.gate))
+    super::emit_comparison(&c, args.format, args.output.as_deref(), &args.gate)
 }

@@ -208,6 +208,35 @@ fn spreads_for(dir: &Path, runs: &[crate::results::RunReport]) -> crate::compare
     }
 }
 
+/// Prints a comparison in `format`, also writes it to `output` (Markdown for
+/// `.md`, JSON for `.json`, else the same format without colours), and
+/// returns the gate's outcome: what `compare` and `ab` end with.
+fn emit_comparison(
+    c: &crate::compare::Comparison,
+    format: crate::cli::CompareFormat,
+    output: Option<&Path>,
+    gate: &crate::cli::GateArgs,
+) -> Result<Outcome> {
+    use crate::cli::CompareFormat;
+    use crate::compare::{render_json, render_markdown, render_table};
+    let text = match format {
+        CompareFormat::Table => render_table(c, stdout_color()),
+        CompareFormat::Markdown => render_markdown(c),
+        CompareFormat::Json => render_json(c)?,
+    };
+    if let Some(p) = output {
+        let file_text = match p.extension().and_then(|e| e.to_str()) {
+            Some("md") => render_markdown(c),
+            Some("json") => render_json(c)?,
+            _ if format == CompareFormat::Table => render_table(c, false),
+            _ => text.clone(),
+        };
+        crate::util::write_atomic(p, file_text.as_bytes())?;
+    }
+    print_stdout(&text)?;
+    Ok(gate_outcome(c, gate))
+}
+
 /// The exit status of a comparison's gate; says why on stderr when the
 /// comparison has nothing to judge.
 fn gate_outcome(c: &crate::compare::Comparison, g: &crate::cli::GateArgs) -> Outcome {

@@ -14,8 +14,8 @@
 //! before `ab` existed), or a plan that differs between the builds, is
 //! refused before anything is measured.
 
-use super::{Outcome, check_writable, compare_options, gate_outcome, print_stdout, stdout_color};
-use crate::cli::{AbArgs, CompareFormat};
+use super::{Outcome, check_writable, compare_options};
+use crate::cli::AbArgs;
 use crate::compare::{self, paired::PairedCase};
 use crate::config::Settings;
 use anyhow::{Context, Result, anyhow, bail};
@@ -258,22 +258,7 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
         "base",
         started.elapsed().as_secs_f64()
     ));
-    let text = match args.format {
-        CompareFormat::Table => compare::render_table(&c, stdout_color()),
-        CompareFormat::Markdown => compare::render_markdown(&c),
-        CompareFormat::Json => compare::render_json(&c)?,
-    };
-    if let Some(p) = &args.output {
-        let file_text = match p.extension().and_then(|e| e.to_str()) {
-            Some("md") => compare::render_markdown(&c),
-            Some("json") => compare::render_json(&c)?,
-            _ if args.format == CompareFormat::Table => compare::render_table(&c, false),
-            _ => text.clone(),
-        };
-        crate::util::write_atomic(p, file_text.as_bytes())?;
-    }
-    print_stdout(&text)?;
-    Ok(gate_outcome(&c, &args.gate))
+    super::emit_comparison(&c, args.format, args.output.as_deref(), &args.gate)
 }
 
 /// What one case's round gave.
