@@ -119,20 +119,9 @@ impl I8Weights {
     }
 }
 
-/// Raw output pointer shared by tasks that write disjoint columns.
-#[derive(Clone, Copy)]
-struct OutPtr(*mut i32);
-
-impl OutPtr {
-    /// The pointer; a method so closures capture the whole (Send) wrapper.
-    fn ptr(self) -> *mut i32 {
-        self.0
-    }
-}
-// SAFETY: every task writes only the columns of its own weight-row block.
-unsafe impl Send for OutPtr {}
-// SAFETY: as above; no two tasks touch the same element.
-unsafe impl Sync for OutPtr {}
+// Tasks write disjoint columns of C (each only its own weight-row block)
+// through the kernels' one raw-pointer wrapper.
+use crate::kernels::SendPtr as OutPtr;
 
 /// Weight rows per parallel task: 64 rows of 4096 bytes stay in L2 while
 /// every A tile streams past them.
@@ -151,7 +140,7 @@ pub fn gemm_i8(path: Int8Path, m: usize, a: &[i8], b: &I8Weights, c: &mut [i32])
     let out = OutPtr(c.as_mut_ptr());
     (0..n.div_ceil(NB)).into_par_iter().for_each(|blk| {
         let (j0, j1) = (blk * NB, ((blk + 1) * NB).min(n));
-        block(path, m, k, n, a, b, j0, j1, out.ptr());
+        block(path, m, k, n, a, b, j0, j1, out.get());
     });
 }
 

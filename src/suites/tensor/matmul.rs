@@ -43,19 +43,9 @@ pub(crate) enum Impl {
     OpenBlas,
 }
 
-/// A raw pointer that may cross threads; users guarantee disjoint access.
-#[derive(Clone, Copy)]
-struct SendPtr(*mut f32);
-// SAFETY: only used to hand disjoint column blocks of C to rayon tasks.
-unsafe impl Send for SendPtr {}
-unsafe impl Sync for SendPtr {}
-
-impl SendPtr {
-    /// The pointer (a method, so closures capture the whole `SendPtr`).
-    fn get(self) -> *mut f32 {
-        self.0
-    }
-}
+// The kernels' one raw-pointer wrapper: it hands disjoint column blocks of C
+// to rayon tasks here.
+use crate::kernels::SendPtr;
 
 /// Single-call GEMM on the current thread (`gemm` may use `gemm_threads`
 /// rayon threads of the current pool). Strides are in elements.
