@@ -189,6 +189,21 @@ pub fn gelu_erf_f32(x: f32) -> f32 {
     0.5 * x * (1.0 + erf_f32(x * std::f32::consts::FRAC_1_SQRT_2))
 }
 
+/// erf by Simpson integration of 2/sqrt(pi) e^{-t^2}: a reference
+/// independent of the Abramowitz-Stegun formula the kernel uses, for the
+/// tests of every GELU/erf user.
+#[cfg(test)]
+pub(crate) fn erf64(x: f64) -> f64 {
+    let n = 2000;
+    let h = x / n as f64;
+    let f = |t: f64| (-t * t).exp();
+    let mut s = f(0.0) + f(x);
+    for i in 1..n {
+        s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
+    }
+    s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -234,18 +249,6 @@ mod tests {
         assert!(worst(&small, erf_f32, erf64, 5e-7, 0.0) <= 1.0, "erf");
         let phi = |v: f64| v * 0.5 * (1.0 + erf64(v / 2f64.sqrt()));
         assert!(worst(&small, gelu_erf_f32, phi, 1e-6, 1e-6) <= 1.0, "gelu_erf");
-    }
-
-    /// erf by Simpson integration of 2/sqrt(pi) e^{-t^2}: independent of the A&S formula.
-    fn erf64(x: f64) -> f64 {
-        let n = 2000;
-        let h = x / n as f64;
-        let f = |t: f64| (-t * t).exp();
-        let mut s = f(0.0) + f(x);
-        for i in 1..n {
-            s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
-        }
-        s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
     }
 
     #[test]

@@ -350,7 +350,7 @@ mod tests {
         for (i, &v) in x.iter().enumerate() {
             let v64 = v as f64;
             // Phi through the complementary series-free identity: erf via f64 integration.
-            let phi = 0.5 * (1.0 + erf64(v64 / 2f64.sqrt()));
+            let phi = 0.5 * (1.0 + crate::kernels::activation::erf64(v64 / 2f64.sqrt()));
             assert!((a[i] as f64 - v64 * phi).abs() < 1e-6 * (1.0 + v64.abs()), "gelu_erf({v})");
             let th = 0.5
                 * v64
@@ -365,18 +365,6 @@ mod tests {
             let (g, u) = (g[i] as f64, u[i] as f64);
             assert!((out[i] as f64 - g / (1.0 + (-g).exp()) * u).abs() < 1e-6);
         }
-    }
-
-    /// erf by Simpson integration of 2/sqrt(pi) e^{-t^2}: independent of the A&S formula.
-    fn erf64(x: f64) -> f64 {
-        let n = 2000;
-        let h = x / n as f64;
-        let f = |t: f64| (-t * t).exp();
-        let mut s = f(0.0) + f(x);
-        for i in 1..n {
-            s += f(i as f64 * h) * if i % 2 == 1 { 4.0 } else { 2.0 };
-        }
-        s * h / 3.0 * 2.0 / std::f64::consts::PI.sqrt()
     }
 
     #[test]
