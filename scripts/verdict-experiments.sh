@@ -8,7 +8,9 @@
 # Environment: RUNS (10), PAIRED (10), TFBENCH (target/release/tfbench),
 # SELECT ('binary|reduction|unary'), INJECT (the five slowed cases' regex),
 # TIMING (extra run options, e.g. '--measurement-time 0.5 --warm-up-time 0.2'
-# to shorten every case; empty: configs/ci.toml as it is).
+# to shorten every case; empty: configs/ci.toml as it is), PHASE (all, or
+# stored / paired to run one half: the halves share OUT_DIR, and each prints
+# its own rows of the table).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/verdict-experiments}
@@ -22,10 +24,12 @@ read -r -a timing <<<"${TIMING:-}"
 mkdir -p "$out"
 store="$out/baselines"
 hist="$out/history"
-rm -rf "$store" "$hist"
+PHASE=${PHASE:-all}
 run=("$B" run --config configs/ci.toml --suite tensor "$SELECT" --baseline-dir "$store" --history-dir "$hist" -q "${timing[@]}")
 log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
 
+stored_phase() {
+rm -rf "$store" "$hist"
 log "stored: $RUNS clean runs (A/A) and $RUNS with a 10% slowdown on 5 cases"
 t0=$(date +%s)
 for i in $(seq 1 "$RUNS"); do
@@ -34,6 +38,7 @@ for i in $(seq 1 "$RUNS"); do
   TFBENCH_INJECT_SLOWDOWN="$INJECT=1.10" "${run[@]}" --save-baseline "inj$i" >/dev/null
 done
 log "one ci.toml run took ${one_run}s"
+echo "$one_run" >"$out/one-run-seconds"
 
 aa_pass=0; aa_fail=0; verdicts="$out/aa-verdicts.txt"; : >"$verdicts"
 for i in $(seq 1 "$RUNS"); do
@@ -59,6 +64,12 @@ for i in $(seq 1 "$RUNS"); do
   inj_cases=$((inj_cases + n))
   [ "$n" = 5 ] && inj_caught=$((inj_caught + 1))
 done
+cat <<TXT
+| A/A stored, $((aa_pass + aa_fail)) comparisons: gate passes in >= 43 of 45 | $aa_pass pass, $aa_fail fail |
+| A/A stored: <= 1% of case verdicts regressed or improved | $flagged of $total ($(python3 -c "print(f'{100*$flagged/max($total,1):.2f}%')")) |
+| +10% on 5 cases, stored: all 5 flagged in >= 8 of 10 | $inj_caught of $RUNS ($inj_cases of $((5 * RUNS)) case verdicts) |
+TXT
+}
 
 paired() { # $1: label, $2: injected factor or empty
   local fails=0 all5=0 cases=0 wall=0
@@ -77,19 +88,25 @@ paired() { # $1: label, $2: injected factor or empty
   done
   echo "$1 $fails $all5 $cases $((wall / PAIRED))"
 }
+paired_phase() {
 log "paired: $PAIRED A/A, $PAIRED at +10%, $PAIRED at +5%"
 read -r _ pa_fail _ _ pa_wall < <(paired aa "")
 read -r _ _ p10_all p10_cases _ < <(paired p10 1.10)
 read -r _ _ p5_all p5_cases _ < <(paired p5 1.05)
-
+one_run=$(cat "$out/one-run-seconds" 2>/dev/null || echo 0)
 cat <<TXT
-| goal | measured |
-| --- | --- |
-| A/A stored, $((aa_pass + aa_fail)) comparisons: gate passes in >= 43 of 45 | $aa_pass pass, $aa_fail fail |
-| A/A stored: <= 1% of case verdicts regressed or improved | $flagged of $total ($(python3 -c "print(f'{100*$flagged/max($total,1):.2f}%')")) |
 | A/A paired, $PAIRED runs: 0 gate failures | $pa_fail failures |
-| +10% on 5 cases, stored: all 5 flagged in >= 8 of 10 | $inj_caught of $RUNS ($inj_cases of $((5 * RUNS)) case verdicts) |
 | +10% on 5 cases, paired: all 5 flagged in >= 9 of 10 | $p10_all of $PAIRED ($p10_cases of $((5 * PAIRED)) case verdicts) |
 | +5% on 5 cases, paired: all 5 flagged in >= 7 of 10 | $p5_all of $PAIRED ($p5_cases of $((5 * PAIRED)) case verdicts) |
 | cost: paired run <= 2.2x one ci.toml run | ${pa_wall}s vs ${one_run}s ($(python3 -c "print(f'{$pa_wall/max($one_run,1):.2f}x')")) |
 TXT
+}
+
+echo "| goal | measured |"
+echo "| --- | --- |"
+case "$PHASE" in
+  stored) stored_phase ;;
+  paired) paired_phase ;;
+  all) stored_phase; paired_phase ;;
+  *) echo "PHASE must be all, stored or paired" >&2; exit 2 ;;
+esac

@@ -196,7 +196,9 @@ pub struct WorkerPlan {
     /// Hard budget per case, round and build for the samples, seconds.
     #[arg(long, value_name = "SECS")]
     pub max_time: Option<f64>,
-    /// Rounds (the pairs of all rounds are pooled).
+    /// Rounds, each with a fresh pair of worker processes, each with the
+    /// profile's per-round times [default: at least 6, sharing the profile's
+    /// rounds' time].
     #[arg(long, value_name = "N")]
     pub rounds: Option<u32>,
     /// Worker threads of each build.

@@ -4,12 +4,22 @@
 //! the order A B B A A B ... (so neither build always goes first). Whatever
 //! the machine does over seconds or minutes (a neighbour, a frequency
 //! change) hits both samples of a pair alike and cancels in their ratio.
-//! The case is judged on the log-ratios `ln(head_i / base_i)`:
 //!
-//! - **ratio**: `exp(median of the log-ratios)` with the distribution-free
-//!   order-statistic interval of that median ([`crate::stats::median_ci`]);
-//! - **p**: the Wilcoxon signed-rank test of the log-ratios (exact up to
-//!   [`crate::stats::EXACT_MAX_N`] pairs);
+//! What pairs cannot cancel is the luck of a process: two processes of one
+//! binary can differ by several per cent on every pair (where the heap and
+//! stack landed, which core each got). So every round runs with a fresh
+//! pair of worker processes, and the round, not the pair, is the replicate.
+//! For each case, with `d = ln(head_i / base_i)` and `m_r` the median of `d`
+//! within round `r`:
+//!
+//! - **ratio**: `exp(mean of m_r)` with the Student t interval over the
+//!   rounds ([`crate::stats::one_sample_t`]), which holds the
+//!   process-to-process spread;
+//! - **p**: that t test of "the mean log-ratio is 0";
+//! - with fewer than [`MIN_ROUNDS`] rounds nothing is replicated above the
+//!   pairs: the ratio is `exp(median d)` with the order-statistic interval
+//!   and the Wilcoxon signed-rank test of the pairs, and a note says the
+//!   interval omits the process-to-process spread;
 //! - **q** and the verdict: as for stored comparisons (see the parent
 //!   module), with the plain noise band and no drift envelope, since drift
 //!   cancels within the pairs.
@@ -28,6 +38,41 @@ pub struct PairedCase {
     pub base: Vec<f64>,
     /// The head build's per-iteration times, ns, paired with `base`.
     pub head: Vec<f64>,
+    /// The round (the pair of worker processes) each pair was taken in.
+    pub round: Vec<u32>,
+}
+
+/// Rounds needed to judge on the spread between rounds.
+pub const MIN_ROUNDS: usize = 3;
+
+/// One case's log-ratio judgement: the interval of the log-ratio and its p.
+struct LogJudgement {
+    point: f64,
+    lower: f64,
+    upper: f64,
+    p: f64,
+    /// Judged over rounds (true) or over pooled pairs.
+    by_round: bool,
+}
+
+/// Judges one case's log-ratios `d` taken in rounds `round` (see the module
+/// docs for the rule).
+fn judge_logs(d: &[(u32, f64)], level: f64) -> LogJudgement {
+    let mut by_round: std::collections::BTreeMap<u32, Vec<f64>> = Default::default();
+    for &(r, v) in d {
+        by_round.entry(r).or_default().push(v);
+    }
+    let medians: Vec<f64> = by_round.values().map(|v| stats::median(v)).collect();
+    if medians.len() >= MIN_ROUNDS
+        && let Some(t) = stats::one_sample_t(&medians, level)
+    {
+        return LogJudgement { point: t.mean, lower: t.lower, upper: t.upper, p: t.p_value, by_round: true };
+    }
+    let mut sorted: Vec<f64> = d.iter().map(|&(_, v)| v).collect();
+    let p = stats::wilcoxon_signed_rank(&sorted).p_value;
+    sorted.sort_unstable_by(f64::total_cmp);
+    let (lower, upper) = stats::median_ci(&sorted, level);
+    LogJudgement { point: stats::quantile_sorted(&sorted, 0.5), lower, upper, p, by_round: false }
 }
 
 /// Builds the comparison of a paired run. `failed` and `skipped` are the
@@ -40,31 +85,36 @@ pub fn compare_paired(
     skipped: Vec<String>,
     opts: &CompareOptions,
 ) -> Comparison {
-    let logs: Vec<Vec<f64>> = cases
+    let logs: Vec<Vec<(u32, f64)>> = cases
         .iter()
         .map(|c| {
             c.base
                 .iter()
                 .zip(&c.head)
-                .filter(|(b, h)| **b > 0.0 && **h > 0.0)
-                .map(|(b, h)| (h / b).ln())
-                .filter(|d| d.is_finite())
+                .zip(c.round.iter().copied().chain(std::iter::repeat(0)))
+                .filter(|((b, h), _)| **b > 0.0 && **h > 0.0)
+                .map(|((b, h), r)| (r, (h / b).ln()))
+                .filter(|(_, d)| d.is_finite())
                 .collect()
         })
         .collect();
-    let p_values: Vec<f64> = logs.iter().map(|d| stats::wilcoxon_signed_rank(d).p_value).collect();
+    let judged: Vec<LogJudgement> = logs.iter().map(|d| judge_logs(d, opts.confidence_level)).collect();
+    let p_values: Vec<f64> = judged.iter().map(|j| j.p).collect();
     let q_values = stats::benjamini_hochberg(&p_values);
+    let pooled = judged.iter().zip(&logs).filter(|(j, d)| !j.by_round && !d.is_empty()).count();
     let mut changes: Vec<CaseChange> = cases
         .iter()
         .zip(&logs)
-        .zip(p_values.into_iter().zip(q_values))
-        .map(|((c, d), (p_value, q_value))| {
-            let mut sorted = d.clone();
-            sorted.sort_unstable_by(f64::total_cmp);
-            let (lo, hi) = stats::median_ci(&sorted, opts.confidence_level);
-            let point = stats::quantile_sorted(&sorted, 0.5).exp();
-            let ratio = Estimate { point, lower: lo.exp(), upper: hi.exp(), level: opts.confidence_level };
+        .zip(judged.iter().zip(q_values))
+        .map(|((c, d), (j, q_value))| {
+            let ratio = Estimate {
+                point: j.point.exp(),
+                lower: j.lower.exp(),
+                upper: j.upper.exp(),
+                level: opts.confidence_level,
+            };
             let band = opts.noise_threshold;
+            let p_value = j.p;
             let verdict = if d.len() < opts.min_samples {
                 Verdict::TooFewSamples
             } else {
@@ -82,7 +132,7 @@ pub fn compare_paired(
                 band,
                 band_source: "default".into(),
                 verdict,
-                beyond_limit: verdict == Verdict::Regressed && point - 1.0 > opts.max_regression,
+                beyond_limit: verdict == Verdict::Regressed && ratio.point - 1.0 > opts.max_regression,
                 memory: None,
             }
         })
@@ -108,9 +158,17 @@ pub fn compare_paired(
         failed,
         skipped,
         vacuous,
-        notes: vec![
-            "paired A/B: both builds ran each case alternately (A B B A ...) on this machine in this job; verdicts rest on the paired ratios, so the machine's drift cancels".into(),
-        ],
+        notes: {
+            let mut n = vec![
+                "paired A/B: both builds ran each case alternately (A B B A ...) on this machine in this job, with a fresh pair of worker processes each round; verdicts rest on the paired ratios, so the machine's drift cancels, and their intervals on the spread between rounds, so a process's luck does not pass for a change".into(),
+            ];
+            if pooled > 0 {
+                n.push(format!(
+                    "{pooled} case(s) ran in fewer than {MIN_ROUNDS} rounds: judged on their pooled pairs, whose interval omits the spread between worker processes (run more rounds to include it)"
+                ));
+            }
+            n
+        },
         options: opts.clone(),
     }
 }
@@ -121,24 +179,33 @@ mod tests {
     use rand_distr::{Distribution, Normal};
 
     /// Paired samples with a drifting machine: each pair shares a level that
-    /// wanders by +-20%, and the head is `shift` slower.
-    fn drifting(id: &str, n: usize, shift: f64, seed: u64) -> PairedCase {
+    /// wanders by +-20%, the head is `shift` slower, and the pairs fall in
+    /// `rounds` rounds whose head process is off by its own luck, drawn
+    /// from N(0, `luck`).
+    fn drifting(id: &str, n: usize, shift: f64, rounds: usize, luck: f64, seed: u64) -> PairedCase {
         let mut rng = crate::util::rng(seed);
         let noise = Normal::new(0.0, 0.01).unwrap();
-        let (mut base, mut head) = (Vec::new(), Vec::new());
+        let offsets: Vec<f64> =
+            (0..rounds).map(|_| 1.0 + luck * Normal::new(0.0, 1.0).unwrap().sample(&mut rng)).collect();
+        let (mut base, mut head, mut round) = (Vec::new(), Vec::new(), Vec::new());
         for i in 0..n {
+            let r = i * rounds / n;
             let level = 100.0 * (1.0 + 0.2 * (i as f64 / 7.0).sin());
             base.push(level * (1.0 + noise.sample(&mut rng)));
-            head.push(level * shift * (1.0 + noise.sample(&mut rng)));
+            head.push(level * shift * offsets[r] * (1.0 + noise.sample(&mut rng)));
+            round.push(r as u32);
         }
-        PairedCase { id: id.into(), base, head }
+        PairedCase { id: id.into(), base, head, round }
     }
 
     #[test]
     fn drift_cancels_in_the_pairs() {
         let o = CompareOptions { resamples: 100, ..Default::default() };
-        let cases =
-            [drifting("same", 100, 1.0, 1), drifting("slow", 100, 1.10, 2), drifting("fast", 100, 0.95, 3)];
+        let cases = [
+            drifting("same", 120, 1.0, 6, 0.002, 1),
+            drifting("slow", 120, 1.10, 6, 0.002, 2),
+            drifting("fast", 120, 0.95, 6, 0.002, 3),
+        ];
         let c = compare_paired("base", "head", &cases, vec![], vec!["x".into()], &o);
         let get = |id: &str| c.changes.iter().find(|ch| ch.id == id).unwrap();
         assert_eq!(get("same").verdict, Verdict::Unchanged, "{:?}", get("same"));
@@ -149,12 +216,40 @@ mod tests {
         assert_eq!(c.method, Method::Paired);
         assert_eq!(c.skipped, ["x"]);
         assert!(c.vacuous.is_none());
+        assert_eq!(c.notes.len(), 1, "every case had rounds to judge on: {:?}", c.notes);
+    }
+
+    #[test]
+    fn a_process_s_luck_is_not_a_change() {
+        // One pair of processes whose head is 6% off by luck: judged on its
+        // pairs alone, that reads as a regression past the limit...
+        let o = CompareOptions::default();
+        let lucky = PairedCase { round: vec![0; 100], ..drifting("lucky", 100, 1.06, 1, 0.0, 4) };
+        let c = compare_paired("a", "b", std::slice::from_ref(&lucky), vec![], vec![], &o);
+        assert_eq!(c.changes[0].verdict, Verdict::Regressed);
+        assert!(c.notes.iter().any(|n| n.contains("fewer than 3 rounds")), "{:?}", c.notes);
+        // ...while over rounds with fresh processes, each off by 6% (SD) of
+        // luck and no real change, no plan of 20 null cases gates.
+        for seed in 0..20 {
+            let cases: Vec<PairedCase> =
+                (0..20).map(|k| drifting(&format!("c{k}"), 60, 1.0, 6, 0.06, 100 * seed + k)).collect();
+            let c = compare_paired("a", "b", &cases, vec![], vec![], &o);
+            assert!(
+                !c.has_gating_failure(),
+                "seed {seed}: {:?}",
+                c.changes.iter().map(|x| x.verdict).collect::<Vec<_>>()
+            );
+        }
+        // A real 15% slowdown still stands out over that luck.
+        let slow = drifting("slow", 60, 1.15, 6, 0.01, 7);
+        let c = compare_paired("a", "b", &[slow], vec![], vec![], &o);
+        assert_eq!(c.changes[0].verdict, Verdict::Regressed, "{:?}", c.changes[0]);
     }
 
     #[test]
     fn few_pairs_and_nothing_to_compare() {
         let o = CompareOptions::default();
-        let c = compare_paired("a", "b", &[drifting("short", 3, 2.0, 1)], vec![], vec![], &o);
+        let c = compare_paired("a", "b", &[drifting("short", 3, 2.0, 3, 0.0, 1)], vec![], vec![], &o);
         assert_eq!(c.changes[0].verdict, Verdict::TooFewSamples);
         let c = compare_paired("a", "b", &[], vec!["f".into()], vec![], &o);
         assert!(c.vacuous.as_deref().is_some_and(|v| v.contains("1 failed")), "{:?}", c.vacuous);

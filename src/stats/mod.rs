@@ -18,6 +18,8 @@
 //!   ([`mann_whitney_exact_p`]) and the paired Wilcoxon signed-rank test.
 //! - [`hierarchical`]: the runs -> rounds -> samples bootstrap of a ratio of
 //!   medians ([`hierarchical_ratio_ci`]).
+//! - [`ttest`]: the one-sample t test and interval ([`one_sample_t`]) over
+//!   a few per-round estimates.
 
 pub mod ci;
 pub mod exact;
@@ -25,6 +27,7 @@ pub mod hierarchical;
 pub mod hypothesis;
 pub mod outliers;
 pub mod summary;
+pub mod ttest;
 
 pub use ci::{bootstrap_mean_ci, bootstrap_ratio_of_medians_ci, median_ci};
 pub use exact::{EXACT_MAX_N, SignedRank, mann_whitney_exact_p, wilcoxon_signed_rank};
@@ -32,3 +35,4 @@ pub use hierarchical::{Levels, hierarchical_ratio_ci};
 pub use hypothesis::{MannWhitney, benjamini_hochberg, mann_whitney_u};
 pub use outliers::{OutlierClass, TukeyFences, tukey};
 pub use summary::{Summary, mad, mean, median, quantile_sorted, std_dev};
+pub use ttest::{OneSampleT, one_sample_t};

@@ -1,0 +1,167 @@
+//! One case's round in `tfbench ab`: both workers prepare, verify and warm
+//! up the case, then give samples alternately.
+
+use super::process::Worker;
+use super::protocol::{Reply, Request};
+use crate::config::Settings;
+use anyhow::{Result, bail};
+use std::time::{Duration, Instant};
+
+/// The least warm-up a round gets, seconds: enough to size the iterations.
+const MIN_WARM_UP: f64 = 0.05;
+
+/// The least pairs a round takes.
+const MIN_PAIRS: usize = 5;
+
+/// What one round of one case may spend, per build: the profile's time over
+/// its own rounds, spread evenly over `ab`'s rounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct RoundShare {
+    /// Warm-up, seconds.
+    pub warm_up: f64,
+    /// Measurement budget, seconds.
+    pub measurement: f64,
+    /// Hard cap on the samples' time, seconds.
+    pub max_time: Option<f64>,
+    /// Pairs to take (fewer if the budget runs out first).
+    pub pairs: usize,
+}
+
+impl RoundShare {
+    /// The share of settings `s` (made for `configured` rounds) in one of
+    /// `rounds` rounds.
+    pub fn new(s: &Settings, configured: u32, rounds: u32) -> Self {
+        let f = f64::from(configured.max(1)) / f64::from(rounds.max(1));
+        Self {
+            warm_up: (s.warm_up_time * f).max(MIN_WARM_UP.min(s.warm_up_time)),
+            measurement: s.measurement_time * f,
+            max_time: s.max_time.map(|m| m * f),
+            pairs: ((s.sample_size as f64 * f).ceil() as usize).max(MIN_PAIRS),
+        }
+    }
+}
+
+/// What one case's round gave.
+pub(super) enum CaseRun {
+    Pairs(Vec<f64>, Vec<f64>),
+    Skipped(String),
+    Failed(String),
+}
+
+/// Prepares, warms up and samples one case on both workers; `parity` picks
+/// which build goes first in the first pair. A worker that dies fails the
+/// case and is restarted for the next one.
+pub(super) fn pair_case(
+    base: &mut Worker,
+    head: &mut Worker,
+    id: &str,
+    s: &RoundShare,
+    parity: usize,
+    min_sample_ns: f64,
+) -> Result<CaseRun> {
+    let outcome = (|| -> Result<CaseRun> {
+        let mut per_iter = [0.0f64; 2];
+        for (k, w) in [&mut *base, &mut *head].into_iter().enumerate() {
+            match w.ask(&Request::Prepare(id.into()))? {
+                Reply::Ok => {}
+                Reply::Skipped(why) => return Ok(CaseRun::Skipped(why)),
+                Reply::Failed { phase, reason } => {
+                    return Ok(CaseRun::Failed(format!("{} build, {phase}: {reason}", w.label)));
+                }
+                other => bail!("unexpected reply {other:?}"),
+            }
+            per_iter[k] = match w.ask(&Request::WarmUp(s.warm_up))? {
+                Reply::PerIter(ns) => ns,
+                Reply::Failed { phase, reason } => {
+                    return Ok(CaseRun::Failed(format!("{} build, {phase}: {reason}", w.label)));
+                }
+                other => bail!("unexpected reply {other:?}"),
+            };
+        }
+        // The same iterations for both, sized on the slower of the two so a
+        // sample lasts what `run` would give it.
+        let target = (0.9 * s.measurement * 1e9 / s.pairs as f64).max(min_sample_ns);
+        let iters = ((target / per_iter[0].max(per_iter[1])).round() as u64).max(1);
+        // Both builds' budgets: the measurement time, capped by --max-time.
+        let per_build = s.max_time.map_or(s.measurement, |m| m.min(s.measurement));
+        let budget = Duration::from_secs_f64(2.0 * per_build);
+        let start = Instant::now();
+        let (mut tb, mut th) = (Vec::new(), Vec::new());
+        for i in 0..s.pairs {
+            if i >= crate::harness::sampler::MIN_SAMPLES && start.elapsed() > budget {
+                break;
+            }
+            let head_first = (i + parity) % 2 == 1;
+            let order: [&mut Worker; 2] =
+                if head_first { [&mut *head, &mut *base] } else { [&mut *base, &mut *head] };
+            for w in order {
+                // Let the other build's idle threads (spinning GEMM workers,
+                // rayon) settle before this one's clock starts.
+                std::thread::sleep(Duration::from_micros(500));
+                match w.ask(&Request::Sample(iters))? {
+                    Reply::Nanos(ns) => {
+                        if w.label == "base" {
+                            tb.push(ns / iters as f64)
+                        } else {
+                            th.push(ns / iters as f64)
+                        }
+                    }
+                    Reply::Failed { phase, reason } => {
+                        return Ok(CaseRun::Failed(format!("{} build, {phase}: {reason}", w.label)));
+                    }
+                    other => bail!("unexpected reply {other:?}"),
+                }
+            }
+        }
+        for w in [&mut *base, &mut *head] {
+            w.ask(&Request::Finish)?;
+        }
+        Ok(CaseRun::Pairs(tb, th))
+    })();
+    match outcome {
+        Ok(r) => {
+            if !matches!(r, CaseRun::Pairs(..)) {
+                // Drop whatever the other build still holds.
+                for w in [&mut *base, &mut *head] {
+                    if w.ask(&Request::Finish).is_err() {
+                        w.restart()?;
+                    }
+                }
+            }
+            Ok(r)
+        }
+        Err(e) => {
+            // A worker died (a crash, not a panic): fail this case, start
+            // both afresh so the others still run.
+            let why = format!("{e:#}");
+            base.restart()?;
+            head.restart()?;
+            Ok(CaseRun::Failed(why))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_share_the_profile_s_time() {
+        let s = Settings {
+            warm_up_time: 0.5,
+            measurement_time: 2.0,
+            max_time: Some(6.0),
+            sample_size: 50,
+            ..Settings::default()
+        };
+        // ci.toml: 2 rounds of 2 s; over 6 rounds each gets a third of that.
+        let r = RoundShare::new(&s, 2, 6);
+        assert!((r.measurement - 2.0 / 3.0).abs() < 1e-12 && (r.warm_up - 1.0 / 6.0).abs() < 1e-12);
+        assert_eq!((r.pairs, r.max_time.map(|m| (m - 2.0).abs() < 1e-12)), (17, Some(true)));
+        // A given number of rounds, as the profile's: each round in full.
+        assert_eq!(RoundShare::new(&s, 6, 6).measurement, 2.0);
+        // Many rounds: floors on warm-up and pairs.
+        let tiny = RoundShare::new(&s, 1, 100);
+        assert_eq!((tiny.warm_up, tiny.pairs), (MIN_WARM_UP, MIN_PAIRS));
+    }
+}
