@@ -110,7 +110,7 @@ fn registration_mistakes_are_named_together() {
     let mut c = Benches::new("t");
     let r = |b: &mut crate::bench::Bencher<'_>| b.iter(|| 1).verify(|s| Verification::equal("one", s, &1));
     c.bench_function("a", r).bench_function("a", r).bench_function("b/c", r);
-    c.bench_grid("g", Grid::new(), |b| Ok(r(b)));
+    c.bench_grid("g", Grid::new(), move |b| Ok(r(b)));
     c.bench_with_input("h", "n", Vec::<u32>::new(), move |b, _| r(b));
     let err = c.into_registry().err().unwrap().to_string();
     for part in [
