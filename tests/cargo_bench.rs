@@ -2,13 +2,15 @@
 //! its `harness = false` bench target, built by cargo against this checkout,
 //! lists its cases, runs them once under `cargo test --benches`, saves a
 //! baseline with `cargo bench -- --quick --save-baseline a`, passes the gate
-//! against it, and fails the gate when a benchmark is slowed (the
+//! against it, and fails the gate when its benchmarks are slowed (the
 //! `TFBENCH_INJECT_SLOWDOWN` test hook); a case that panics fails alone.
 //!
 //! It builds in this build's own target folder (CARGO_TARGET_DIR), so the
-//! dependencies `cargo test --release` just built are reused, and `--offline`
-//! with this checkout's Cargo.lock copied in: the same versions, nothing
-//! fetched. The first cargo call's time (the build) is printed.
+//! dependencies `cargo test --release` just built are reused (only tfbench's
+//! library is compiled again: cargo hashes a path dependency by its place
+//! in the workspace that uses it), and `--offline` with this checkout's
+//! Cargo.lock copied in: the same versions, nothing fetched. Each step's
+//! time is printed (`--nocapture`).
 
 mod common;
 
@@ -87,7 +89,9 @@ fn the_example_crate_benches_and_gates_with_cargo_bench() {
     );
 
     // `cargo test --benches`: each case once, as a test (release: the same build).
+    let t = Instant::now();
     let tested = cargo(&dir, &cache, &[], &["test", "--release", "--offline", "--quiet", "--benches"]);
+    eprintln!("`cargo test --release --benches`: {:.1} s", t.elapsed().as_secs_f64());
     assert_eq!(tested.code, 0, "{}{}", tested.stdout, tested.stderr);
     assert!(
         tested.stdout.contains("test kernels/dot/n=65536 ... ok")
@@ -104,17 +108,18 @@ fn the_example_crate_benches_and_gates_with_cargo_bench() {
     assert!(Path::new(store).join("a.json").is_file(), "no baseline a: {}", saved.stderr);
 
     // Same code: the gate passes. The limit is loose because a shared
-    // 2-core host moves --quick figures of microsecond kernels by tens of
-    // percent; the slowed run below is 200% slower.
-    let same = bench(&[], &["--baseline", "a", "--fail-on-regression", "--max-regression", "50"]);
+    // 2-core host moves --quick figures (10 samples) of microsecond kernels
+    // by tens of percent between runs (IQRs of 100-230% of the median were
+    // seen here while other builds ran); the slowed run below is 900% slower.
+    let same = bench(&[], &["--baseline", "a", "--fail-on-regression", "--max-regression", "200"]);
     assert_eq!(same.code, 0, "{}{}", same.stdout, same.stderr);
 
     let slowed = bench(
-        &[(tfbench::harness::inject::VAR, "kernels/dot/n=65536=3")],
-        &["--baseline", "a", "--fail-on-regression", "--max-regression", "50"],
+        &[(tfbench::harness::inject::VAR, "kernels/=10")],
+        &["--baseline", "a", "--fail-on-regression", "--max-regression", "200"],
     );
     assert_eq!(slowed.code, 1, "the gate must fail: {}{}", slowed.stdout, slowed.stderr);
-    assert!(slowed.stdout.contains("kernels/dot/n=65536"), "{}", slowed.stdout);
+    assert!(!slowed.stdout.contains(" 0 regressed"), "{}", slowed.stdout);
 
     // A case that panics fails alone, with its message; the others are
     // measured and written; exit 3.
