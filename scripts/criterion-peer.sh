@@ -96,7 +96,7 @@ for r in $(seq 1 "$rounds"); do
     # 100 samples; tfbench: 1 s warm-up, 3 s measurement, 100 samples).
     t0=$(now); cargo bench --quiet --bench crit >/dev/null 2>&1; t1=$(now)
     c_wall=$(echo "$t1 - $t0" | bc); c_ns=$(crit_ns)
-    t0=$(now); cargo bench --quiet --bench tfb -- --no-canary --output "$dir/tfb.json" >/dev/null 2>&1; t1=$(now)
+    t0=$(now); cargo bench --quiet --bench tfb -- --output "$dir/tfb.json" >/dev/null 2>&1; t1=$(now)
     t_wall=$(echo "$t1 - $t0" | bc); t_ns=$(tfb_ns)
     t0=$(now); cargo bench --quiet --bench tfb -- --quick >/dev/null 2>&1; t1=$(now)
     q_wall=$(echo "$t1 - $t0" | bc)
