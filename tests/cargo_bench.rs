@@ -5,12 +5,11 @@
 //! against it, and fails the gate when its benchmarks are slowed (the
 //! `TFBENCH_INJECT_SLOWDOWN` test hook); a case that panics fails alone.
 //!
-//! It builds in this build's own target folder (CARGO_TARGET_DIR), so the
-//! dependencies `cargo test --release` just built are reused (only tfbench's
-//! library is compiled again: cargo hashes a path dependency by its place
-//! in the workspace that uses it), and `--offline` with this checkout's
-//! Cargo.lock copied in: the same versions, nothing fetched. Each step's
-//! time is printed (`--nocapture`).
+//! The example is a member of this workspace, built into this build's
+//! target folder (CARGO_TARGET_DIR, in case a config moved it) with the
+//! workspace's Cargo.lock and `--offline`: what `cargo test --release` just
+//! built, tfbench's library included, is reused and nothing is fetched.
+//! Each step's time is printed (`--nocapture`).
 
 mod common;
 
@@ -26,12 +25,9 @@ struct Cargo {
     stderr: String,
 }
 
-/// The example crate's folder, with this checkout's Cargo.lock beside its
-/// manifest (ignored by git there) so it resolves to the same versions.
+/// The example crate's folder (a member of this workspace).
 fn example() -> PathBuf {
-    let dir = Path::new(ROOT).join("examples/cargo-bench");
-    std::fs::copy(Path::new(ROOT).join("Cargo.lock"), dir.join("Cargo.lock")).expect("copy Cargo.lock");
-    dir
+    Path::new(ROOT).join("examples/cargo-bench")
 }
 
 /// `cargo <args>` in the example crate, building into this build's target
