@@ -9,6 +9,8 @@
 FROM rust:1-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
+# A workspace member (tfbench::bench's example crate): cargo reads its manifest.
+COPY examples/cargo-bench ./examples/cargo-bench
 COPY src ./src
 COPY suites ./suites
 COPY configs ./configs

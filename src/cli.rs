@@ -473,3 +473,59 @@ pub struct SysinfoArgs {
     #[arg(long, short = 'f', value_enum, default_value_t = ListFormat::Table)]
     pub format: ListFormat,
 }
+
+/// The arguments of a `cargo bench` target built on [`crate::bench`]
+/// (`cargo bench -- [OPTIONS] [FILTER]`): every option of `tfbench run`,
+/// criterion's spellings, and the flags cargo and libtest pass.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo bench --",
+    about = "A benchmark target on the tfbench harness: every `tfbench run` option applies.",
+    long_about = None,
+    disable_version_flag = true
+)]
+pub struct BenchArgs {
+    /// The options of `tfbench run`.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Measure: `cargo bench` passes it. Without it (`cargo test --benches`,
+    /// or the binary run by hand), each benchmark runs once as a test.
+    #[arg(long)]
+    pub bench: bool,
+    /// Run each benchmark once as a test (prepare, verify, one iteration),
+    /// even under `cargo bench`.
+    #[arg(long)]
+    pub test: bool,
+    /// List the selected cases (`ID: benchmark`, as libtest lists) and exit.
+    #[arg(long, conflicts_with_all = ["test", "profile_time"])]
+    pub list: bool,
+    /// Run each selected case for about SECS seconds after its check,
+    /// with no analysis and nothing written (criterion's option, for a
+    /// profiler).
+    #[arg(long, value_name = "SECS", conflicts_with = "test")]
+    pub profile_time: Option<f64>,
+    /// criterion's spelling of --format: `criterion` is the table, and
+    /// `bencher` and every other --format value are accepted.
+    #[arg(long, value_name = "FORMAT", value_parser = parse_output_format, conflicts_with = "format")]
+    pub output_format: Option<Format>,
+    /// Folder of the real input files, as for `tfbench`.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// `--output-format`: criterion's names, then tfbench's formats.
+fn parse_output_format(s: &str) -> Result<Format, String> {
+    if s.eq_ignore_ascii_case("criterion") {
+        return Ok(Format::Table);
+    }
+    Format::from_str(s, true).map_err(|_| {
+        let mut valid = vec!["criterion".to_string()];
+        valid.extend(
+            Format::value_variants()
+                .iter()
+                .filter_map(|f| f.to_possible_value())
+                .map(|v| v.get_name().to_string()),
+        );
+        format!("`{s}` is not an output format; valid: {}", valid.join(", "))
+    })
+}

@@ -31,6 +31,9 @@
 //!   check, and the benchmarks that list it in [`suites::Suite::devices`];
 //!   its workloads wait for it in [`workload::Workload::sync`].
 //! - **an output format**: a file under `src/report/`.
+//! - **a user's own benchmarks**: a `harness = false` bench target calling
+//!   [`bench::main`]; its closures (or its own [`suites::Suite`]) run
+//!   through the same plan, harness, reports, baselines and gate.
 
 #![deny(missing_docs)]
 
@@ -45,6 +48,7 @@ pub mod alloc;
 pub mod analysis;
 pub mod app;
 pub mod baseline;
+pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod config;

@@ -15,22 +15,7 @@ fn main() -> ExitCode {
         // --help and --version come here too; clap prints and exits as usual.
         Err(e) => app::suggest::with_suggestion(e, &args).exit(),
     };
-    if let Some(bad) = tfbench::harness::alloc::unknown_backend_request() {
-        eprintln!(
-            "error: TFBENCH_ALLOCATOR={bad:?} names no allocator; valid choices: {}",
-            tfbench::harness::alloc::Backend::NAMES.join(", ")
-        );
-        return ExitCode::from(EXIT_USAGE);
-    }
-    // Checked before anything runs: a mistyped cap must not silently run
-    // (and record) kernels the user meant to exclude.
-    if let Err(e) = tfbench::isa::env_cap() {
-        eprintln!("error: {e}");
-        return ExitCode::from(EXIT_USAGE);
-    }
-    if let Some(dir) = &cli.data_dir
-        && let Err(e) = tfbench::data::set_flag_dir(dir)
-    {
+    if let Err(e) = app::check_process(cli.data_dir.as_deref()) {
         eprintln!("error: {e}");
         return ExitCode::from(EXIT_USAGE);
     }

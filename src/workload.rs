@@ -75,6 +75,21 @@ impl Verification {
         Self { passed: true, reference: reference.into(), max_error: None, detail: String::new() }
     }
 
+    /// A check that passed when `ok`, against `reference`, with `detail`
+    /// (what was compared, or why it failed).
+    pub fn check(reference: impl Into<String>, ok: bool, detail: impl Into<String>) -> Self {
+        Self { passed: ok, reference: reference.into(), max_error: None, detail: detail.into() }
+    }
+
+    /// Whether `got` equals `want` (exact results: integers, hashes,
+    /// strings); a mismatch shows both.
+    pub fn equal<T: PartialEq + std::fmt::Debug>(reference: impl Into<String>, got: &T, want: &T) -> Self {
+        let ok = got == want;
+        let detail =
+            if ok { format!("equal to {want:?}") } else { format!("got {got:?}, expected {want:?}") };
+        Self::check(reference, ok, detail)
+    }
+
     /// Compares `got` with `want` element-wise under a mixed absolute/relative
     /// tolerance (`|g - w| <= atol + rtol * |w|`) and reports the worst error.
     pub fn compare(reference: impl Into<String>, got: &[f32], want: &[f32], atol: f64, rtol: f64) -> Self {

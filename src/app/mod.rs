@@ -27,7 +27,7 @@ pub use history::history;
 pub use list::list;
 pub use merge::merge;
 pub use report::report;
-pub use run::run;
+pub use run::{plan_in, run, run_in};
 pub use sysinfo::sysinfo;
 
 /// Exit status of a command that ran to the end.
@@ -58,8 +58,36 @@ impl Outcome {
 /// Exit code for usage, config and input errors.
 pub const EXIT_USAGE: u8 = 2;
 
+/// What every command checks before it runs, so nothing runs on a mistake:
+/// `TFBENCH_ALLOCATOR` names an allocator, `TFBENCH_MAX_ISA` a cap (a
+/// mistyped cap must not silently run, and record, kernels the user meant
+/// to exclude), and `--data-dir`, when given, exists (it is then used).
+pub fn check_process(data_dir: Option<&Path>) -> Result<()> {
+    if let Some(bad) = crate::harness::alloc::unknown_backend_request() {
+        bail!(
+            "TFBENCH_ALLOCATOR={bad:?} names no allocator; valid choices: {}",
+            crate::harness::alloc::Backend::NAMES.join(", ")
+        );
+    }
+    crate::isa::env_cap().map_err(anyhow::Error::msg)?;
+    if let Some(dir) = data_dir {
+        crate::data::set_flag_dir(dir).map_err(anyhow::Error::msg)?;
+    }
+    Ok(())
+}
+
 /// Loads the config file (if any) and layers it with the command line.
 fn resolve(
+    sel: &Selection,
+    harness: PartialSettings,
+    run: Option<&RunArgs>,
+) -> Result<(Resolved, Option<config::LoadedConfig>)> {
+    resolve_in(crate::suites::registry(), sel, harness, run)
+}
+
+/// [`resolve`] over the suites of `registry` (a `cargo bench` target's).
+fn resolve_in(
+    registry: &[&'static dyn crate::suites::Suite],
     sel: &Selection,
     harness: PartialSettings,
     run: Option<&RunArgs>,
@@ -76,7 +104,7 @@ fn resolve(
         shard: run.and_then(|r| r.shard),
         devices: crate::device::parse_list(&sel.devices)?,
     };
-    let resolved = config::resolve(loaded.as_ref(), &cli)?;
+    let resolved = config::resolve_in(registry, loaded.as_ref(), &cli)?;
     Ok((resolved, loaded))
 }
 

@@ -2,7 +2,7 @@
 
 use super::{
     Outcome, baseline_dir, check_machine, check_writable, compare_options, gate_outcome, history_dir,
-    load_run_set, print_stdout, resolve, stdout_color,
+    load_run_set, print_stdout, resolve_in, stdout_color,
 };
 use crate::baseline::Store;
 use crate::cli::RunArgs;
@@ -72,8 +72,15 @@ fn machine_limits(fresh: bool, no_probe: bool, threads: usize, quiet: bool) -> O
 /// `tfbench run`, as a pipeline: check everything that can be checked
 /// before measuring, measure, write what was measured, record it, compare.
 pub fn run(args: &RunArgs) -> Result<Outcome> {
+    run_in(crate::suites::registry(), args)
+}
+
+/// [`run`] over the suites of `registry` instead of tfbench's own: what
+/// `cargo bench` runs for a user's bench target ([`crate::bench`]), with the
+/// same options, outputs, baselines, history and gate.
+pub fn run_in(registry: &[&'static dyn crate::suites::Suite], args: &RunArgs) -> Result<Outcome> {
     let started = Instant::now();
-    let ctx = Checked::new(args)?;
+    let ctx = Checked::new(registry, args)?;
     let report = measure(args, &ctx, started)?;
     write_outputs(args, &ctx, &report)?;
     // Everything below only adds to what was already printed and written.
@@ -99,20 +106,34 @@ struct Checked {
     verbosity: Verbosity,
 }
 
+/// The harness flags of `args` as settings to layer over the config's.
+fn harness_flags(args: &RunArgs) -> PartialSettings {
+    PartialSettings {
+        sample_size: args.sample_size,
+        warm_up_time: args.warm_up_time,
+        measurement_time: args.measurement_time,
+        max_time: args.max_time,
+        target_precision: args.target_precision,
+        confidence_level: args.confidence_level,
+        bootstrap_resamples: args.bootstrap_resamples,
+        seed: args.seed,
+        outliers: args.outliers,
+    }
+}
+
+/// The plan `args` select from the suites of `registry`, without running
+/// it (what `cargo bench -- --list` and the test mode of a bench target
+/// walk through).
+pub fn plan_in(
+    registry: &[&'static dyn crate::suites::Suite],
+    args: &RunArgs,
+) -> Result<crate::config::Resolved> {
+    Ok(super::resolve_in(registry, &args.selection, harness_flags(args), Some(args))?.0)
+}
+
 impl Checked {
-    fn new(args: &RunArgs) -> Result<Self> {
-        let harness = PartialSettings {
-            sample_size: args.sample_size,
-            warm_up_time: args.warm_up_time,
-            measurement_time: args.measurement_time,
-            max_time: args.max_time,
-            target_precision: args.target_precision,
-            confidence_level: args.confidence_level,
-            bootstrap_resamples: args.bootstrap_resamples,
-            seed: args.seed,
-            outliers: args.outliers,
-        };
-        let (plan, loaded) = resolve(&args.selection, harness, Some(args))?;
+    fn new(registry: &[&'static dyn crate::suites::Suite], args: &RunArgs) -> Result<Self> {
+        let (plan, loaded) = resolve_in(registry, &args.selection, harness_flags(args), Some(args))?;
         if plan.cases.is_empty() {
             if !args.selection.devices.is_empty() {
                 bail!(

@@ -86,15 +86,28 @@ impl std::fmt::Debug for Resolved {
     }
 }
 
-/// Resolves the layers into a plan. Errors name the file, line and the choices.
+/// Resolves the layers into a plan over tfbench's own suites. Errors name
+/// the file, line and the choices.
 pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Resolved> {
+    resolve_in(suites::registry(), config, cli)
+}
+
+/// [`resolve`] over the suites of `registry` instead of tfbench's own (a
+/// `cargo bench` target's benchmarks, see [`crate::bench`]): the names a
+/// config file and `--suite` may use are those of `registry`.
+pub fn resolve_in(
+    registry: &[&'static dyn Suite],
+    config: Option<&LoadedConfig>,
+    cli: &CliOverrides,
+) -> Result<Resolved> {
+    let find = |name: &str| registry.iter().copied().find(|s| s.name() == name);
     let empty = ConfigFile::default();
     let file = config.map_or(&empty, |c| &c.config);
     let at = |key: &str, msg: String| match config {
         Some(c) => c.error_at(key, msg),
         None => anyhow::anyhow!(msg),
     };
-    let known: Vec<&str> = suites::registry().iter().map(|s| s.name()).collect();
+    let known: Vec<&str> = registry.iter().map(|s| s.name()).collect();
 
     // Suites: CLI, else config, else all.
     let names: Vec<String> = if !cli.suites.is_empty() {
@@ -104,7 +117,7 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
     };
     let mut selected: Vec<&'static dyn Suite> = Vec::new();
     for n in &names {
-        match suites::find(n) {
+        match find(n) {
             Some(s) if !selected.iter().any(|x| x.name() == s.name()) => selected.push(s),
             Some(_) => {}
             None if cli.suites.is_empty() => {
@@ -115,7 +128,7 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
     }
     selected.sort_by_key(|s| known.iter().position(|k| *k == s.name()));
     for name in file.suites.keys() {
-        if suites::find(name).is_none() {
+        if find(name).is_none() {
             return Err(at(
                 name,
                 format!("unknown suite `{name}` in [suites]; known suites: {}", known.join(", ")),

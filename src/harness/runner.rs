@@ -8,7 +8,7 @@ use crate::plan::Case;
 use crate::results::CaseResult;
 use crate::suites;
 use crate::workload::Throughput;
-use crate::workload::Verification;
+use crate::workload::{Verification, Workload};
 use rand::seq::SliceRandom;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
@@ -52,7 +52,7 @@ static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
 
 /// Runs `f`, turning a panic into an error that carries the panic message and
 /// location (captured by a quiet hook, so nothing is printed twice).
-fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
+pub(crate) fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(format!("{e:#}")),
@@ -112,14 +112,17 @@ pub fn execute_with(
     hooks: &RunHooks<'_>,
     finish: &mut Finish<'_>,
 ) -> Executed {
-    let mut canaries = Vec::new();
-    let previous_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(|info| {
-        if let Ok(mut g) = LAST_PANIC.lock() {
-            *g = Some(info.to_string());
-        }
-    }));
+    quiet_panics(|| execute_quietly(plan, timer, obs, hooks, finish))
+}
 
+fn execute_quietly(
+    plan: &Resolved,
+    timer: &TimerInfo,
+    obs: &mut dyn Observer,
+    hooks: &RunHooks<'_>,
+    finish: &mut Finish<'_>,
+) -> Executed {
+    let mut canaries = Vec::new();
     let n = plan.cases.len();
     let mut outcomes: Vec<CaseOutcome> = plan
         .cases
@@ -158,7 +161,14 @@ pub fn execute_with(
             let settings = plan.settings.get(&o.case.suite).cloned().unwrap_or_default();
             let slow = hooks.inject.filter(|i| i.applies_to(&o.case.id)).map(|i| i.factor);
             let panic = hooks.panics.is_some_and(|p| p.is_match(&o.case.id));
-            if let Err((phase, reason)) = run_one(o, &settings, timer, round, obs, slow, panic) {
+            // The plan's own suites, not the global registry: a `cargo bench`
+            // target runs suites tfbench does not know.
+            let suite = plan.suites.iter().copied().find(|s| s.name() == o.case.suite);
+            let ran = match suite {
+                Some(suite) => run_one(suite, o, &settings, timer, round, obs, Injected { slow, panic }),
+                None => Err(("prepare", format!("unknown suite {}", o.case.suite))),
+            };
+            if let Err((phase, reason)) = ran {
                 o.failure = Some((phase.to_string(), reason));
             }
             done += 1;
@@ -180,38 +190,67 @@ pub fn execute_with(
             }
         }
     }
-    std::panic::set_hook(previous_hook);
     Executed { cases: results.into_iter().flatten().collect(), canaries }
 }
 
+/// Prepares `case` on `suite`, a panic caught: `Ok(Ok(w))` ready to verify,
+/// `Ok(Err(reason))` refused (skipped: a device this build or machine lacks,
+/// or a [`suites::SkipCase`]), `Err(reason)` failed. Call inside
+/// [`quiet_panics`] so a panic's message is captured, not printed.
+pub(crate) fn prepare(
+    suite: &dyn suites::Suite,
+    case: &Case,
+) -> Result<Result<Box<dyn Workload>, String>, String> {
+    if let Err(why) = case.device.availability() {
+        return Ok(Err(why));
+    }
+    let prepared = catch_unwind(AssertUnwindSafe(|| suite.prepare(case)));
+    match prepared {
+        Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => Ok(Err(format!("{e:#}"))),
+        other => guarded(|| other.unwrap_or_else(|p| std::panic::resume_unwind(p))).map(Ok),
+    }
+}
+
+/// Runs `f` with a panic hook that records a panic's message for
+/// [`guarded`] instead of printing it (a failing case is reported once, in
+/// its result), then puts the previous hook back.
+pub(crate) fn quiet_panics<T>(f: impl FnOnce() -> T) -> T {
+    let previous_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|info| {
+        if let Ok(mut g) = LAST_PANIC.lock() {
+            *g = Some(info.to_string());
+        }
+    }));
+    let out = f();
+    std::panic::set_hook(previous_hook);
+    out
+}
+
+/// The test hooks that apply to one case.
+struct Injected {
+    slow: Option<f64>,
+    panic: bool,
+}
+
 fn run_one(
+    suite: &dyn suites::Suite,
     o: &mut CaseOutcome,
     s: &crate::config::Settings,
     timer: &TimerInfo,
     round: u32,
     obs: &mut dyn Observer,
-    slow: Option<f64>,
-    panic: bool,
+    injected: Injected,
 ) -> Result<(), (&'static str, String)> {
-    let suite = suites::find(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
-    let case = o.case.clone();
-    // A device this build or machine lacks: skipped with the reason.
-    if let Err(why) = case.device.availability() {
-        o.skipped = Some(why);
-        return Ok(());
-    }
     let t0 = std::time::Instant::now();
-    let prepared = catch_unwind(AssertUnwindSafe(|| suite.prepare(&case)));
-    let mut w = match prepared {
-        Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => {
-            o.skipped = Some(format!("{e:#}"));
+    let mut w = match prepare(suite, &o.case).map_err(|e| ("prepare", e))? {
+        Ok(w) => w,
+        Err(why) => {
+            o.skipped = Some(why);
             return Ok(());
-        }
-        other => {
-            guarded(|| other.unwrap_or_else(|p| std::panic::resume_unwind(p))).map_err(|e| ("prepare", e))?
         }
     };
     let prepare_ns = t0.elapsed().as_nanos() as f64;
+    let Injected { slow, panic } = injected;
     if let Some(f) = slow {
         w = Box::new(super::inject::Slowed::new(w, f));
     }
