@@ -158,7 +158,7 @@ pub fn execute_with(
             let settings = plan.settings.get(&o.case.suite).cloned().unwrap_or_default();
             let slow = hooks.inject.filter(|i| i.applies_to(&o.case.id)).map(|i| i.factor);
             let panic = hooks.panics.is_some_and(|p| p.is_match(&o.case.id));
-            if let Err((phase, reason)) = run_one(o, &settings, timer, round, obs, slow, panic) {
+            if let Err((phase, reason)) = run_one(plan, o, timer, round, obs, slow, panic) {
                 o.failure = Some((phase.to_string(), reason));
             }
             done += 1;
@@ -185,15 +185,17 @@ pub fn execute_with(
 }
 
 fn run_one(
+    plan: &Resolved,
     o: &mut CaseOutcome,
-    s: &crate::config::Settings,
     timer: &TimerInfo,
     round: u32,
     obs: &mut dyn Observer,
     slow: Option<f64>,
     panic: bool,
 ) -> Result<(), (&'static str, String)> {
-    let suite = suites::find(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
+    let settings = plan.settings.get(&o.case.suite).cloned().unwrap_or_default();
+    let s = &settings;
+    let suite = plan.suite(&o.case.suite).ok_or(("prepare", format!("unknown suite {}", o.case.suite)))?;
     let case = o.case.clone();
     // A device this build or machine lacks: skipped with the reason.
     if let Err(why) = case.device.availability() {
@@ -217,6 +219,9 @@ fn run_one(
     }
     if panic {
         w = Box::new(super::inject::Panicking(w));
+    }
+    if let Some(limit) = s.max_time {
+        w.set_time_limit(std::time::Duration::from_secs_f64(limit));
     }
     let t1 = std::time::Instant::now();
     let v = guarded(|| w.verify()).map_err(|e| ("verify", e))?;

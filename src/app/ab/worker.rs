@@ -62,10 +62,13 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
             },
             Request::Sample(iters) => match workload.as_mut() {
                 Some(w) => guarded("measure", || {
+                    w.before_sample()?;
                     let t = Instant::now();
                     w.run(iters)?;
                     w.sync()?;
-                    Ok(t.elapsed().as_nanos() as f64)
+                    let nanos = t.elapsed().as_nanos() as f64;
+                    w.after_sample(true)?;
+                    Ok(nanos)
                 })
                 .map_or_else(|r| r, Reply::Nanos),
                 None => Reply::Failed { phase: "measure".into(), reason: "no case prepared".into() },
@@ -117,7 +120,7 @@ fn prepare(
         plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
     case.device.availability().map_err(Reply::Skipped)?;
     let suite =
-        suites::find(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
+        plan.suite(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
     let mut w = match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
         Ok(Ok(w)) => w,
         Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => {
@@ -126,6 +129,9 @@ fn prepare(
         Ok(Err(e)) => return Err(fail("prepare", format!("{e:#}"))),
         Err(_) => return Err(fail("prepare", "panicked".into())),
     };
+    if let Some(limit) = plan.settings.get(&case.suite).and_then(|s| s.max_time) {
+        w.set_time_limit(Duration::from_secs_f64(limit));
+    }
     let v = guarded("verify", || w.verify())?;
     if !v.passed {
         return Err(fail("verify", format!("wrong result against {}: {}", v.reference, v.detail)));
@@ -146,9 +152,11 @@ fn warm_up(w: &mut dyn Workload, secs: f64) -> Result<f64> {
     let budget = Duration::from_secs_f64(secs.max(0.0));
     let mut batch = 1u64;
     loop {
+        w.before_sample()?;
         let t = Instant::now();
         w.run(batch)?;
         let per_iter = (t.elapsed().as_nanos() as f64 / batch as f64).max(0.1);
+        w.after_sample(false)?;
         if start.elapsed() >= budget {
             return Ok(per_iter);
         }
