@@ -8,8 +8,16 @@ use common::*;
 use serde_json::Value;
 
 /// A fast harness for process timing: a few samples, no warm-up to speak of.
-const FAST: &[&str] =
-    &["--no-probe", "--no-canary", "--sample-size", "5", "--warm-up-time", "0.01", "--measurement-time", "0.3"];
+const FAST: &[&str] = &[
+    "--no-probe",
+    "--no-canary",
+    "--sample-size",
+    "5",
+    "--warm-up-time",
+    "0.01",
+    "--measurement-time",
+    "0.3",
+];
 
 const GOOD: &str = r#"
 [[command]]
@@ -35,7 +43,12 @@ fn run_config(dir: &std::path::Path, name: &str, text: &str, extra: &[&str]) -> 
 }
 
 fn case<'a>(v: &'a Value, id: &str) -> &'a Value {
-    v["cases"].as_array().expect("cases").iter().find(|c| c["id"] == id).unwrap_or_else(|| panic!("no {id}: {v}"))
+    v["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no {id}: {v}"))
 }
 
 #[test]
@@ -56,12 +69,17 @@ fn checked_commands_run_as_processes_with_their_cpu_and_memory() {
         let c = case(&v, id);
         assert_eq!(c["status"]["state"], "ok", "{c}");
         assert_eq!(c["verification"]["passed"], true);
-        assert!(c["samples"].as_array().unwrap().iter().all(|s| s["iterations"] == 1), "one process per sample");
+        assert!(
+            c["samples"].as_array().unwrap().iter().all(|s| s["iterations"] == 1),
+            "one process per sample"
+        );
         assert!(c["estimates"]["median"]["point"].as_f64().unwrap() > 1e4, "a process takes more than 10 us");
         assert!(metric(c, "user_cpu").is_some() && metric(c, "system_cpu").is_some(), "{c}");
         assert!(metric(c, "peak_rss").unwrap() > 1e5, "{c}");
     }
-    assert!(case(&v, "command/count/n=1000")["verification"]["reference"].as_str().unwrap().contains("^1000 "));
+    assert!(
+        case(&v, "command/count/n=1000")["verification"]["reference"].as_str().unwrap().contains("^1000 ")
+    );
 }
 
 #[test]
@@ -92,10 +110,12 @@ argv = ["true"]
     let out = dir.join("results.json");
     let out_s = out.display().to_string();
     let t = std::time::Instant::now();
-    let r = run_config(&dir, "f.toml", text, &["--max-time", "0.5", "--format", "json", "--output", &out_s]);
+    let r = run_config(&dir, "f.toml", text, &["--max-time", "0.5", "--output", &out_s]);
     assert!(t.elapsed().as_secs() < 30, "the hang was cut: {:?}", t.elapsed());
     assert_eq!(r.code, 3, "case failures exit 3: {}", r.stderr);
-    let v = json(&r);
+    // With --output, stdout shows the table: every case is in the file.
+    assert!(r.stdout.contains("4 failed"), "{}", r.stdout);
+    let v = json_file(&out);
     let failed = |id: &str, needles: &[&str]| {
         let c = case(&v, id);
         assert_eq!(c["status"]["state"], "failed", "{c}");
@@ -104,13 +124,15 @@ argv = ["true"]
             assert!(reason.contains(n), "{id}: {reason:?} lacks {n:?}");
         }
     };
-    failed("command/wrong_exit", &["`sh -c 'echo broken >&2; exit 4'` exited with code 4, expected 0", "broken"]);
+    failed(
+        "command/wrong_exit",
+        &["`sh -c 'echo broken >&2; exit 4'` exited with code 4, expected 0", "broken"],
+    );
     failed("command/missing", &["`tfbench-no-such-command` not found"]);
     failed("command/hangs", &["`sh -c 'sleep 60 & sleep 60'` was still running after 0.500 s", "killed"]);
     failed("command/bad_output", &["does not match /^goodbye/", "hello"]);
     assert_eq!(case(&v, "command/fine")["status"]["state"], "ok");
-    // Nothing lost: the file holds every case too.
-    assert_eq!(json_file(&out)["cases"].as_array().unwrap().len(), 5);
+    assert_eq!(v["cases"].as_array().unwrap().len(), 5, "nothing lost");
 }
 
 #[test]
@@ -145,7 +167,11 @@ fn bad_command_tables_name_file_line_and_key_and_write_nothing() {
         "command:\n  - name: ok\n    argv: [\"true\"]\n  - name: bad\n    argv: [echo]\n    params:\n      size: [1]\n",
         &["unused.yaml:7:7", "`size`", "never used"],
     );
-    bad("nocmd.toml", "[run]\nsuites = [\"command\"]\n", &["nocmd.toml:2:1", "suite `command` has no commands"]);
+    bad(
+        "nocmd.toml",
+        "[run]\nsuites = [\"command\"]\n",
+        &["nocmd.toml:2:1", "suite `command` has no commands"],
+    );
 }
 
 #[test]
@@ -197,7 +223,12 @@ fn command_results_save_and_compare_as_baselines() {
     let text = "[[command]]\nname = \"t\"\nargv = [\"true\"]\n";
     let r = run_config(&dir, "t.toml", text, &["--baseline-dir", &base, "--save-baseline", "a", "--quiet"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let r = run_config(&dir, "t.toml", text, &["--baseline-dir", &base, "--baseline", "a", "--quiet", "--allow-vacuous"]);
+    let r = run_config(
+        &dir,
+        "t.toml",
+        text,
+        &["--baseline-dir", &base, "--baseline", "a", "--quiet", "--allow-vacuous"],
+    );
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("command/t"), "{}", r.stdout);
 }

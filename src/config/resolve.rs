@@ -130,7 +130,11 @@ pub fn resolve(config: Option<&LoadedConfig>, cli: &CliOverrides) -> Result<Reso
             Some(_) => {}
             None if n == command::NAME => {
                 let msg = "suite `command` has no commands: define [[command]] tables in the --config file (see docs/commands.md)";
-                return Err(if cli.suites.is_empty() { at("suites", msg.into()) } else { anyhow::anyhow!(msg) });
+                return Err(if cli.suites.is_empty() {
+                    at("suites", msg.into())
+                } else {
+                    anyhow::anyhow!(msg)
+                });
             }
             None if cli.suites.is_empty() => {
                 return Err(at("suites", format!("unknown suite `{n}`; known suites: {}", known.join(", "))));
@@ -420,7 +424,8 @@ mod tests {
     fn the_commands_example_resolves_to_only_its_commands() {
         let name = "configs/commands.toml";
         let text = include_str!("../../configs/commands.toml");
-        let c = LoadedConfig { config: parse_toml(name, text).unwrap(), path: name.into(), text: text.into() };
+        let c =
+            LoadedConfig { config: parse_toml(name, text).unwrap(), path: name.into(), text: text.into() };
         let r = resolve(Some(&c), &Default::default()).unwrap_or_else(|e| panic!("{e:#}"));
         assert_eq!(r.suites.iter().map(|s| s.name()).collect::<Vec<_>>(), ["command"]);
         let ids: Vec<&str> = r.cases.iter().map(|c| c.id.as_str()).collect();

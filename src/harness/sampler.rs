@@ -309,8 +309,7 @@ mod tests {
 
     #[test]
     fn fixed_iterations_bracket_every_run_with_the_hooks() {
-        let s =
-            Settings { sample_size: 8, warm_up_time: 0.005, measurement_time: 0.5, ..Default::default() };
+        let s = Settings { sample_size: 8, warm_up_time: 0.005, measurement_time: 0.5, ..Default::default() };
         let mut w = Hooked::default();
         let m = measure(&mut w, &s, &timer(), 0).unwrap();
         assert!(!w.bad_iters, "every run call had one iteration");

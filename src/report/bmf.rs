@@ -80,7 +80,10 @@ mod tests {
                 let m = m.as_object().unwrap_or_else(|| panic!("{name}/{measure} is not an object"));
                 assert!(m["value"].is_number(), "{name}/{measure}: value");
                 for (k, x) in m {
-                    assert!(["value", "lower_value", "upper_value"].contains(&k.as_str()), "{name}/{measure}: {k}");
+                    assert!(
+                        ["value", "lower_value", "upper_value"].contains(&k.as_str()),
+                        "{name}/{measure}: {k}"
+                    );
                     assert!(x.is_number(), "{name}/{measure}/{k}");
                 }
             }

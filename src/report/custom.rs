@@ -36,18 +36,18 @@ fn entry(case: &CaseResult, e: &Estimate, unit: &str) -> Option<Value> {
     let half = (e.upper - e.lower) / 2.0;
     let range = if half.is_finite() { format!("± {}", sig(half)) } else { "± ?".into() };
     let samples = case.samples.len();
-    let extra = format!(
-        "{samples} samples; {:.0}% CI [{}, {}] {unit}",
-        e.level * 100.0,
-        sig(e.lower),
-        sig(e.upper)
-    );
+    let extra =
+        format!("{samples} samples; {:.0}% CI [{}, {}] {unit}", e.level * 100.0, sig(e.lower), sig(e.upper));
     Some(json!({ "name": case.id, "unit": unit, "value": e.point, "range": range, "extra": extra }))
 }
 
 /// Four significant digits, plain notation for everyday magnitudes.
 fn sig(x: f64) -> String {
-    if x != 0.0 && (x.abs() >= 1e9 || x.abs() < 1e-3) { format!("{x:.3e}") } else { format!("{}", (x * 1e4).round() / 1e4) }
+    if x != 0.0 && (x.abs() >= 1e9 || x.abs() < 1e-3) {
+        format!("{x:.3e}")
+    } else {
+        format!("{}", (x * 1e4).round() / 1e4)
+    }
 }
 
 /// The report as one custom-tool JSON array (pretty-printed, ending with a
@@ -59,8 +59,9 @@ pub fn render(report: &RunReport, direction: Direction) -> anyhow::Result<String
         .filter(|c| !c.status.is_failed())
         .filter_map(|c| match direction {
             Direction::SmallerIsBetter => c.estimates.as_ref().and_then(|e| entry(c, &e.median, "ns")),
-            Direction::BiggerIsBetter => crate::results::primary_throughput(c)
-                .and_then(|t| entry(c, &t.rate, t.kind.rate_unit())),
+            Direction::BiggerIsBetter => {
+                crate::results::primary_throughput(c).and_then(|t| entry(c, &t.rate, t.kind.rate_unit()))
+            }
         })
         .collect();
     Ok(serde_json::to_string_pretty(&entries)? + "\n")
@@ -92,7 +93,8 @@ mod tests {
     #[test]
     fn smaller_is_better_holds_median_times() {
         let v: Value =
-            serde_json::from_str(&render(&super::super::fixture(), Direction::SmallerIsBetter).unwrap()).unwrap();
+            serde_json::from_str(&render(&super::super::fixture(), Direction::SmallerIsBetter).unwrap())
+                .unwrap();
         let entries = check_fields(&v);
         assert_eq!(entries.len(), 2, "the failed case is left out: {v}");
         let mm = &entries[0];
@@ -104,7 +106,8 @@ mod tests {
     #[test]
     fn bigger_is_better_holds_headline_rates() {
         let v: Value =
-            serde_json::from_str(&render(&super::super::fixture(), Direction::BiggerIsBetter).unwrap()).unwrap();
+            serde_json::from_str(&render(&super::super::fixture(), Direction::BiggerIsBetter).unwrap())
+                .unwrap();
         let entries = check_fields(&v);
         assert_eq!(entries.len(), 2, "{v}");
         assert_eq!(entries[0]["unit"], "FLOP/s");

@@ -119,8 +119,7 @@ fn prepare(
     let case =
         plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
     case.device.availability().map_err(Reply::Skipped)?;
-    let suite =
-        plan.suite(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
+    let suite = plan.suite(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
     let mut w = match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
         Ok(Ok(w)) => w,
         Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => {

@@ -194,7 +194,8 @@ fn wait_exited(pid: libc::pid_t) -> Result<()> {
     loop {
         // SAFETY: `info` is a plain struct the kernel fills.
         let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
-        let r = unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
+        let r =
+            unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, libc::WEXITED | libc::WNOWAIT) };
         if r == 0 {
             return Ok(());
         }

@@ -126,7 +126,10 @@ pub fn validate(commands: &[CommandSpec]) -> Result<(), SpecError> {
         if !valid_name {
             return Err(err(
                 "name",
-                format!("name {:?} must be letters, digits, `_`, `-` or `.` (it is part of case ids)", c.name),
+                format!(
+                    "name {:?} must be letters, digits, `_`, `-` or `.` (it is part of case ids)",
+                    c.name
+                ),
             ));
         }
         if !seen.insert(c.name.as_str()) {
@@ -148,7 +151,10 @@ pub fn validate(commands: &[CommandSpec]) -> Result<(), SpecError> {
                 ));
             }
             (CommandLine::Argv(_), true) => {
-                return Err(err("shell", "with shell = true, argv is one string: the script sh -c runs".into()));
+                return Err(err(
+                    "shell",
+                    "with shell = true, argv is one string: the script sh -c runs".into(),
+                ));
             }
             _ => {}
         }
@@ -210,7 +216,8 @@ pub fn validate(commands: &[CommandSpec]) -> Result<(), SpecError> {
         }
         if let Some(re) = &c.stdout_regex {
             // Checked with a neutral value for each placeholder.
-            let vars = c.params.keys().chain([&TMPDIR.to_string()]).map(|k| (k.clone(), "x".into())).collect();
+            let vars =
+                c.params.keys().chain([&TMPDIR.to_string()]).map(|k| (k.clone(), "x".into())).collect();
             if let Err(e) = regex::Regex::new(&substitute(re, &vars)) {
                 return Err(err("stdout_regex", format!("stdout_regex is not a valid regex: {e}")));
             }
@@ -234,16 +241,21 @@ pub fn benchmark(c: &CommandSpec) -> BenchmarkSpec {
         CommandLine::Script(s) => format!("sh -c {}", shell_words(std::slice::from_ref(s))),
     };
     let description = c.description.clone().unwrap_or_else(|| format!("Runs `{shown}` as a process"));
-    let grid: BTreeMap<String, Vec<ParamValue>> = c.params.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect();
-    BenchmarkSpec { name: c.name.clone(), description, grids: if grid.is_empty() { vec![] } else { vec![grid] } }
+    let grid: BTreeMap<String, Vec<ParamValue>> =
+        c.params.iter().map(|(k, v)| (k.clone(), v.to_vec())).collect();
+    BenchmarkSpec {
+        name: c.name.clone(),
+        description,
+        grids: if grid.is_empty() { vec![] } else { vec![grid] },
+    }
 }
 
 /// `argv` as a shell would show it (quoting what needs it), for messages.
 pub fn shell_words(argv: &[String]) -> String {
     argv.iter()
         .map(|a| {
-            let plain = !a.is_empty()
-                && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c));
+            let plain =
+                !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%{}".contains(c));
             if plain { a.clone() } else { format!("'{}'", a.replace('\'', "'\\''")) }
         })
         .collect::<Vec<_>>()
@@ -329,12 +341,16 @@ mod tests {
 
     #[test]
     fn good_tables_pass_and_expand_to_a_grid() {
-        let c = spec("argv = [\"sort\", \"-n\", \"{tmpdir}/in\"]\nsetup = \"seq {n} > {tmpdir}/in\"\nparams = { n = [10, 20] }");
+        let c = spec(
+            "argv = [\"sort\", \"-n\", \"{tmpdir}/in\"]\nsetup = \"seq {n} > {tmpdir}/in\"\nparams = { n = [10, 20] }",
+        );
         validate(&c).unwrap();
         let b = benchmark(&c[0]);
         assert_eq!(crate::plan::expand("command", &b).len(), 2);
         assert!(b.description.contains("sort -n {tmpdir}/in"), "{}", b.description);
-        let c = spec("argv = \"yes | head -n {n}\"\nshell = true\nparams = { n = 5 }\nstdout_regex = '^(y\\n){5}$'");
+        let c = spec(
+            "argv = \"yes | head -n {n}\"\nshell = true\nparams = { n = 5 }\nstdout_regex = '^(y\\n){5}$'",
+        );
         validate(&c).unwrap();
         let vars = [("n".to_string(), "5".to_string())].into();
         assert_eq!(c[0].argv.argv(&vars), ["sh", "-c", "yes | head -n 5"]);

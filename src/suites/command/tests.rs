@@ -42,7 +42,10 @@ params = { n = [3, 50] }
 "#,
     );
     let cs = cases(&s);
-    assert_eq!(cs.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(), ["command/count/n=3", "command/count/n=50"]);
+    assert_eq!(
+        cs.iter().map(|c| c.id.as_str()).collect::<Vec<_>>(),
+        ["command/count/n=3", "command/count/n=50"]
+    );
     for c in &cs {
         let mut w = s.prepare(c).unwrap();
         let v = w.verify().unwrap();
@@ -110,7 +113,10 @@ exit_code = 1
     let cs = cases(&s);
     let verify = |i: usize| s.prepare(&cs[i]).unwrap().verify();
     let e = format!("{:#}", verify(0).unwrap_err());
-    assert!(e.contains("`sh -c 'echo oops >&2; exit 3'` exited with code 3, expected 0") && e.contains("oops"), "{e}");
+    assert!(
+        e.contains("`sh -c 'echo oops >&2; exit 3'` exited with code 3, expected 0") && e.contains("oops"),
+        "{e}"
+    );
     let e = format!("{:#}", verify(1).unwrap_err());
     assert!(e.contains("`tfbench-no-such-program` not found"), "{e}");
     let v = verify(2).unwrap();

@@ -22,7 +22,8 @@ impl CaseDir {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
         let dir = std::env::temp_dir().join(format!("tfbench-cmd-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("tmp")).with_context(|| format!("cannot create {}", dir.display()))?;
+        std::fs::create_dir_all(dir.join("tmp"))
+            .with_context(|| format!("cannot create {}", dir.display()))?;
         Ok(Self(dir))
     }
 }
@@ -173,7 +174,10 @@ impl Workload for CommandWorkload {
                     passed: false,
                     reference,
                     max_error: None,
-                    detail: format!("stdout of `{shown}` has sha256 {got}, expected {want} ({} bytes)", stdout.len()),
+                    detail: format!(
+                        "stdout of `{shown}` has sha256 {got}, expected {want} ({} bytes)",
+                        stdout.len()
+                    ),
                 });
             }
         }
