@@ -211,7 +211,7 @@ pub fn validate(commands: &[CommandSpec]) -> Result<(), SpecError> {
                 ),
             ));
         }
-        for (k, _) in c.env.iter().filter(|(k, _)| k.is_empty() || k.contains('=')) {
+        if let Some(k) = c.env.keys().find(|k| k.is_empty() || k.contains('=')) {
             return Err(err("env", format!("environment variable name {k:?} is empty or holds `=`")));
         }
         if let Some(re) = &c.stdout_regex {

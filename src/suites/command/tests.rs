@@ -56,7 +56,7 @@ params = { n = [3, 50] }
         assert!(!m.samples.is_empty());
         let metrics = w.metrics();
         let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
-        assert_eq!(names, ["user_cpu", "system_cpu", "peak_rss"]);
+        assert_eq!(names[..3], ["user_cpu", "system_cpu", "peak_rss"]);
         assert!(metrics[2].value > 0.0, "{metrics:?}");
     }
 }
