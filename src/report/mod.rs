@@ -486,7 +486,20 @@ mod tests {
             .iter()
             .map(|f| f.to_possible_value().unwrap().get_name().to_string())
             .collect();
-        assert_eq!(names, ["table", "json", "jsonl", "csv", "markdown", "bencher"]);
+        assert_eq!(
+            names,
+            [
+                "table",
+                "json",
+                "jsonl",
+                "csv",
+                "markdown",
+                "bencher",
+                "bmf",
+                "custom-smaller-is-better",
+                "custom-bigger-is-better"
+            ]
+        );
     }
 
     #[test]
