@@ -232,3 +232,31 @@ fn command_results_save_and_compare_as_baselines() {
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     assert!(r.stdout.contains("command/t"), "{}", r.stdout);
 }
+
+#[test]
+fn ab_pairs_two_builds_on_commands() {
+    let dir = scratch("cmd-ab");
+    let cfg = write(&dir, "t.toml", "[[command]]\nname = \"t\"\nargv = [\"true\"]\n");
+    let bin = env!("CARGO_BIN_EXE_tfbench");
+    let r = tfbench(&[
+        "ab",
+        "--base",
+        bin,
+        "--head",
+        bin,
+        "--config",
+        &cfg,
+        "--sample-size",
+        "10",
+        "--warm-up-time",
+        "0.01",
+        "--measurement-time",
+        "0.3",
+        "--format",
+        "json",
+        "--quiet",
+    ]);
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    assert!(v["changes"].as_array().unwrap().iter().any(|c| c["id"] == "command/t"), "{v}");
+}

@@ -61,16 +61,7 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
                 None => Reply::Failed { phase: "warm_up".into(), reason: "no case prepared".into() },
             },
             Request::Sample(iters) => match workload.as_mut() {
-                Some(w) => guarded("measure", || {
-                    w.before_sample()?;
-                    let t = Instant::now();
-                    w.run(iters)?;
-                    w.sync()?;
-                    let nanos = t.elapsed().as_nanos() as f64;
-                    w.after_sample(true)?;
-                    Ok(nanos)
-                })
-                .map_or_else(|r| r, Reply::Nanos),
+                Some(w) => guarded("measure", || sample(w.as_mut(), iters)).map_or_else(|r| r, Reply::Nanos),
                 None => Reply::Failed { phase: "measure".into(), reason: "no case prepared".into() },
             },
         };
@@ -144,12 +135,31 @@ fn prepare(
     Ok(w)
 }
 
-/// Warms `w` up for `secs` with doubling batches; returns the last batch's
-/// time per iteration.
+/// Times `iters` iterations of `w` and returns the nanoseconds. A workload
+/// that fixes its iterations per call (an external process) gets calls of
+/// that many, each bracketed by its untimed hooks, and only the calls are
+/// timed; the time is scaled to `iters` when they do not divide it.
+fn sample(w: &mut dyn Workload, iters: u64) -> Result<f64> {
+    let per_call = w.fixed_iterations().map_or(iters, |f| f.max(1));
+    let calls = (iters / per_call).max(1);
+    let mut nanos = 0.0;
+    for _ in 0..calls {
+        w.before_sample()?;
+        let t = Instant::now();
+        w.run(per_call)?;
+        w.sync()?;
+        nanos += t.elapsed().as_nanos() as f64;
+        w.after_sample(true)?;
+    }
+    Ok(nanos * iters as f64 / (calls * per_call) as f64)
+}
+
+/// Warms `w` up for `secs` with doubling batches (or the workload's fixed
+/// iterations); returns the last batch's time per iteration.
 fn warm_up(w: &mut dyn Workload, secs: f64) -> Result<f64> {
     let start = Instant::now();
     let budget = Duration::from_secs_f64(secs.max(0.0));
-    let mut batch = 1u64;
+    let mut batch = w.fixed_iterations().map_or(1, |f| f.max(1));
     loop {
         w.before_sample()?;
         let t = Instant::now();
@@ -160,6 +170,9 @@ fn warm_up(w: &mut dyn Workload, secs: f64) -> Result<f64> {
             return Ok(per_iter);
         }
         let remaining = (budget - start.elapsed()).as_nanos() as f64;
-        batch = batch.saturating_mul(2).min((remaining / per_iter).max(1.0) as u64).max(1);
+        batch = w.fixed_iterations().map_or_else(
+            || batch.saturating_mul(2).min((remaining / per_iter).max(1.0) as u64).max(1),
+            |f| f.max(1),
+        );
     }
 }
