@@ -30,6 +30,10 @@
 //! - **a device**: a variant of [`device::Device`] with its availability
 //!   check, and the benchmarks that list it in [`suites::Suite::devices`];
 //!   its workloads wait for it in [`workload::Workload::sync`].
+//! - **external commands**: a config's `[[command]]` tables become the
+//!   `command` suite ([`suites::command`]), a suite built at run time that
+//!   [`config::resolve`] adds to the plan; its processes use the workload's
+//!   optional per-sample hooks and time limit.
 //! - **an output format**: a file under `src/report/`.
 //! - **a user's own benchmarks**: a `harness = false` bench target calling
 //!   [`bench::main`]; its closures (or its own [`suites::Suite`]) run

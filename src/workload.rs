@@ -4,7 +4,8 @@
 //! history) can speak it without importing another stage: suites produce
 //! these types, everything downstream consumes them.
 //!
-//! - [`Workload`]: a prepared case (verify, throughput, run, metrics, sync);
+//! - [`Workload`]: a prepared case (verify, throughput, run, metrics, sync,
+//!   and the optional per-sample hooks and time limit);
 //! - [`Verification`]: the self-check's outcome against a reference;
 //! - [`Throughput`] / [`ThroughputKind`]: the work one iteration does;
 //! - [`Metric`]: a named figure beside the timings;
@@ -35,6 +36,31 @@ pub trait Workload: Send {
     fn sync(&mut self) -> Result<()> {
         Ok(())
     }
+    /// Iterations every `run` call must do, instead of the count the harness
+    /// calibrates: `Some(1)` makes each sample one iteration, so the hooks
+    /// below bracket every iteration (an external process is one run per
+    /// sample, as hyperfine times it). Warm-up batches use it too.
+    fn fixed_iterations(&self) -> Option<u64> {
+        None
+    }
+    /// Untimed work before every timed `run` call (warm-up, samples, the
+    /// allocation pass): restoring an input the last call consumed, dropping
+    /// caches. The harness reads the clock after it returns.
+    fn before_sample(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Untimed work after every timed `run` call, once the clock was read;
+    /// `measured` is true when that call's time became a sample (not warm-up
+    /// or the allocation pass), so a workload can keep per-sample figures
+    /// (CPU time, peak memory of a child) for [`Workload::metrics`].
+    fn after_sample(&mut self, _measured: bool) -> Result<()> {
+        Ok(())
+    }
+    /// The case's hard time budget (`--max-time`), given once before
+    /// [`Workload::verify`]. A workload whose single call can block without
+    /// end (an external process, a wait on a device) gives up by then with an
+    /// error naming what hung; others ignore it (the default).
+    fn set_time_limit(&mut self, _limit: std::time::Duration) {}
 }
 
 /// The error a suite's `prepare` returns to refuse a case on this machine

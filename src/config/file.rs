@@ -3,7 +3,7 @@
 //! Unknown keys are errors. Every error names the file, the line and column,
 //! the bad key or value, and the valid choices.
 
-use super::locate::{line_col, locate_key, locate_value};
+use super::locate::{line_col, locate_in_item, locate_key, locate_value};
 use super::{OutlierPolicy, Settings};
 use crate::plan::ParamValue;
 use anyhow::{Result, bail};
@@ -128,6 +128,9 @@ pub struct ConfigFile {
     /// Per-suite overrides, by suite name.
     #[serde(default)]
     pub suites: BTreeMap<String, SuiteSection>,
+    /// `[[command]]` tables: the benchmarks of the `command` suite.
+    #[serde(default, rename = "command")]
+    pub commands: Vec<crate::suites::command::CommandSpec>,
 }
 
 /// A config file with the text it came from, for locating later errors.
@@ -148,6 +151,15 @@ impl LoadedConfig {
         match locate_key(&self.text, key) {
             Some((line, col)) => anyhow::anyhow!("{}:{line}:{col}: {msg}", self.path),
             None => anyhow::anyhow!("{}: {msg}", self.path),
+        }
+    }
+
+    /// An error about `key` of the `index`-th `[[command]]` table (0-based),
+    /// located inside that table (else at the table, else the file).
+    pub fn error_in_command(&self, index: usize, key: &str, msg: impl std::fmt::Display) -> anyhow::Error {
+        match locate_in_item(&self.text, "command", index, key) {
+            Some((line, col)) => anyhow::anyhow!("{}:{line}:{col}: [[command]] `{key}`: {msg}", self.path),
+            None => anyhow::anyhow!("{}: [[command]] #{} `{key}`: {msg}", self.path, index + 1),
         }
     }
 

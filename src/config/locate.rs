@@ -32,6 +32,73 @@ pub(super) fn locate_key(text: &str, key: &str) -> Option<(usize, usize)> {
     None
 }
 
+/// Where `key` is written inside the `index`-th (0-based) item of the
+/// array of tables `table`: TOML `[[table]]` blocks (their `[table.x]`
+/// sub-tables included) or the items of a YAML `table:` block list. Falls
+/// back to the item's first line when the key is not written there.
+pub(super) fn locate_in_item(text: &str, table: &str, index: usize, key: &str) -> Option<(usize, usize)> {
+    let (start, end) = item_extent(text, table, index)?;
+    let name_char = |c: char| c.is_alphanumeric() || c == '_' || c == '-';
+    let body = &text[..end];
+    let at = find_bounded(body, start, key, name_char, true)
+        // A `[table.key]` sub-table header.
+        .or_else(|| find_bounded(body, start, &format!("{table}.{key}"), name_char, false))
+        .unwrap_or(start);
+    Some(line_col(text, at))
+}
+
+/// Byte range of the `index`-th item of `table` (see [`locate_in_item`]).
+fn item_extent(text: &str, table: &str, index: usize) -> Option<(usize, usize)> {
+    let header = format!("[[{table}]]");
+    let mut offset = 0;
+    let mut starts = Vec::new();
+    let mut ends_at = None;
+    // TOML: an item runs from its header to the next header that is not
+    // one of its own sub-tables.
+    for line in text.split_inclusive('\n') {
+        let t = line.trim();
+        if t.starts_with(&header) {
+            if starts.len() == index + 1 {
+                ends_at = Some(offset);
+                break;
+            }
+            starts.push(offset);
+        } else if t.starts_with('[') && !t.starts_with(&format!("[{table}.")) && starts.len() == index + 1 {
+            ends_at = Some(offset);
+            break;
+        }
+        offset += line.len();
+    }
+    if starts.len() == index + 1 {
+        return Some((starts[index], ends_at.unwrap_or(text.len())));
+    }
+    // YAML: `table:` at the left margin, then `- ` items at one indentation.
+    let mut offset = 0;
+    let mut in_list = false;
+    let mut indent = None;
+    let mut starts = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        let ind = line.len() - t.len();
+        if !in_list {
+            in_list = ind == 0 && t.trim_end() == format!("{table}:");
+        } else if !t.trim().is_empty() && !t.starts_with('#') {
+            if ind == 0 && !t.starts_with('-') {
+                break;
+            }
+            if t.starts_with('-') && indent.is_none_or(|i| i == ind) {
+                indent = Some(ind);
+                if starts.len() == index + 1 {
+                    return Some((starts[index], offset));
+                }
+                starts.push(offset + ind);
+            }
+        }
+        offset += line.len();
+    }
+    (starts.len() == index + 1).then(|| (starts[index], offset))
+}
+
 /// Where `value` of parameter `key` is written, below the `scope` tokens
 /// (`suites`, the suite, `benchmarks`, the benchmark) found in that order:
 /// TOML headers, dotted keys and inline tables, and YAML nesting all name
@@ -127,6 +194,21 @@ mod tests {
         assert_eq!(locate_key(text, "tensr"), Some((4, 9)));
         assert_eq!(locate_key(text, "tens"), None);
         assert_eq!(line_col("ab\ncd", 4), (2, 2));
+    }
+
+    #[test]
+    fn keys_are_located_in_their_array_item() {
+        let toml = "[run]\nsuites = [\"command\"]\n\n[[command]]\nname = \"a\"\nargv = [\"true\"]\n\n\
+                    [[command]]\nname = \"b\"\nargv = []\n[command.params]\nn = [1]\n\n[harness]\nn = 3\n";
+        assert_eq!(locate_in_item(toml, "command", 1, "argv"), Some((10, 1)));
+        assert_eq!(locate_in_item(toml, "command", 0, "argv"), Some((6, 1)));
+        assert_eq!(locate_in_item(toml, "command", 1, "n"), Some((12, 1)));
+        assert_eq!(locate_in_item(toml, "command", 0, "n"), Some((4, 1)), "absent: the item's header");
+        assert_eq!(locate_in_item(toml, "command", 2, "argv"), None);
+        let yaml = "run:\n  suites: [command]\ncommand:\n  - name: a\n    argv: [\"true\"]\n  - name: b\n    argv: []\n    params:\n      n: [1]\nharness:\n  n: 3\n";
+        assert_eq!(locate_in_item(yaml, "command", 1, "argv"), Some((7, 5)));
+        assert_eq!(locate_in_item(yaml, "command", 1, "n"), Some((9, 7)));
+        assert_eq!(locate_in_item(yaml, "command", 0, "n"), Some((4, 3)));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use super::file::{ConfigFile, LoadedConfig, PartialSettings, parse_toml};
 use super::{QUICK_PROFILE, Settings};
 use crate::plan::{self, Case, Filter, ParamValue, SuiteSpec};
-use crate::suites::{self, Suite};
+use crate::suites::{self, Suite, command};
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
 
@@ -100,26 +100,56 @@ pub fn resolve_in(
     config: Option<&LoadedConfig>,
     cli: &CliOverrides,
 ) -> Result<Resolved> {
-    let find = |name: &str| registry.iter().copied().find(|s| s.name() == name);
     let empty = ConfigFile::default();
     let file = config.map_or(&empty, |c| &c.config);
     let at = |key: &str, msg: String| match config {
         Some(c) => c.error_at(key, msg),
         None => anyhow::anyhow!(msg),
     };
-    let known: Vec<&str> = registry.iter().map(|s| s.name()).collect();
+    let builtin: Vec<&str> = registry.iter().map(|s| s.name()).collect();
+    let mut known = builtin.clone();
+    known.push(command::NAME);
 
-    // Suites: CLI, else config, else all.
+    // The config's [[command]] tables, checked, as the `command` suite. The
+    // plan holds suites as `&'static` (the registry's are statics); this one
+    // lives as long as the process, like the config it came from.
+    let commands: Option<&'static dyn Suite> = if file.commands.is_empty() {
+        None
+    } else {
+        let suite = command::CommandSuite::from_config(file.commands.clone()).map_err(|e| match config {
+            Some(c) => c.error_in_command(e.index, &e.key, &e.message),
+            None => anyhow::anyhow!("[[command]] #{} `{}`: {}", e.index + 1, e.key, e.message),
+        })?;
+        Some(Box::leak(Box::new(suite)))
+    };
+    let find = |n: &str| {
+        registry.iter().copied().find(|s| s.name() == n).or(if n == command::NAME { commands } else { None })
+    };
+
+    // Suites: CLI, else config, else the commands a config defines, else
+    // every built-in suite.
     let names: Vec<String> = if !cli.suites.is_empty() {
         cli.suites.clone()
+    } else if let Some(list) = &file.run.suites {
+        list.clone()
+    } else if commands.is_some() {
+        vec![command::NAME.to_string()]
     } else {
-        file.run.suites.clone().unwrap_or_else(|| known.iter().map(|s| s.to_string()).collect())
+        builtin.iter().map(|s| s.to_string()).collect()
     };
     let mut selected: Vec<&'static dyn Suite> = Vec::new();
     for n in &names {
         match find(n) {
             Some(s) if !selected.iter().any(|x| x.name() == s.name()) => selected.push(s),
             Some(_) => {}
+            None if n == command::NAME => {
+                let msg = "suite `command` has no commands: define [[command]] tables in the --config file (see docs/commands.md)";
+                return Err(if cli.suites.is_empty() {
+                    at("suites", msg.into())
+                } else {
+                    anyhow::anyhow!(msg)
+                });
+            }
             None if cli.suites.is_empty() => {
                 return Err(at("suites", format!("unknown suite `{n}`; known suites: {}", known.join(", "))));
             }
@@ -128,7 +158,7 @@ pub fn resolve_in(
     }
     selected.sort_by_key(|s| known.iter().position(|k| *k == s.name()));
     for name in file.suites.keys() {
-        if find(name).is_none() {
+        if find(name).is_none() && name != command::NAME {
             return Err(at(
                 name,
                 format!("unknown suite `{name}` in [suites]; known suites: {}", known.join(", ")),
@@ -177,7 +207,7 @@ pub fn resolve_in(
         }
         settings.insert(suite.name().to_string(), s);
 
-        let mut spec = SuiteSpec::parse(suite.name(), suite.spec_toml())?;
+        let mut spec = suite.spec()?;
         // The quick profile may shrink a suite's grids (small models only);
         // a config file's own grid overrides still win.
         if let Some(q) = &quick
@@ -248,6 +278,14 @@ pub fn resolve_in(
     }
     let shuffle = cli.shuffle || file.run.shuffle.unwrap_or(false);
     Ok(Resolved { cases, settings, suites: selected, specs, threads, rounds, shuffle })
+}
+
+impl Resolved {
+    /// The selected suite named `name`: a built-in one, or one built from
+    /// the config (`command`). The runner prepares cases through it.
+    pub fn suite(&self, name: &str) -> Option<&'static dyn Suite> {
+        self.suites.iter().copied().find(|s| s.name() == name)
+    }
 }
 
 /// Logical CPUs available to this process.
@@ -394,6 +432,26 @@ mod tests {
             text: text.into(),
         };
         resolve(Some(&c), &Default::default()).unwrap_or_else(|e| panic!("full.yaml: {e:#}"));
+    }
+
+    #[test]
+    fn the_commands_example_resolves_to_only_its_commands() {
+        let name = "configs/commands.toml";
+        let text = include_str!("../../configs/commands.toml");
+        let c =
+            LoadedConfig { config: parse_toml(name, text).unwrap(), path: name.into(), text: text.into() };
+        let r = resolve(Some(&c), &Default::default()).unwrap_or_else(|e| panic!("{e:#}"));
+        assert_eq!(r.suites.iter().map(|s| s.name()).collect::<Vec<_>>(), ["command"]);
+        let ids: Vec<&str> = r.cases.iter().map(|c| c.id.as_str()).collect();
+        assert!(ids.contains(&"command/sort/n=1000000") && ids.contains(&"command/gzip/level=6"), "{ids:?}");
+        assert_eq!(r.suite("command").map(|s| s.name()), Some("command"));
+        // Beside a built-in suite when asked, and refused when there are none.
+        let both = CliOverrides { suites: vec!["command".into(), "tensor".into()], ..Default::default() };
+        let r = resolve(Some(&c), &both).unwrap();
+        assert_eq!(r.suites.iter().map(|s| s.name()).collect::<Vec<_>>(), ["tensor", "command"]);
+        let alone = CliOverrides { suites: vec!["command".into()], ..Default::default() };
+        let err = resolve(None, &alone).unwrap_err().to_string();
+        assert!(err.contains("[[command]]"), "{err}");
     }
 
     #[test]

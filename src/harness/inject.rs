@@ -42,6 +42,9 @@ impl Workload for Panicking {
     fn run(&mut self, _iters: u64) -> Result<()> {
         panic!("injected panic ({PANIC_VAR} test hook)");
     }
+    fn set_time_limit(&mut self, limit: std::time::Duration) {
+        self.0.set_time_limit(limit)
+    }
 }
 
 /// A parsed injection: which cases, and by how much.
@@ -130,6 +133,18 @@ impl Workload for Slowed {
     }
     fn sync(&mut self) -> Result<()> {
         self.inner.sync()
+    }
+    fn fixed_iterations(&self) -> Option<u64> {
+        self.inner.fixed_iterations()
+    }
+    fn before_sample(&mut self) -> Result<()> {
+        self.inner.before_sample()
+    }
+    fn after_sample(&mut self, measured: bool) -> Result<()> {
+        self.inner.after_sample(measured)
+    }
+    fn set_time_limit(&mut self, limit: std::time::Duration) {
+        self.inner.set_time_limit(limit)
     }
 }
 

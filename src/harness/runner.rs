@@ -163,8 +163,7 @@ fn execute_quietly(
             let panic = hooks.panics.is_some_and(|p| p.is_match(&o.case.id));
             // The plan's own suites, not the global registry: a `cargo bench`
             // target runs suites tfbench does not know.
-            let suite = plan.suites.iter().copied().find(|s| s.name() == o.case.suite);
-            let ran = match suite {
+            let ran = match plan.suite(&o.case.suite) {
                 Some(suite) => run_one(suite, o, &settings, timer, round, obs, Injected { slow, panic }),
                 None => Err(("prepare", format!("unknown suite {}", o.case.suite))),
             };
@@ -256,6 +255,9 @@ fn run_one(
     }
     if panic {
         w = Box::new(super::inject::Panicking(w));
+    }
+    if let Some(limit) = s.max_time {
+        w.set_time_limit(std::time::Duration::from_secs_f64(limit));
     }
     let t1 = std::time::Instant::now();
     let v = guarded(|| w.verify()).map_err(|e| ("verify", e))?;

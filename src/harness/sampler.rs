@@ -51,12 +51,17 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
     // Warm-up: grow the batch until the warm-up time is spent. The last batch
     // (the warmest) gives the per-iteration estimate for calibration.
     let warm_up = secs(s.warm_up_time);
-    let mut batch = 1u64;
+    // A workload that fixes its iterations per call (an external process:
+    // one run per sample, with untimed hooks around it) keeps them here too.
+    let fixed = w.fixed_iterations().map(|n| n.max(1));
+    let mut batch = fixed.unwrap_or(1);
     let per_iter_ns = loop {
+        w.before_sample()?;
         let t0 = Instant::now();
         w.run(batch)?;
         w.sync()?;
         let dt = t0.elapsed();
+        w.after_sample(false)?;
         let per_iter = dt.as_nanos() as f64 / batch as f64;
         let spent = start.elapsed();
         if spent >= warm_up || past(Instant::now()) {
@@ -64,7 +69,7 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         }
         let remaining = (warm_up - spent).as_nanos() as f64;
         let fill = (remaining / per_iter.max(0.1)).max(1.0) as u64;
-        batch = (batch.saturating_mul(2)).min(fill).max(1);
+        batch = fixed.unwrap_or_else(|| (batch.saturating_mul(2)).min(fill).max(1));
     };
     let warm_up_ns = start.elapsed().as_nanos() as f64;
 
@@ -80,7 +85,7 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
     // Aim at 90% of the window so ordinary jitter does not cut the last samples.
     let per_sample_target =
         (0.9 * window.as_nanos() as f64 / s.sample_size as f64).max(timer.min_sample_ns());
-    let iters = ((per_sample_target / per_iter_ns).round() as u64).max(1);
+    let iters = fixed.unwrap_or_else(|| ((per_sample_target / per_iter_ns).round() as u64).max(1));
     let expected_sample = Duration::from_nanos((per_iter_ns * iters as f64) as u64);
 
     let mut samples = Vec::with_capacity(s.sample_size);
@@ -97,11 +102,13 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
             stopped_by = StopReason::MeasurementTime;
             break;
         }
+        w.before_sample()?;
         let t0 = Instant::now();
         w.run(iters)?;
         // The device finishes before the clock is read (a no-op on the CPU).
         w.sync()?;
         let nanos = t0.elapsed().as_nanos() as f64;
+        w.after_sample(true)?;
         samples.push(Sample { iterations: iters, nanos, round });
         if let Some(target) = s.target_precision
             && samples.len() >= MIN_SAMPLES_FOR_PRECISION
@@ -143,11 +150,15 @@ fn count_allocations(
     } else {
         return Ok(None);
     };
+    // A fixed iteration count is kept here too (its hooks expect it).
+    let n = w.fixed_iterations().map_or(n, |f| f.max(1));
+    w.before_sample()?;
     let before = alloc::snapshot();
     let base = alloc::reset_peak();
     w.run(n)?;
     let after = alloc::snapshot();
     let peak = alloc::peak().saturating_sub(base);
+    w.after_sample(false)?;
     Ok(Some(AllocStats {
         allocs_per_iter: (after.allocs - before.allocs) as f64 / n as f64,
         bytes_per_iter: (after.bytes - before.bytes) as f64 / n as f64,
@@ -260,6 +271,56 @@ mod tests {
         let m = measure(&mut w, &s, &timer(), 0).unwrap();
         assert_eq!(m.samples.len(), MIN_SAMPLES);
         assert_eq!(m.stopped_by, StopReason::MeasurementTime);
+    }
+
+    /// Records the order of hook and run calls (one iteration fixed per call).
+    #[derive(Default)]
+    struct Hooked {
+        log: Vec<&'static str>,
+        measured: usize,
+        bad_iters: bool,
+    }
+    impl Workload for Hooked {
+        fn verify(&mut self) -> Result<Verification> {
+            Ok(Verification::pass("none"))
+        }
+        fn throughput(&self) -> Vec<Throughput> {
+            vec![]
+        }
+        fn run(&mut self, iters: u64) -> Result<()> {
+            self.bad_iters |= iters != 1;
+            self.log.push("run");
+            std::thread::sleep(Duration::from_micros(200));
+            Ok(())
+        }
+        fn fixed_iterations(&self) -> Option<u64> {
+            Some(1)
+        }
+        fn before_sample(&mut self) -> Result<()> {
+            self.log.push("before");
+            Ok(())
+        }
+        fn after_sample(&mut self, measured: bool) -> Result<()> {
+            self.log.push("after");
+            self.measured += measured as usize;
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn fixed_iterations_bracket_every_run_with_the_hooks() {
+        let s = Settings { sample_size: 8, warm_up_time: 0.005, measurement_time: 0.5, ..Default::default() };
+        let mut w = Hooked::default();
+        let m = measure(&mut w, &s, &timer(), 0).unwrap();
+        assert!(!w.bad_iters, "every run call had one iteration");
+        assert_eq!(m.iterations_per_sample, 1);
+        assert_eq!(w.measured, m.samples.len(), "only samples are reported as measured");
+        // before, run, after, before, run, after, ...: no run outside the hooks.
+        assert_eq!(w.log.len() % 3, 0);
+        for triple in w.log.chunks(3) {
+            assert_eq!(triple, ["before", "run", "after"]);
+        }
+        assert!(w.log.len() / 3 > m.samples.len(), "warm-up calls are bracketed too");
     }
 
     /// Allocates one 1000-byte buffer per iteration and records whether the

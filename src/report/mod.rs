@@ -1,5 +1,6 @@
 //! Renders a [`RunReport`] for people (table, markdown) and for tools (JSON,
-//! JSON Lines, CSV, libtest bencher lines). One file per format; `units`
+//! JSON Lines, CSV, libtest bencher lines, Bencher's BMF, github-action-benchmark's
+//! custom JSON). One file per format; `units`
 //! holds the human formatting of times, rates and sizes they share.
 //!
 //! The JSON layout is documented in `docs/json-schema.md`.
@@ -7,7 +8,9 @@
 use crate::results::{CaseStatus, RunReport};
 
 pub mod bencher;
+pub mod bmf;
 pub mod csv;
+pub mod custom;
 pub mod html;
 pub mod json;
 pub mod jsonl;
@@ -35,6 +38,16 @@ pub enum Format {
     Markdown,
     /// libtest bencher lines (`test id ... bench: N ns/iter (+/- D)`).
     Bencher,
+    /// Bencher Metric Format JSON (`bencher run --adapter json`).
+    Bmf,
+    /// github-action-benchmark's custom JSON for `tool: customSmallerIsBetter`
+    /// (median times).
+    #[value(alias = "customSmallerIsBetter")]
+    CustomSmallerIsBetter,
+    /// github-action-benchmark's custom JSON for `tool: customBiggerIsBetter`
+    /// (headline rates of the cases that declare work).
+    #[value(alias = "customBiggerIsBetter")]
+    CustomBiggerIsBetter,
 }
 
 /// Renders `report` in `format`. The text ends with a newline, ready for
@@ -47,6 +60,9 @@ pub fn render(format: Format, report: &RunReport) -> anyhow::Result<String> {
         Format::Csv => csv::render(report),
         Format::Markdown => markdown::render(report),
         Format::Bencher => bencher::render(report),
+        Format::Bmf => bmf::render(report)?,
+        Format::CustomSmallerIsBetter => custom::render(report, custom::Direction::SmallerIsBetter)?,
+        Format::CustomBiggerIsBetter => custom::render(report, custom::Direction::BiggerIsBetter)?,
     })
 }
 
@@ -470,7 +486,20 @@ mod tests {
             .iter()
             .map(|f| f.to_possible_value().unwrap().get_name().to_string())
             .collect();
-        assert_eq!(names, ["table", "json", "jsonl", "csv", "markdown", "bencher"]);
+        assert_eq!(
+            names,
+            [
+                "table",
+                "json",
+                "jsonl",
+                "csv",
+                "markdown",
+                "bencher",
+                "bmf",
+                "custom-smaller-is-better",
+                "custom-bigger-is-better"
+            ]
+        );
     }
 
     #[test]

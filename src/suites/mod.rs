@@ -10,6 +10,7 @@ pub use params::ParamRule;
 // The vocabulary lives in `crate::workload`; suites use it from here.
 pub use crate::workload::{Metric, SkipCase, Throughput, ThroughputKind, Verification, Workload, skip};
 
+pub mod command;
 pub mod common;
 pub mod inference;
 pub mod memory;
@@ -31,6 +32,13 @@ pub trait Suite: Sync {
     /// The benchmark names [`Suite::prepare`] dispatches on, in the order of
     /// the suite file (a registry-wide test keeps the two in step).
     fn benchmarks(&self) -> &'static [&'static str];
+    /// The suite's benchmarks and default grids: the built-in suites parse
+    /// their embedded file (the default); a suite whose benchmarks are data
+    /// given at run time (`command`, from a config's `[[command]]` tables)
+    /// builds them here.
+    fn spec(&self) -> Result<crate::plan::SuiteSpec> {
+        crate::plan::SuiteSpec::parse(self.name(), self.spec_toml())
+    }
     /// Build one runnable case on its device ([`Case::device`], one of
     /// [`Suite::devices`]). Allocation, setup and compilation of device code
     /// happen here, untimed.

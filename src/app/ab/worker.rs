@@ -61,13 +61,7 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
                 None => Reply::Failed { phase: "warm_up".into(), reason: "no case prepared".into() },
             },
             Request::Sample(iters) => match workload.as_mut() {
-                Some(w) => guarded("measure", || {
-                    let t = Instant::now();
-                    w.run(iters)?;
-                    w.sync()?;
-                    Ok(t.elapsed().as_nanos() as f64)
-                })
-                .map_or_else(|r| r, Reply::Nanos),
+                Some(w) => guarded("measure", || sample(w.as_mut(), iters)).map_or_else(|r| r, Reply::Nanos),
                 None => Reply::Failed { phase: "measure".into(), reason: "no case prepared".into() },
             },
         };
@@ -116,8 +110,7 @@ fn prepare(
     let case =
         plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
     case.device.availability().map_err(Reply::Skipped)?;
-    let suite =
-        suites::find(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
+    let suite = plan.suite(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
     let mut w = match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
         Ok(Ok(w)) => w,
         Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => {
@@ -126,6 +119,9 @@ fn prepare(
         Ok(Err(e)) => return Err(fail("prepare", format!("{e:#}"))),
         Err(_) => return Err(fail("prepare", "panicked".into())),
     };
+    if let Some(limit) = plan.settings.get(&case.suite).and_then(|s| s.max_time) {
+        w.set_time_limit(Duration::from_secs_f64(limit));
+    }
     let v = guarded("verify", || w.verify())?;
     if !v.passed {
         return Err(fail("verify", format!("wrong result against {}: {}", v.reference, v.detail)));
@@ -139,20 +135,44 @@ fn prepare(
     Ok(w)
 }
 
-/// Warms `w` up for `secs` with doubling batches; returns the last batch's
-/// time per iteration.
+/// Times `iters` iterations of `w` and returns the nanoseconds. A workload
+/// that fixes its iterations per call (an external process) gets calls of
+/// that many, each bracketed by its untimed hooks, and only the calls are
+/// timed; the time is scaled to `iters` when they do not divide it.
+fn sample(w: &mut dyn Workload, iters: u64) -> Result<f64> {
+    let per_call = w.fixed_iterations().map_or(iters, |f| f.max(1));
+    let calls = (iters / per_call).max(1);
+    let mut nanos = 0.0;
+    for _ in 0..calls {
+        w.before_sample()?;
+        let t = Instant::now();
+        w.run(per_call)?;
+        w.sync()?;
+        nanos += t.elapsed().as_nanos() as f64;
+        w.after_sample(true)?;
+    }
+    Ok(nanos * iters as f64 / (calls * per_call) as f64)
+}
+
+/// Warms `w` up for `secs` with doubling batches (or the workload's fixed
+/// iterations); returns the last batch's time per iteration.
 fn warm_up(w: &mut dyn Workload, secs: f64) -> Result<f64> {
     let start = Instant::now();
     let budget = Duration::from_secs_f64(secs.max(0.0));
-    let mut batch = 1u64;
+    let mut batch = w.fixed_iterations().map_or(1, |f| f.max(1));
     loop {
+        w.before_sample()?;
         let t = Instant::now();
         w.run(batch)?;
         let per_iter = (t.elapsed().as_nanos() as f64 / batch as f64).max(0.1);
+        w.after_sample(false)?;
         if start.elapsed() >= budget {
             return Ok(per_iter);
         }
         let remaining = (budget - start.elapsed()).as_nanos() as f64;
-        batch = batch.saturating_mul(2).min((remaining / per_iter).max(1.0) as u64).max(1);
+        batch = w.fixed_iterations().map_or_else(
+            || batch.saturating_mul(2).min((remaining / per_iter).max(1.0) as u64).max(1),
+            |f| f.max(1),
+        );
     }
 }
