@@ -85,6 +85,27 @@ if (!/Finished/.test(await evaluate("document.getElementById('live').textContent
   problems.push('the live section does not say the run finished');
 }
 if (!(await evaluate("!!document.getElementById('summary')"))) problems.push('the static report is gone');
+
+// Scripts off: the same report, the run's cases in its static live section.
+// The DOM is read through the DOM domain, which needs no page script.
+await send('Emulation.setScriptExecutionDisabled', { value: true });
+await send('Page.navigate', { url: dashboard + '/' });
+let html = '';
+for (let i = 0; i < 100; i++) {
+  await sleep(100);
+  const doc = await send('DOM.getDocument', { depth: 0 });
+  if (!doc.result) continue;
+  const outer = await send('DOM.getOuterHTML', { nodeId: doc.result.root.nodeId });
+  html = (outer.result && outer.result.outerHTML) || '';
+  if (html.includes('id="distributions"') && !html.includes('__sameDocument')) break;
+}
+const staticRows = (html.match(/<tr data-case=/g) || []).length;
+if (/data-live="on"/.test(html)) problems.push('the script ran although scripts were off');
+if (staticRows !== total || !html.includes('id="summary"')) {
+  problems.push(`without scripts the page shows ${staticRows} of the run's ${total} cases`);
+} else {
+  console.log(`without scripts: the report and the run's ${staticRows} cases, statically`);
+}
 ws.close();
 console.log(problems.length ? 'FAIL\n' + problems.join('\n') : `PASS: ${total} cases arrived on the page one by one`);
 process.exit(problems.length ? 1 : 0);

@@ -81,7 +81,7 @@ fn non_loopback_ip() -> Option<std::net::IpAddr> {
     (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
 }
 
-const CASES: &str = "tensor/matmul/impl=gemm,shape=(64x64x64|128x128x128),threads=1";
+const CASES: &str = "tensor/matmul/impl=gemm,shape=(64x64x64|256x256x256),threads=1";
 
 fn quick(cache: &Path, store: &Path, extra: &[&str]) -> Run {
     let store = store.to_str().expect("utf-8 path");
