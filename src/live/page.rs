@@ -300,5 +300,14 @@ mod tests {
         assert!(page.contains("http-equiv=\"refresh\""), "reloads itself without scripts while running");
         assert!(page.contains("new EventSource('/events')"));
         assert!(page.contains("no baselines yet"));
+        // Still well-formed XML, script and all, as the report is.
+        let mut reader = quick_xml::Reader::from_str(&page);
+        loop {
+            match reader.read_event() {
+                Ok(quick_xml::events::Event::Eof) => break,
+                Ok(_) => {}
+                Err(e) => panic!("not well-formed at {}: {e}", reader.buffer_position()),
+            }
+        }
     }
 }
