@@ -258,3 +258,17 @@ fn binding_beyond_loopback_warns() {
     read.expect("stderr");
     assert!(line.starts_with("warning: --bind 0.0.0.0") && line.contains("network"), "{line}");
 }
+
+#[test]
+fn ctrl_c_stops_the_dashboard_and_removes_its_file() {
+    let dir = scratch("serve-stop");
+    let cache = dir.join("cache");
+    let mut srv = serve(&cache, &["--baseline-dir", dir.to_str().unwrap()]);
+    let file = cache.join(format!("dashboard-{}.json", srv.port));
+    assert!(file.exists());
+    let pid = srv.child.id().to_string();
+    assert!(Command::new("kill").args(["-INT", &pid]).status().expect("kill").success());
+    let status = srv.child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "a clean stop");
+    assert!(!file.exists(), "the token file goes with the dashboard");
+}
