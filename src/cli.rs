@@ -38,6 +38,9 @@ pub enum Command {
     Report(ReportArgs),
     /// Join the results of shards (`run --shard I/N`) into one results file.
     Merge(MergeArgs),
+    /// Serve a live dashboard: the report of the stored baselines and
+    /// history, updated as runs stream their progress to it.
+    Serve(ServeArgs),
     /// Paired A/B run: two tfbench builds run the same plan alternately on
     /// this machine, judged on the paired ratios (drift cancels).
     Ab(Box<AbArgs>),
@@ -296,6 +299,27 @@ pub struct ReportArgs {
     pub title: String,
 }
 
+/// `tfbench serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TCP port (0: any free port; the address is printed).
+    #[arg(long, value_name = "PORT", default_value_t = crate::live::DEFAULT_PORT)]
+    pub port: u16,
+    /// Address to listen on; anything but loopback exposes the dashboard to
+    /// the network (a warning says so).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1")]
+    pub bind: String,
+    /// Baseline store.
+    #[command(flatten)]
+    pub dir: BaselineDir,
+    /// History store [default: <baseline dir>/history].
+    #[arg(long, value_name = "DIR")]
+    pub history_dir: Option<PathBuf>,
+    /// Page title.
+    #[arg(long, default_value = "tfbench dashboard")]
+    pub title: String,
+}
+
 /// `tfbench merge`.
 #[derive(Debug, Args)]
 pub struct MergeArgs {
@@ -453,11 +477,30 @@ pub struct RunArgs {
     /// skip reasons and notes).
     #[arg(long, short = 'v')]
     pub verbose: bool,
+    /// Stream progress and each finished case to a dashboard (`tfbench
+    /// serve`) at URL [default URL: http://127.0.0.1:8080]. Without it, a
+    /// run streams to a dashboard of this user listening on port 8080.
+    #[arg(long, value_name = "URL", num_args = 0..=1, default_missing_value = "http://127.0.0.1:8080",
+          value_parser = parse_live_url, conflicts_with = "no_live")]
+    pub live: Option<String>,
+    /// Do not stream to a dashboard, even one listening on port 8080.
+    #[arg(long)]
+    pub no_live: bool,
     /// The full results table: every reason and note whole in its cell, as
     /// wide as its content (default: fit the terminal or COLUMNS, long
     /// reasons and notes shortened, given whole in footnotes).
     #[arg(long)]
     pub wide: bool,
+}
+
+/// `--live URL`: checked as an address, so a FILTER written right after a
+/// bare `--live` is not taken for one silently.
+fn parse_live_url(text: &str) -> Result<String, String> {
+    crate::live::Endpoint::parse(text).map(|_| text.to_string()).map_err(|e| {
+        format!(
+            "{e}; `--live` takes an optional dashboard address, so put a FILTER before it or write --live=URL"
+        )
+    })
 }
 
 /// `tfbench sysinfo`.

@@ -17,6 +17,7 @@
 //!       RunReport          (results: estimates, CIs, outliers, throughput)
 //!         |
 //!         +-- report::{table, json, jsonl, csv, markdown, bencher, html}
+//!         +-- live (run --live pushes each case; serve shows the report, updating)
 //!         +-- baseline::Store (several runs per baseline) / history
 //!         +-- compare (stored sets) / app::ab (two builds, paired) -> verdicts, gate
 //! ```
@@ -63,6 +64,7 @@ pub mod harness;
 pub mod history;
 pub mod isa;
 pub mod kernels;
+pub mod live;
 pub mod merge;
 pub mod models;
 pub mod plan;

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::History(a) => app::history(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success),
         Command::Report(a) => app::report(a).map(|t| eprint!("{t}")).map(|_| Outcome::Success),
         Command::Merge(a) => app::merge(a).map(|t| eprint!("{t}")).map(|_| Outcome::Success),
+        Command::Serve(a) => app::serve(a),
         Command::Ab(a) => app::ab(a),
         Command::AbWorker(a) => app::ab_worker(a),
         Command::Completions(a) => {

@@ -16,6 +16,7 @@ mod list;
 mod merge;
 mod report;
 mod run;
+mod serve;
 pub mod suggest;
 mod sysinfo;
 mod sysinfo_table;
@@ -28,6 +29,7 @@ pub use list::list;
 pub use merge::merge;
 pub use report::report;
 pub use run::{plan_in, run, run_in};
+pub use serve::serve;
 pub use sysinfo::sysinfo;
 
 /// Exit status of a command that ran to the end.

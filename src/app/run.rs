@@ -104,6 +104,7 @@ struct Checked {
     injection: Option<crate::harness::inject::Injection>,
     panics: Option<regex::Regex>,
     verbosity: Verbosity,
+    live: Option<crate::live::push::Target>,
 }
 
 /// The harness flags of `args` as settings to layer over the config's.
@@ -189,6 +190,7 @@ impl Checked {
             }
             None => (args.format.unwrap_or(Format::Table), None),
         };
+        let live = crate::live::push::Target::choose(args.live.as_deref(), args.no_live)?;
         let verbosity = if args.quiet {
             Verbosity::Quiet
         } else if args.verbose {
@@ -208,6 +210,7 @@ impl Checked {
             injection,
             panics,
             verbosity,
+            live,
         })
     }
 
@@ -281,14 +284,48 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
     let mut analyse = |o: &runner::CaseOutcome, s: &crate::config::Settings| {
         crate::analysis::analyze(o, s, limits.as_ref())
     };
-    let executed = runner::execute_with(plan, &clock, &mut progress, &hooks, &mut analyse);
+    let pusher = ctx.live.clone().map(|t| live_start(t, &report, plan, ctx.quiet()));
+    let executed = match &pusher {
+        Some(p) => {
+            let run_id = report.run_id.clone();
+            let mut tee = crate::live::push::Streaming { inner: &mut progress, pusher: p, run_id };
+            runner::execute_with(plan, &clock, &mut tee, &hooks, &mut analyse)
+        }
+        None => runner::execute_with(plan, &clock, &mut progress, &hooks, &mut analyse),
+    };
     report.cases = executed.cases;
     report.canaries = executed.canaries;
     progress.finish();
     let specs: Vec<_> = plan.suites.iter().flat_map(|s| s.targets()).collect();
     report.targets = crate::analysis::evaluate_targets(&specs, &report.cases, limits.as_ref());
     report.wall_time_secs = started.elapsed().as_secs_f64();
+    if let Some(p) = pusher {
+        p.send(crate::live::Event::RunFinished {
+            run_id: report.run_id.clone(),
+            wall_time_secs: report.wall_time_secs,
+            targets: report.targets.clone(),
+        });
+        p.finish();
+    }
     Ok(report)
+}
+
+/// Starts streaming to a dashboard: the run's skeleton and plan go first,
+/// before any case is timed.
+fn live_start(
+    target: crate::live::push::Target,
+    report: &RunReport,
+    plan: &crate::config::Resolved,
+    quiet: bool,
+) -> crate::live::push::Pusher {
+    let p = crate::live::push::Pusher::start(target, !quiet);
+    p.send(crate::live::Event::RunStarted {
+        report: Box::new(report.clone()),
+        planned: plan.cases.iter().map(|c| c.id.clone()).collect(),
+        rounds: plan.rounds,
+    });
+    p.drain(crate::live::push::DRAIN_WAIT);
+    p
 }
 
 /// The results file, stdout in the chosen format, and the end-of-run lines.

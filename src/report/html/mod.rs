@@ -80,21 +80,62 @@ margin-right:.3em;background:currentColor;vertical-align:-.05em}.key span{color:
 .s0{color:#0072b2}.s1{color:#e69f00}.s2{color:#009e73}.s3{color:#cc79a7}\
 .s4{color:#56b4e9}.s5{color:#d55e00}.s6{color:#7f7f7f}.s7{color:#000}";
 
+/// What `tfbench serve` adds to the report it serves (see `crate::live`):
+/// the page stays the same static report, with a live section above it and
+/// a script that only refreshes that section (progressive enhancement).
+pub struct Served<'a> {
+    /// HTML placed above the summary: a `<section id="live">`.
+    pub top: &'a str,
+    /// Extra stylesheet rules (free of `<` and `&`).
+    pub css: &'a str,
+    /// Inline script, placed at the end of the body.
+    pub script: &'a str,
+    /// Reload the page every this many seconds when scripts are off (a
+    /// `<noscript>` refresh while a run is streaming).
+    pub refresh_without_script: Option<u32>,
+}
+
+/// Text escaped for HTML (and XML): what the report uses for every datum.
+pub fn escape(text: &str) -> String {
+    Esc(text).to_string()
+}
+
+/// A case id escaped for HTML, with break opportunities after `/` and `,`.
+pub fn case_id_html(id: &str) -> String {
+    labels::id_html(id)
+}
+
 /// The whole page. Never fails: missing data shows as `-` or is left out.
 pub fn render(input: &HtmlInput) -> String {
+    render_page(input, None)
+}
+
+/// The whole page with what a dashboard adds ([`Served`]).
+pub fn render_served(input: &HtmlInput, served: &Served) -> String {
+    render_page(input, Some(served))
+}
+
+fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
     let mut out = String::with_capacity(64 * 1024);
+    let refresh = served.and_then(|s| s.refresh_without_script).map_or(String::new(), |secs| {
+        format!("<noscript><meta http-equiv=\"refresh\" content=\"{secs}\"/></noscript>")
+    });
     let _ = write!(
         out,
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"/>\
-         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\
-         <title>{t}</title><style>{CSS}</style></head><body><header><h1>{t}</h1>\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>{refresh}\
+         <title>{t}</title><style>{CSS}{extra_css}</style></head><body><header><h1>{t}</h1>\
          <p class=\"muted\">tfbench {} report of {} results file(s). Times are per iteration; \
          intervals are confidence intervals of the median.</p><nav>",
         env!("CARGO_PKG_VERSION"),
         input.reports.len(),
         t = Esc(&input.title),
+        extra_css = served.map_or("", |s| s.css),
     );
     let mut sections: Vec<(&str, &str)> = vec![("summary", "Summary"), ("results", "Results")];
+    if served.is_some() {
+        sections.insert(0, ("live", "Live run"));
+    }
     if input.reports.len() > 1 {
         sections.push(("side", "Side by side"));
     }
@@ -110,6 +151,9 @@ pub fn render(input: &HtmlInput) -> String {
     }
     out.push_str("</nav></header>");
 
+    if let Some(s) = served {
+        out.push_str(s.top);
+    }
     summary_section(&mut out, input);
     results_section(&mut out, input);
     if input.reports.len() > 1 {
@@ -126,6 +170,9 @@ pub fn render(input: &HtmlInput) -> String {
     }
     throughput_section(&mut out, &input.reports);
     distribution_section(&mut out, &input.reports);
+    if let Some(s) = served {
+        let _ = write!(out, "<script>{}</script>", s.script);
+    }
     out.push_str("</body></html>\n");
     out
 }
