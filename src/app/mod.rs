@@ -95,7 +95,14 @@ fn resolve_in(
     run: Option<&RunArgs>,
 ) -> Result<(Resolved, Option<config::LoadedConfig>)> {
     let loaded = sel.config.as_deref().map(config::load).transpose()?;
+    // The model file is checked here, before anything runs or is written:
+    // a bad file is a usage error (exit 2) naming the cause.
+    let model = run.and_then(|r| r.model.as_deref());
+    if let Some(p) = model {
+        crate::suites::inference::file::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
+    }
     let cli = CliOverrides {
+        model: model.map(|p| p.to_string_lossy().into_owned()),
         suites: sel.suites.clone(),
         filter: Filter { pattern: sel.filter.clone(), exact: sel.exact, skip: sel.skip.clone() },
         harness,

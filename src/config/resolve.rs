@@ -29,6 +29,8 @@ pub struct CliOverrides {
     pub shard: Option<Shard>,
     /// `--device`: where the cases run (CPU when empty).
     pub devices: Vec<crate::device::Device>,
+    /// `--model PATH`: the inference suite runs only its `gguf` benchmark, on this file.
+    pub model: Option<String>,
 }
 
 /// One of N deterministic slices of a plan (`--shard I/N`, 1-based).
@@ -130,6 +132,8 @@ pub fn resolve_in(
     // every built-in suite.
     let names: Vec<String> = if !cli.suites.is_empty() {
         cli.suites.clone()
+    } else if cli.model.is_some() {
+        vec!["inference".to_string()]
     } else if let Some(list) = &file.run.suites {
         list.clone()
     } else if commands.is_some() {
@@ -235,6 +239,14 @@ pub fn resolve_in(
                 })?;
             }
         }
+        // --model: the user's file replaces the inference suite's plan.
+        if let Some(path) = &cli.model
+            && suite.name() == "inference"
+        {
+            let file = [("file".to_string(), vec![crate::plan::ParamValue::Str(path.clone())])];
+            spec.override_params(suite.name(), "gguf", &file.into_iter().collect())?;
+            spec.benchmarks.retain(|b| b.name == "gguf");
+        }
         // What is left unchecked came from the built-in suite file.
         for b in &spec.benchmarks {
             for grid in &b.grids {
@@ -267,6 +279,9 @@ pub fn resolve_in(
             .filter(|(i, _)| i % shard.count == shard.index - 1)
             .map(|(_, c)| c)
             .collect();
+    }
+    if cli.model.is_some() && !selected.iter().any(|s| s.name() == "inference") {
+        bail!("--model runs in the inference suite; add `--suite inference`");
     }
     let threads = cli.threads.or(file.run.threads).unwrap_or_else(default_threads);
     if threads == 0 {

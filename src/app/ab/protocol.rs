@@ -90,6 +90,7 @@ pub(super) fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
         shuffle: false,
         shard: None,
         devices: crate::device::parse_list(&p.selection.devices)?,
+        model: None,
     };
     config::resolve(loaded.as_ref(), &cli)
 }

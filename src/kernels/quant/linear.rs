@@ -39,12 +39,14 @@ use rayon::prelude::*;
 mod dot;
 mod dynamic;
 mod format;
+mod ggml;
 
 #[cfg(target_arch = "x86_64")]
 use dot::avx512;
 use dot::portable;
 pub use dynamic::DynamicLinear;
 pub use format::WeightFormat;
+pub use ggml::ggml_row_bytes;
 
 /// Largest token count served by the fused decode kernels.
 pub const DECODE_MAX_M: usize = 8;
@@ -121,6 +123,13 @@ impl QMatrix {
     pub fn with_f32_activations(mut self) -> Self {
         self.act8 = false;
         self
+    }
+
+    /// Switches 4-bit decode between int8 activations (`true`, the default
+    /// of the 4-bit formats, llama.cpp's arithmetic) and exact f32 ones;
+    /// other formats always take f32 activations.
+    pub fn set_int8_activations(&mut self, on: bool) {
+        self.act8 = on && matches!(self.format, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K);
     }
 
     /// Whether a call with `m` tokens quantizes the activations to int8

@@ -37,7 +37,7 @@ pub mod ternary;
 pub mod w4a8;
 
 pub use igemm::{I8Weights, Int8Path, gemm_i8};
-pub use linear::{DynamicLinear, QMatrix, WeightFormat};
+pub use linear::{DynamicLinear, QMatrix, WeightFormat, ggml_row_bytes};
 use rayon::prelude::*;
 
 /// The features the AVX-512 paths are compiled for.

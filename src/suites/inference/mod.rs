@@ -7,6 +7,7 @@
 //! | `embed`   | `encoder.rs`  | the same with real MiniLM-L6 weights from safetensors   |
 //! | `prefill` | `generate.rs` | a prompt of `prompt` tokens into an empty KV cache, first token |
 //! | `decode`  | `generate.rs` | `gen` greedy tokens after a cache holding `depth` tokens |
+//! | `gguf`    | `file.rs`     | a GGUF model file (`--model`): llama-bench's `load`, `ppN`, `tgN`, `pgN,M` at depth `d` |
 //!
 //! The model (`model.rs`) is written once and configured by shape from the
 //! shared catalogue (`crate::models`); `ops.rs` holds the attention, norm,
@@ -22,7 +23,9 @@ use anyhow::{Result, bail};
 
 pub mod accuracy;
 mod encoder;
+pub mod file;
 mod generate;
+pub mod gguf;
 pub mod linear;
 pub mod loader;
 pub mod model;
@@ -35,7 +38,7 @@ pub mod workspace;
 pub struct InferenceSuite;
 
 /// Benchmarks of `suites/inference.toml`, in file order.
-pub const BENCHMARKS: &[&str] = &["encoder", "embed", "prefill", "decode"];
+pub const BENCHMARKS: &[&str] = &["encoder", "embed", "prefill", "decode", "gguf"];
 
 /// Keys the `shape` parameter may override, as `key:value` pairs joined by `+`.
 pub const SHAPE_KEYS: &[&str] = &["hidden", "heads", "kv_heads", "ffn", "vocab", "positions"];
@@ -66,6 +69,11 @@ impl Suite for InferenceSuite {
     fn param_rule(&self, benchmark: &str, key: &str) -> Option<crate::suites::ParamRule> {
         use crate::{plan::ParamValue as V, suites::ParamRule as R};
         Some(match (benchmark, key) {
+            ("gguf", "file") => R::Check(|v| match v {
+                V::Str(s) if !s.is_empty() => Ok(()),
+                _ => Err("must be \"smollm2\" or a path to a GGUF file".into()),
+            }),
+            ("gguf", "test") => R::Check(|v| file::Test::parse(&v.to_string()).map(|_| ())),
             ("encoder", "model") => R::Check(|v| model_choice(v, true)),
             (_, "model") => R::Check(|v| model_choice(v, false)),
             (_, "dtype") => R::OneOf(linear::DTYPES),
@@ -94,6 +102,7 @@ impl Suite for InferenceSuite {
             "embed" => encoder::prepare(case, true),
             "prefill" => generate::prepare_prefill(case),
             "decode" => generate::prepare_decode(case),
+            "gguf" => file::prepare(case),
             other => bail!("inference suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
         }
     }
@@ -218,7 +227,7 @@ fn check_memory(
 
 /// Bytes of memory available to a case: `TFBENCH_MEM_AVAILABLE_GIB` (tests
 /// use it to play a smaller machine), else MemAvailable.
-fn available_bytes() -> Option<f64> {
+pub(crate) fn available_bytes() -> Option<f64> {
     std::env::var("TFBENCH_MEM_AVAILABLE_GIB")
         .ok()
         .and_then(|v| v.parse::<f64>().ok())

@@ -1,0 +1,262 @@
+//! A [`Model`] from a GGUF file: the `llama` architecture read from the
+//! file's own metadata (grouped-query attention, RoPE base and dimension,
+//! RMSNorm epsilon, SwiGLU, tied or untied output), each matrix kept in the
+//! file's type through the kernel library's [`QMatrix`] (codes copied, never
+//! dequantized to f32 for the timed path).
+
+use super::linear::{DType, Linear, Weights};
+use super::model::{Block, Model, Norm};
+use super::ops::Rope;
+use crate::gguf::{GgufFile, Header, TensorInfo, Value};
+use crate::kernels::quant::{QMatrix, WeightFormat, ggml_row_bytes};
+use crate::models::{Arch, ModelConfig};
+use anyhow::{Result, bail};
+
+/// Architectures this loader runs.
+pub const ARCHITECTURES: &[&str] = &["llama"];
+
+/// What the header says about a model, checked before anything is loaded.
+#[derive(Debug, Clone)]
+pub struct FileInfo {
+    /// The shape from the metadata.
+    pub cfg: ModelConfig,
+    /// `general.name` (else the file stem), safe for a case id.
+    pub name: String,
+    /// The type of most weight bytes (`q4_1`), as llama-bench's `type` column.
+    pub ty: String,
+    /// Parameters (values in all tensors).
+    pub params: u64,
+    /// Bytes of tensor data.
+    pub bytes: u64,
+}
+
+fn meta_u64(h: &Header, key: &str) -> Result<u64> {
+    h.get(key)
+        .and_then(Value::as_u64)
+        .ok_or_else(|| anyhow::anyhow!("metadata `{key}` is missing or not an integer"))
+}
+
+fn meta_f64(h: &Header, key: &str) -> Result<f64> {
+    h.get(key)
+        .and_then(Value::as_f64)
+        .ok_or_else(|| anyhow::anyhow!("metadata `{key}` is missing or not a float"))
+}
+
+/// Keeps `[A-Za-z0-9._-]` so the name can sit in a case id and a file name.
+fn id_safe(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' }).collect()
+}
+
+/// The kernels' format for a tensor, or an error naming it and its type.
+pub fn format_of(t: &TensorInfo) -> Result<WeightFormat> {
+    Ok(match t.ty.name {
+        "F32" => WeightFormat::F32,
+        "F16" => WeightFormat::F16,
+        "BF16" => WeightFormat::Bf16,
+        "Q8_0" => WeightFormat::Q8_0,
+        "Q4_0" => WeightFormat::Q4_0,
+        "Q4_1" => WeightFormat::Q4_1,
+        "Q4_K" => WeightFormat::Q4K,
+        other => bail!(
+            "tensor `{}` is {other}, a type tfbench does not run; supported: {}",
+            t.name,
+            crate::gguf::SUPPORTED.join(", ")
+        ),
+    })
+}
+
+/// Reads and checks the header's model description: architecture, shape,
+/// every tensor's type. Nothing is loaded.
+pub fn describe(file: &GgufFile) -> Result<FileInfo> {
+    let h = &file.header;
+    let arch = h.get("general.architecture").and_then(Value::as_str).unwrap_or("(none)");
+    if !ARCHITECTURES.contains(&arch) {
+        bail!(
+            "architecture `{arch}` is not one tfbench runs from GGUF; supported: {}",
+            ARCHITECTURES.join(", ")
+        );
+    }
+    let k = |s: &str| format!("{arch}.{s}");
+    let emb =
+        h.tensor("token_embd.weight").ok_or_else(|| anyhow::anyhow!("no tensor `token_embd.weight`"))?;
+    let hidden = meta_u64(h, &k("embedding_length"))? as usize;
+    let heads = meta_u64(h, &k("attention.head_count"))? as usize;
+    let kv_heads = h.get(&k("attention.head_count_kv")).and_then(Value::as_u64).map_or(heads, |v| v as usize);
+    let vocab = match h.get(&k("vocab_size")).and_then(Value::as_u64) {
+        Some(v) => v as usize,
+        None => emb.dims.get(1).copied().unwrap_or(0) as usize,
+    };
+    let cfg = ModelConfig {
+        name: String::new(),
+        arch: Arch::Llama,
+        layers: meta_u64(h, &k("block_count"))? as usize,
+        hidden,
+        heads,
+        kv_heads,
+        ffn: meta_u64(h, &k("feed_forward_length"))? as usize,
+        vocab,
+        max_positions: meta_u64(h, &k("context_length"))? as usize,
+        type_vocab: 0,
+        norm_eps: meta_f64(h, &k("attention.layer_norm_rms_epsilon"))? as f32,
+        rope_theta: h.get(&k("rope.freq_base")).and_then(Value::as_f64).unwrap_or(10000.0) as f32,
+    };
+    cfg.validate()?;
+    if let Some(d) = h.get(&k("rope.dimension_count")).and_then(Value::as_u64)
+        && d as usize != cfg.head_dim()
+    {
+        bail!(
+            "partial rotary embeddings (rope.dimension_count {d} of head dimension {}) are not supported",
+            cfg.head_dim()
+        );
+    }
+    if h.get(&k("rope.scaling.type")).and_then(Value::as_str).is_some_and(|s| s != "none") {
+        bail!("RoPE scaling ({arch}.rope.scaling.type) is not supported");
+    }
+    // Every tensor's type is checked up front so the error names the first
+    // unsupported one before anything is loaded.
+    let mut by_type: Vec<(&str, u64)> = Vec::new();
+    for t in &h.tensors {
+        format_of(t)?;
+        match by_type.iter_mut().find(|(n, _)| *n == t.ty.name) {
+            Some(e) => e.1 += t.bytes,
+            None => by_type.push((t.ty.name, t.bytes)),
+        }
+    }
+    let ty = by_type.iter().max_by_key(|e| e.1).map_or("f32".into(), |e| e.0.to_ascii_lowercase());
+    let stem = file.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = id_safe(h.get("general.name").and_then(Value::as_str).unwrap_or(&stem));
+    let mut cfg = cfg;
+    cfg.name = format!("{name}.{ty}");
+    Ok(FileInfo { cfg, name, ty, params: h.params(), bytes: h.data_bytes() })
+}
+
+/// Undoes llama.cpp's convert-time permutation of Q and K rows (ggml's
+/// rotation pairs adjacent values; tfbench's [`Rope`] pairs `i` with
+/// `i + head_dim/2`, as Hugging Face does): row `h*hd + 2i + j` of the file
+/// becomes row `h*hd + j*hd/2 + i`. A row move, exact for every format.
+fn unpermute_rows(bytes: &[u8], rows: usize, heads: usize) -> Vec<u8> {
+    let rb = bytes.len() / rows;
+    let hd = rows / heads;
+    let mut out = vec![0u8; bytes.len()];
+    for h in 0..heads {
+        for i in 0..hd / 2 {
+            for j in 0..2 {
+                let (src, dst) = (h * hd + 2 * i + j, h * hd + j * hd / 2 + i);
+                out[dst * rb..(dst + 1) * rb].copy_from_slice(&bytes[src * rb..(src + 1) * rb]);
+            }
+        }
+    }
+    out
+}
+
+struct Loader<'a> {
+    file: &'a GgufFile,
+}
+
+impl Loader<'_> {
+    fn tensor(&self, name: &str) -> Result<&TensorInfo> {
+        self.file.header.tensor(name).ok_or_else(|| anyhow::anyhow!("no tensor `{name}`"))
+    }
+
+    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
+        let t = self.tensor(name)?;
+        if t.numel() != len as u64 {
+            bail!("tensor `{name}` has {} values, expected {len}", t.numel());
+        }
+        let q = QMatrix::from_ggml(format_of(t)?, self.file.data(t), 1, len)?;
+        Ok(q.dequantize())
+    }
+
+    fn norm(&self, name: &str, len: usize) -> Result<Norm> {
+        Ok(Norm { w: self.vector(name, len)?, b: None })
+    }
+
+    /// A `[rows, cols]` matrix (ggml dims `[cols, rows]`); `heads` un-permutes Q/K.
+    fn linear(&self, name: &str, rows: usize, cols: usize, heads: Option<usize>) -> Result<Linear> {
+        let t = self.tensor(name)?;
+        if t.dims != [cols as u64, rows as u64] {
+            bail!("tensor `{name}` has dims {:?}, expected [{cols}, {rows}]", t.dims);
+        }
+        let f = format_of(t)?;
+        let raw = self.file.data(t);
+        let permuted;
+        let bytes = match heads {
+            Some(h) => {
+                permuted = unpermute_rows(raw, rows, h);
+                &permuted[..]
+            }
+            None => raw,
+        };
+        debug_assert_eq!(bytes.len(), ggml_row_bytes(f, cols).unwrap_or(0) * rows);
+        let w = match f {
+            // f32 matrices take the packed f32 GEMM, as the random-weight models do.
+            WeightFormat::F32 => Weights::from_f32(
+                QMatrix::from_ggml(f, bytes, rows, cols)?.dequantize(),
+                rows,
+                cols,
+                DType::F32,
+            )?,
+            _ => Weights::Quant(
+                QMatrix::from_ggml(f, bytes, rows, cols)
+                    .map_err(|e| anyhow::anyhow!("tensor `{name}`: {e}"))?,
+            ),
+        };
+        Ok(Linear { out: rows, inp: cols, w, bias: None })
+    }
+}
+
+/// Loads the model `describe` accepted; `positions` sizes the RoPE tables
+/// (the longest sequence the cases will run, at most the context length).
+pub fn load(file: &GgufFile, info: &FileInfo, positions: usize) -> Result<Model> {
+    let cfg = &info.cfg;
+    let l = Loader { file };
+    let (h, f, v, hd) = (cfg.hidden, cfg.ffn, cfg.vocab, cfg.head_dim());
+    let kvd = cfg.kv_heads * hd;
+    let tokens = l.linear("token_embd.weight", v, h, None)?;
+    let mut blocks = Vec::with_capacity(cfg.layers);
+    for i in 0..cfg.layers {
+        let p = |s: &str| format!("blk.{i}.{s}.weight");
+        blocks.push(Block {
+            q: l.linear(&p("attn_q"), h, h, Some(cfg.heads))?,
+            k: l.linear(&p("attn_k"), kvd, h, Some(cfg.kv_heads))?,
+            v: l.linear(&p("attn_v"), kvd, h, None)?,
+            o: l.linear(&p("attn_output"), h, h, None)?,
+            gate: Some(l.linear(&p("ffn_gate"), f, h, None)?),
+            up: l.linear(&p("ffn_up"), f, h, None)?,
+            down: l.linear(&p("ffn_down"), h, f, None)?,
+            n1: l.norm(&p("attn_norm"), h)?,
+            n2: l.norm(&p("ffn_norm"), h)?,
+        });
+    }
+    let final_norm = Some(l.norm("output_norm.weight", h)?);
+    // Tied output (SmolLM2): no `output.weight`, the LM head is the embedding.
+    let lm_head = match file.header.tensor("output.weight") {
+        Some(_) => Some(l.linear("output.weight", v, h, None)?),
+        None => None,
+    };
+    let rope = Some(Rope::new(positions.clamp(1, cfg.max_positions), hd, cfg.rope_theta));
+    Ok(Model {
+        cfg: cfg.clone(),
+        dtype: DType::F32,
+        tokens,
+        positions: None,
+        types: None,
+        emb_norm: None,
+        blocks,
+        final_norm,
+        lm_head,
+        pooler: None,
+        rope,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn unpermute_moves_rows_to_half_split_order() {
+        // 1 head of 4 rows, 1 byte each: file rows (0,1,2,3) are pairs (i0j0,i0j1,i1j0,i1j1).
+        assert_eq!(super::unpermute_rows(&[0, 1, 2, 3], 4, 1), vec![0, 2, 1, 3]);
+        assert_eq!(super::unpermute_rows(&[0, 1, 2, 3, 4, 5, 6, 7], 8, 2), vec![0, 2, 1, 3, 4, 6, 5, 7]);
+        assert_eq!(super::id_safe("SmolLM2 135M/x"), "SmolLM2-135M-x");
+    }
+}
