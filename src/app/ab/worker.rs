@@ -169,7 +169,7 @@ fn warm_up(w: &mut dyn Workload, secs: f64) -> Result<f64> {
         if start.elapsed() >= budget {
             return Ok(per_iter);
         }
-        let remaining = (budget - start.elapsed()).as_nanos() as f64;
+        let remaining = budget.saturating_sub(start.elapsed()).as_nanos() as f64;
         batch = w.fixed_iterations().map_or_else(
             || batch.saturating_mul(2).min((remaining / per_iter).max(1.0) as u64).max(1),
             |f| f.max(1),
