@@ -9,6 +9,13 @@
 #   SCRATCH_DIR  where the scratch crate and its target/ go (default
 #                ${TMPDIR:-/tmp}/tfbench-criterion-peer; outside the checkout)
 #
+# ALIGN_LOOPS=64 in the environment builds both with
+# `-C llvm-args=-align-loops=64` (in a target dir of its own), which places
+# every loop at a 64-byte boundary: for a closure of a few nanoseconds, where
+# the compiler happens to place the inner loop (across a 32-byte boundary or
+# not) changes its time by up to a quarter under either harness, and this
+# takes that luck out of the comparison.
+#
 # Needs cargo and crates.io (criterion is fetched into the scratch crate,
 # never into tfbench). Run it on a quiet machine: both harnesses time a
 # closure of a few nanoseconds. Prints one line per round and the medians.
@@ -76,13 +83,19 @@ fn main() -> std::process::ExitCode {
 EOF
 
 cd "$dir"
+target=target
+if [ -n "${ALIGN_LOOPS:-}" ]; then
+    export RUSTFLAGS="${RUSTFLAGS:-} -C llvm-args=-align-loops=$ALIGN_LOOPS"
+    target="target-align-$ALIGN_LOOPS"
+fi
+export CARGO_TARGET_DIR="$dir/$target"
 echo "building (not timed) in $dir ..." >&2
 cargo bench --quiet --no-run 2>&1 | tail -3 >&2
 
 now() { date +%s.%N; }
 crit_ns() { # criterion's median estimate of the last run, ns
     python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["median"]["point_estimate"])' \
-        target/criterion/trivial/new/estimates.json
+        "$CARGO_TARGET_DIR/criterion/trivial/new/estimates.json"
 }
 tfb_ns() { # tfbench's median of the last run, ns
     python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][0]["estimates"]["median"]["point"])' \
