@@ -51,10 +51,14 @@ pub enum CanaryKind {
     Compute,
     /// A sweep over a buffer larger than the caches (memory bandwidth).
     Memory,
+    /// The compute chain on every thread of the run's pool at once, timed
+    /// to the slowest: a core another process holds shows here first, while
+    /// the one-thread canaries run on the free one.
+    Parallel,
 }
 
 /// One timing of a canary workload.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CanarySample {
     /// Which canary.
     pub kind: CanaryKind,
@@ -62,6 +66,10 @@ pub struct CanarySample {
     pub round: u32,
     /// Nanoseconds for one pass of the canary.
     pub nanos: f64,
+    /// The case it was timed before (absent in older results): a comparison sets aside a case's rounds that ran while
+    /// the machine was disturbed (`compare::disturbance`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub case: Option<String>,
 }
 
 impl RunReport {

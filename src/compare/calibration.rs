@@ -36,6 +36,7 @@ fn run(m: usize, n: usize, sigma: f64, offset: f64, shift: &dyn Fn(usize) -> f64
             kind: if i % 2 == 0 { CanaryKind::Compute } else { CanaryKind::Memory },
             round: 0,
             nanos: 1e5 * offset * quiet.sample(&mut rng),
+            case: None,
         })
         .collect();
     r

@@ -2,6 +2,7 @@
 //! and each case's samples as runs -> rounds -> per-iteration times after
 //! the outlier policy the runs themselves used.
 
+use super::disturbance::{Disturbed, SetAside, filter_rounds};
 use crate::config::OutlierPolicy;
 use crate::results::{CaseResult, RunReport};
 use crate::stats::{Levels, OutlierClass, tukey};
@@ -71,21 +72,32 @@ pub fn rounds_of(case: &CaseResult, policy: OutlierPolicy) -> Vec<Vec<f64>> {
     out
 }
 
-/// A case's samples across every run of a side that has it measured.
+/// A case's samples across every run of a side that has it measured, with
+/// the rounds measured while the machine was disturbed set aside
+/// (`disturbed[i]` belongs to `runs[i]`; see [`super::disturbance`]).
 /// Returns `None` when the case failed in any run (or has no samples in
 /// any), so it is listed as failed, not compared.
-pub fn levels_of(runs: &[RunReport], id: &str) -> Option<(Levels, Vec<OutlierPolicy>)> {
+pub fn levels_of(
+    runs: &[RunReport],
+    disturbed: &[Disturbed],
+    id: &str,
+) -> Option<(Levels, Vec<OutlierPolicy>, SetAside)> {
     let mut all = Vec::new();
     let mut policies = Vec::new();
-    for run in runs {
+    let mut aside = SetAside::default();
+    for (i, run) in runs.iter().enumerate() {
         let Some(case) = run.cases.iter().find(|c| c.id == id) else { continue };
         if case.status.is_failed() || case.samples.is_empty() {
             return None;
         }
         let policy = policy_of(run, case);
         policies.push(policy);
-        all.push(rounds_of(case, policy));
+        let rounds = rounds_of(case, policy);
+        all.push(match disturbed.get(i) {
+            Some(d) => filter_rounds(rounds, id, d, &mut aside),
+            None => rounds,
+        });
     }
     let levels = Levels::new(all);
-    (!levels.is_empty()).then_some((levels, policies))
+    (!levels.is_empty()).then_some((levels, policies, aside))
 }

@@ -21,6 +21,10 @@
 //! - **band**: the case's noise band, `max(noise_threshold, noise_k x the
 //!   case's run-to-run spread learned from history)`.
 //! - **machine drift** ([`drift`]): canaries and the cross-case median.
+//! - **disturbed rounds** ([`disturbance`]): a case's round measured while
+//!   another process held a core (the parallel canary beside it far above
+//!   its run's median) is set aside when the side has a clean round of the
+//!   case; with none, the case cannot be called changed.
 //!
 //! # Verdict rule
 //!
@@ -54,6 +58,7 @@
 
 #[cfg(test)]
 mod calibration;
+pub mod disturbance;
 pub mod drift;
 pub mod input;
 mod memory;
@@ -109,6 +114,10 @@ pub struct CaseChange {
     pub beyond_limit: bool,
     /// Memory figures, when both runs counted allocations.
     pub memory: Option<MemoryChange>,
+    /// Set when rounds of this case ran while the machine was disturbed:
+    /// how many were set aside, or why the case could not be judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disturbed: Option<String>,
 }
 
 /// A candidate compared with a baseline.
@@ -205,6 +214,8 @@ struct Pending {
     new: Levels,
     old_alloc: Option<crate::results::AllocStats>,
     new_alloc: Option<crate::results::AllocStats>,
+    /// What disturbance took from each side (baseline, candidate).
+    aside: [disturbance::SetAside; 2],
 }
 
 /// Compares the candidate's runs `new` with the baseline's runs `old`
@@ -241,6 +252,8 @@ pub fn compare_sets(
     };
 
     let (mut failed, mut skipped, mut pending) = (Vec::new(), Vec::new(), Vec::new());
+    let (old_dist, new_dist): (Vec<_>, Vec<_>) =
+        (old.iter().map(disturbance::disturbed).collect(), new.iter().map(disturbance::disturbed).collect());
     // Whether some run on each side removed outliers (baseline, candidate).
     let mut removed = [false, false];
     for id in new_ids.iter().filter(|id| old_set.contains(id.as_str())) {
@@ -248,8 +261,8 @@ pub fn compare_sets(
             skipped.push(id.clone());
             continue;
         }
-        match (input::levels_of(old, id), input::levels_of(new, id)) {
-            (Some((o, po)), Some((n, pn))) => {
+        match (input::levels_of(old, &old_dist, id), input::levels_of(new, &new_dist, id)) {
+            (Some((o, po, ao)), Some((n, pn, an))) => {
                 let remove = crate::config::OutlierPolicy::Remove;
                 removed[0] |= po.contains(&remove);
                 removed[1] |= pn.contains(&remove);
@@ -259,6 +272,7 @@ pub fn compare_sets(
                     new: n,
                     old_alloc: alloc_of(old, id),
                     new_alloc: alloc_of(new, id),
+                    aside: [ao, an],
                 })
             }
             _ => failed.push(id.clone()),
@@ -344,11 +358,17 @@ pub fn compare_sets(
             }
             let ratio = Estimate { point, lower, upper, level: opts.confidence_level };
             let (old_samples, new_samples) = (c.old.len(), c.new.len());
-            let verdict = if old_samples < opts.min_samples || new_samples < opts.min_samples {
+            let mut verdict = if old_samples < opts.min_samples || new_samples < opts.min_samples {
                 Verdict::TooFewSamples
             } else {
                 Verdict::judge(&Judgement { p: p_value, q: q_value, ratio, band, envelope }, opts)
             };
+            let disturbed = describe_disturbance(&c.aside);
+            if c.aside.iter().any(|a| a.all_disturbed)
+                && matches!(verdict, Verdict::Regressed | Verdict::Improved)
+            {
+                verdict = Verdict::Inconclusive;
+            }
             // Gate on the change relative to the machine when it drifted.
             let relative = point / envelope.1.max(1.0);
             CaseChange {
@@ -367,11 +387,21 @@ pub fn compare_sets(
                     (Some(o), Some(n)) => Some(MemoryChange::new(&o, &n, opts.max_memory_regression)),
                     _ => None,
                 },
+                disturbed,
                 id: c.id,
             }
         })
         .collect();
     changes.sort_by(|a, b| b.ratio.point.total_cmp(&a.ratio.point).then_with(|| a.id.cmp(&b.id)));
+    let set_aside: usize = changes.iter().filter(|c| c.disturbed.is_some()).count();
+    if set_aside > 0 {
+        let unjudged =
+            changes.iter().filter(|c| c.disturbed.as_deref().is_some_and(|d| d.contains("every"))).count();
+        notes.push(format!(
+            "{set_aside} case(s) had rounds measured while the machine was disturbed (the parallel canary beside them above {}x its run's median: another process held a core): those rounds were set aside where a clean round remained; {unjudged} case(s) had no clean round on a side and are not called changed",
+            disturbance::DISTURBED_FACTOR
+        ));
+    }
     if assumed > 0 {
         notes.push(format!(
             "{assumed} case(s) had one run of one round on a side: nothing above the samples was replicated, so their intervals add an assumed run-to-run spread of {:.1}% per such side (record history, use --rounds, or save several runs with --append to measure it)",
@@ -415,6 +445,24 @@ pub fn compare_sets(
         notes,
         options: opts.clone(),
     }
+}
+
+/// The `disturbed` line of a case: rounds set aside per side, or that a
+/// side had no clean round.
+fn describe_disturbance(aside: &[disturbance::SetAside; 2]) -> Option<String> {
+    let parts: Vec<String> = ["baseline", "candidate"]
+        .iter()
+        .zip(aside)
+        .filter(|(_, a)| a.rounds > 0 || a.all_disturbed)
+        .map(|(side, a)| {
+            if a.all_disturbed {
+                format!("every {side} round ran disturbed (canary up to {:.1}x)", a.worst)
+            } else {
+                format!("{} {side} round(s) set aside (canary up to {:.1}x)", a.rounds, a.worst)
+            }
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
 }
 
 /// Why a comparison has nothing to judge, or `None`.

@@ -134,6 +134,7 @@ pub fn compare_paired(
                 verdict,
                 beyond_limit: verdict == Verdict::Regressed && ratio.point - 1.0 > opts.max_regression,
                 memory: None,
+                disturbed: None,
             }
         })
         .collect();

@@ -140,7 +140,12 @@ fn band_cell(c: &CaseChange) -> String {
 }
 
 fn verdict_cell(c: &CaseChange) -> String {
-    if c.beyond_limit { format!("{} (over limit)", c.verdict) } else { c.verdict.to_string() }
+    let v = if c.beyond_limit { format!("{} (over limit)", c.verdict) } else { c.verdict.to_string() };
+    match &c.disturbed {
+        // Rounds measured while another process held a core: say which.
+        Some(d) => format!("{v} ({d})"),
+        None => v,
+    }
 }
 
 /// `=`, `+50%`, `-10%`, or `new` for growth from zero.

@@ -507,6 +507,7 @@ fn machine_drift_from_canaries_is_measured_and_not_called_a_regression() {
                 kind: if i % 2 == 0 { CanaryKind::Compute } else { CanaryKind::Memory },
                 round: i / 20,
                 nanos: 1e5 * scale * d.sample(&mut rng),
+                case: None,
             })
             .collect()
     };
@@ -533,4 +534,67 @@ fn machine_drift_from_canaries_is_measured_and_not_called_a_regression() {
     assert!(n.notes.iter().any(|x| x.contains("normalised by the machine's drift")));
     let null = n.changes.iter().find(|ch| ch.id == "synthetic/c05").unwrap();
     assert!((null.ratio.point - 1.0).abs() < 0.01, "{:?}", null.ratio);
+}
+
+#[test]
+fn rounds_run_while_another_process_held_a_core_are_set_aside() {
+    use crate::results::{CanaryKind, CanarySample};
+    let names: Vec<String> = (0..10).map(|i| format!("c{i:02}")).collect();
+    let old = report(names.iter().zip(0..).map(|(n, i)| timed(n, 1.0, 500 + i)).collect());
+    let mut new = report(names.iter().zip(0..).map(|(n, i)| timed(n, 1.0, 600 + i)).collect());
+    // c03: rounds 2 and 3 three times slower, and the canary before it in
+    // those rounds 4x its median. c07: every round 3x slower and every
+    // canary before it slow. c05: 30% slower and nothing disturbed (a real
+    // change). Case order is the plan order in every round.
+    let slow = |case: &mut CaseResult, rounds: &[u32], f: f64| {
+        for s in case.samples.iter_mut().filter(|s| rounds.contains(&s.round)) {
+            s.nanos *= f;
+        }
+    };
+    slow(&mut new.cases[3], &[2, 3], 3.0);
+    slow(&mut new.cases[7], &[0, 1, 2, 3], 3.0);
+    slow(&mut new.cases[5], &[0, 1, 2, 3], 1.3);
+    let disturbed = |i: usize, r: u32| (i == 3 && r >= 2) || i == 7;
+    new.canaries = (0..4u32)
+        .flat_map(|r| (0..names.len()).map(move |i| (r, i)))
+        .map(|(r, i)| CanarySample {
+            kind: CanaryKind::Parallel,
+            round: r,
+            nanos: if disturbed(i, r) { 4e5 } else { 1e5 },
+            case: Some(new.cases[i].id.clone()),
+        })
+        .collect();
+
+    let undisturbed = compare(
+        "a",
+        &old,
+        "b",
+        &{
+            let mut n = new.clone();
+            n.canaries.clear();
+            n
+        },
+        &opts(),
+    );
+    let called = |c: &Comparison, id: &str| c.changes.iter().find(|ch| ch.id == id).unwrap().clone();
+    assert_eq!(called(&undisturbed, "synthetic/c07").verdict, Verdict::Regressed, "without canaries: called");
+
+    let c = compare("a", &old, "b", &new, &opts());
+    let c03 = called(&c, "synthetic/c03");
+    assert!(!matches!(c03.verdict, Verdict::Regressed), "{c03:?}");
+    assert!((c03.ratio.point - 1.0).abs() < 0.02, "judged on its clean rounds: {:?}", c03.ratio);
+    assert!(
+        c03.disturbed.as_deref().is_some_and(|d| d.contains("2 candidate round(s) set aside")),
+        "{c03:?}"
+    );
+    let c07 = called(&c, "synthetic/c07");
+    assert_eq!(c07.verdict, Verdict::Inconclusive, "no clean round: not called changed");
+    assert!(
+        !c07.beyond_limit && c07.disturbed.as_deref().is_some_and(|d| d.contains("every candidate round"))
+    );
+    let c05 = called(&c, "synthetic/c05");
+    assert_eq!(c05.verdict, Verdict::Regressed, "a real change on a quiet machine is still caught");
+    assert!(c05.disturbed.is_none());
+    assert!(c.notes.iter().any(|n| n.contains("measured while the machine was disturbed")), "{:?}", c.notes);
+    assert!(render_table(&c, false).contains("every candidate round ran disturbed"));
 }

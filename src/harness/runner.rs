@@ -156,7 +156,7 @@ fn execute_quietly(
             }
             obs.case_started(&o.case.id, round, done, total);
             if hooks.canaries {
-                canaries.extend(super::canary::sample(round));
+                canaries.extend(super::canary::sample(round, &o.case.id));
             }
             let settings = plan.settings.get(&o.case.suite).cloned().unwrap_or_default();
             let slow = hooks.inject.filter(|i| i.applies_to(&o.case.id)).map(|i| i.factor);

@@ -288,6 +288,7 @@ fn comparison_fixture() -> Comparison {
         verdict,
         beyond_limit: verdict == Verdict::Regressed,
         memory: None,
+        disturbed: None,
     };
     Comparison {
         baseline: "main <old>".into(),
