@@ -187,29 +187,71 @@ pub struct WorkerPlan {
     /// Case selection.
     #[command(flatten)]
     pub selection: Selection,
-    /// Sample pairs per case and round [default: the profile's sample size].
+    /// Sampling, threads, seed and rounds, as `run` takes them (in `ab`
+    /// they are per case, round and build, and every round is a fresh pair
+    /// of worker processes).
+    #[command(flatten)]
+    pub timing: Timing,
+}
+
+/// How each case is sampled, on how many threads, from which seed, in how
+/// many rounds: the flags `run` (and a `cargo bench` target) and `ab` share,
+/// defined once so the two cannot drift apart.
+#[derive(Debug, Args, Clone, Default)]
+pub struct Timing {
+    /// Samples per case (`ab`: sample pairs per case and round) [default: 100].
     #[arg(long, value_name = "N")]
     pub sample_size: Option<usize>,
-    /// Warm-up time per case and build, seconds.
+    /// Warm-up time per case in seconds [default: 1].
     #[arg(long, value_name = "SECS")]
     pub warm_up_time: Option<f64>,
-    /// Measurement budget per case, round and build, seconds.
+    /// Measurement budget per case in seconds [default: 3].
     #[arg(long, value_name = "SECS")]
     pub measurement_time: Option<f64>,
-    /// Hard budget per case, round and build for the samples, seconds.
+    /// Hard time budget per case in seconds; wins over the sample count.
     #[arg(long, value_name = "SECS")]
     pub max_time: Option<f64>,
-    /// Rounds, each with a fresh pair of worker processes, each with the
-    /// profile's per-round times [default: at least 6, sharing the profile's
-    /// rounds' time].
-    #[arg(long, value_name = "N")]
-    pub rounds: Option<u32>,
-    /// Worker threads of each build.
+    /// Worker threads [default: every logical CPU].
     #[arg(long, short = 'j', value_name = "N")]
     pub threads: Option<usize>,
-    /// Seed for input data and the case order.
+    /// Seed for input data, bootstrap and shuffling.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
+    /// Repeat the whole plan N times, samples pooled per case (`ab`: each
+    /// round a fresh pair of worker processes; at least 6 by default,
+    /// sharing the profile's rounds' time).
+    #[arg(long, value_name = "N")]
+    pub rounds: Option<u32>,
+}
+
+impl Timing {
+    /// The sampling flags as settings to layer over a config's (the other
+    /// harness settings stay unset).
+    pub fn settings(&self) -> crate::config::PartialSettings {
+        crate::config::PartialSettings {
+            sample_size: self.sample_size,
+            warm_up_time: self.warm_up_time,
+            measurement_time: self.measurement_time,
+            max_time: self.max_time,
+            seed: self.seed,
+            ..Default::default()
+        }
+    }
+
+    /// The command-line words that give another process the same timing
+    /// (what `ab` passes its workers).
+    pub fn to_args(&self) -> Vec<String> {
+        let flags: [(&str, Option<String>); 7] = [
+            ("--sample-size", self.sample_size.map(|v| v.to_string())),
+            ("--warm-up-time", self.warm_up_time.map(|v| v.to_string())),
+            ("--measurement-time", self.measurement_time.map(|v| v.to_string())),
+            ("--max-time", self.max_time.map(|v| v.to_string())),
+            ("--rounds", self.rounds.map(|v| v.to_string())),
+            ("--threads", self.threads.map(|v| v.to_string())),
+            ("--seed", self.seed.map(|v| v.to_string())),
+        ];
+        flags.into_iter().filter_map(|(f, v)| v.map(|v| [f.to_string(), v])).flatten().collect()
+    }
 }
 
 /// `tfbench ab-worker`.
@@ -386,18 +428,9 @@ pub struct RunArgs {
     /// Case selection.
     #[command(flatten)]
     pub selection: Selection,
-    /// Samples per case [default: 100].
-    #[arg(long, value_name = "N")]
-    pub sample_size: Option<usize>,
-    /// Warm-up time per case in seconds [default: 1].
-    #[arg(long, value_name = "SECS")]
-    pub warm_up_time: Option<f64>,
-    /// Measurement budget per case in seconds [default: 3].
-    #[arg(long, value_name = "SECS")]
-    pub measurement_time: Option<f64>,
-    /// Hard time budget per case in seconds; wins over the sample count.
-    #[arg(long, value_name = "SECS")]
-    pub max_time: Option<f64>,
+    /// Sampling, threads, seed and rounds.
+    #[command(flatten)]
+    pub timing: Timing,
     /// Stop sampling a case once its median CI half-width is below PCT percent.
     #[arg(long, value_name = "PCT")]
     pub target_precision: Option<f64>,
@@ -410,15 +443,6 @@ pub struct RunArgs {
     /// Keep outliers (report them) or remove them before the analysis [default: keep].
     #[arg(long, value_enum, value_name = "POLICY")]
     pub outliers: Option<OutlierPolicy>,
-    /// Worker threads [default: every logical CPU].
-    #[arg(long, short = 'j', value_name = "N")]
-    pub threads: Option<usize>,
-    /// Seed for input data, bootstrap and shuffling.
-    #[arg(long, value_name = "N")]
-    pub seed: Option<u64>,
-    /// Repeat the whole plan N times (samples are pooled per case).
-    #[arg(long, value_name = "N")]
-    pub rounds: Option<u32>,
     /// Run cases in a seeded random order in each round.
     #[arg(long)]
     pub shuffle: bool,

@@ -110,15 +110,11 @@ struct Checked {
 /// The harness flags of `args` as settings to layer over the config's.
 fn harness_flags(args: &RunArgs) -> PartialSettings {
     PartialSettings {
-        sample_size: args.sample_size,
-        warm_up_time: args.warm_up_time,
-        measurement_time: args.measurement_time,
-        max_time: args.max_time,
         target_precision: args.target_precision,
         confidence_level: args.confidence_level,
         bootstrap_resamples: args.bootstrap_resamples,
-        seed: args.seed,
         outliers: args.outliers,
+        ..args.timing.settings()
     }
 }
 

@@ -100,14 +100,14 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     }
     let d = Settings::default();
     let opts = compare_options(&args.gate, d.confidence_level, d.seed)?;
-    let seed = args.plan.seed.unwrap_or(d.seed);
+    let seed = args.plan.timing.seed.unwrap_or(d.seed);
     let wargs = plan_args(&args.plan);
     let start = |label, path, env| Worker::start(label, path, env, &wargs);
     let mut base = start("base", &args.base, &base_env)?;
     let mut head = start("head", &args.head, &head_env)?;
     let (hb, hh) = (base.hello.clone(), head.hello.clone());
     check_pairable(&hb, &hh)?;
-    let rounds = args.plan.rounds.unwrap_or(hb.rounds.max(DEFAULT_ROUNDS)).max(1);
+    let rounds = args.plan.timing.rounds.unwrap_or(hb.rounds.max(DEFAULT_ROUNDS)).max(1);
     let min_sample_ns = crate::harness::timer::calibrate().min_sample_ns();
     let started = Instant::now();
     let mut tallies: Vec<Tally> = hb

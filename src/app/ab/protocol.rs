@@ -1,7 +1,7 @@
 //! The driver-worker protocol of `tfbench ab` and the plan both sides run.
 
 use crate::cli::WorkerPlan;
-use crate::config::{self, CliOverrides, PartialSettings, Resolved, Settings};
+use crate::config::{self, CliOverrides, Resolved, Settings};
 use crate::plan::Filter;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
@@ -76,17 +76,10 @@ pub(super) fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
             exact: p.selection.exact,
             skip: p.selection.skip.clone(),
         },
-        harness: PartialSettings {
-            sample_size: p.sample_size,
-            warm_up_time: p.warm_up_time,
-            measurement_time: p.measurement_time,
-            max_time: p.max_time,
-            seed: p.seed,
-            ..Default::default()
-        },
+        harness: p.timing.settings(),
         quick: p.selection.quick,
-        threads: p.threads,
-        rounds: p.rounds,
+        threads: p.timing.threads,
+        rounds: p.timing.rounds,
         shuffle: false,
         shard: None,
         devices: crate::device::parse_list(&p.selection.devices)?,
@@ -116,20 +109,41 @@ pub(super) fn plan_args(p: &WorkerPlan) -> Vec<String> {
     for d in &p.selection.devices {
         a.extend(["--device".into(), d.clone()]);
     }
-    let mut opt = |flag: &str, v: Option<String>| {
-        if let Some(v) = v {
-            a.extend([flag.to_string(), v]);
-        }
-    };
-    opt("--sample-size", p.sample_size.map(|v| v.to_string()));
-    opt("--warm-up-time", p.warm_up_time.map(|v| v.to_string()));
-    opt("--measurement-time", p.measurement_time.map(|v| v.to_string()));
-    opt("--max-time", p.max_time.map(|v| v.to_string()));
-    opt("--rounds", p.rounds.map(|v| v.to_string()));
-    opt("--threads", p.threads.map(|v| v.to_string()));
-    opt("--seed", p.seed.map(|v| v.to_string()));
+    a.extend(p.timing.to_args());
     if let Some(f) = &p.selection.filter {
         a.extend(["--".into(), f.clone()]);
     }
     a
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::{Cli, Command};
+    use clap::Parser;
+
+    fn parse(words: &[&str]) -> Cli {
+        Cli::try_parse_from(words).unwrap_or_else(|e| panic!("{words:?}: {e}"))
+    }
+
+    #[test]
+    fn a_worker_gets_the_plan_and_timing_it_was_given() {
+        let ab = parse(&[
+            "tfbench", "ab", "--base", "a", "--head", "b", "--suite", "tensor", "--skip", "bmm",
+            "--sample-size", "7", "--warm-up-time", "0.1", "--measurement-time", "0.2", "--max-time", "1.5",
+            "--rounds", "3", "-j", "2", "--seed", "9", "--quick", "unary",
+        ]);
+        let Command::Ab(a) = ab.command else { panic!("not ab") };
+        let words = plan_args(&a.plan);
+        let mut argv = vec!["tfbench".to_string(), "ab-worker".to_string()];
+        argv.extend(words);
+        let Command::AbWorker(w) = parse(&argv.iter().map(String::as_str).collect::<Vec<_>>()).command else {
+            panic!("not ab-worker")
+        };
+        // Everything that shapes the plan or its timing arrives unchanged.
+        assert_eq!(format!("{:?}", w.plan.timing), format!("{:?}", a.plan.timing));
+        assert_eq!(format!("{:?}", w.plan.selection), format!("{:?}", a.plan.selection));
+        assert_eq!(a.plan.timing.sample_size, Some(7));
+        assert_eq!(a.plan.timing.rounds, Some(3));
+    }
 }
