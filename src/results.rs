@@ -41,6 +41,30 @@ pub struct RunReport {
     /// was while the run went on (see `harness::canary`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<CanarySample>,
+    /// Other work's CPU use during every case-round, where the platform
+    /// tells (Linux); empty in older results.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load: Vec<LoadSample>,
+}
+
+/// How much CPU other work took while one case-round ran
+/// (`harness::load`): what `compare::disturbance` judges by.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct LoadSample {
+    /// The case.
+    pub case: String,
+    /// The round of the run.
+    pub round: u32,
+    /// Wall time from before the case's canaries to after its samples, ns.
+    pub wall_ns: f64,
+    /// CPU time other processes used on the CPUs this run may use, ns.
+    pub others_ns: f64,
+    /// Time the hypervisor gave other guests on those CPUs, ns.
+    pub steal_ns: f64,
+    /// CPUs this run may use.
+    pub cpus: u32,
+    /// The run's worker threads.
+    pub threads: u32,
 }
 
 /// Which fixed canary workload a [`CanarySample`] timed.
@@ -51,10 +75,6 @@ pub enum CanaryKind {
     Compute,
     /// A sweep over a buffer larger than the caches (memory bandwidth).
     Memory,
-    /// The compute chain on every thread of the run's pool at once, timed
-    /// to the slowest: a core another process holds shows here first, while
-    /// the one-thread canaries run on the free one.
-    Parallel,
 }
 
 /// One timing of a canary workload.

@@ -257,6 +257,7 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
         targets: Vec::new(),
         run_id,
         canaries: Vec::new(),
+        load: Vec::new(),
     };
     if ctx.verbosity == Verbosity::Verbose {
         eprintln!(
@@ -291,6 +292,7 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
     };
     report.cases = executed.cases;
     report.canaries = executed.canaries;
+    report.load = executed.load;
     progress.finish();
     let specs: Vec<_> = plan.suites.iter().flat_map(|s| s.targets()).collect();
     report.targets = crate::analysis::evaluate_targets(&specs, &report.cases, limits.as_ref());

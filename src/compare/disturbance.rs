@@ -4,55 +4,50 @@
 //! seconds. A case on two threads then waits for its slower half: in the
 //! A/A experiment of docs/verdicts.md, one run of ten had `add 500x500`
 //! 2-3.6x slower and `log 1M` 1.1-1.65x slower in both of its rounds, and
-//! that one run failed six of the nine gates it took part in. The
-//! one-thread canaries stayed flat: they ran on the free core. The run's
-//! [`CanaryKind::Parallel`] canary (the compute chain on every pool thread
-//! at once, timed to the slowest) sees it.
+//! that one run failed six of the nine gates it took part in, while the
+//! one-thread canaries stayed flat (they ran on the free core). `run`
+//! records, for every case-round, how much CPU other work took meanwhile
+//! (`harness::load`, from the kernel's counters).
 //!
-//! Rule: a case's round is *disturbed* when the parallel canary timed just
-//! before it, or the next one (timed just after it), took more than
-//! [`DISTURBED_FACTOR`] times the median of the run's parallel canaries.
-//! A comparison sets a disturbed round aside when the same side has an
-//! undisturbed round of that case to judge on; when it has none, the case
-//! is still compared, but it cannot be called regressed or improved (it is
-//! inconclusive, with the reason). Results recorded before canaries named
-//! their case, or with one worker thread, have no parallel canary: nothing
-//! is set aside for them.
+//! Rule: other work *took* the CPU time the hypervisor stole plus what
+//! other processes used beyond the CPUs this run left free (`cpus -
+//! threads`). A case-round is *disturbed* when that exceeds
+//! [`DISTURBED_SHARE`] of one core over its wall time (and
+//! [`MIN_TAKEN_NS`], the counters' resolution). A comparison sets a
+//! disturbed round aside when the same side has an undisturbed round of
+//! that case to judge on; when it has none, the case is still compared but
+//! cannot be called regressed or improved (inconclusive, with the reason).
+//! Results without load figures (older ones, other platforms) set nothing
+//! aside.
 
-use crate::results::{CanaryKind, RunReport};
+use crate::results::RunReport;
 use std::collections::HashMap;
 
-/// How far above its run's median the parallel canary must be to call the
-/// case-rounds beside it disturbed. A core held by another process makes
-/// it several times slower (the chain waits for a whole time slice); the
-/// quiet host's canaries stay within a few per cent of their median.
-pub const DISTURBED_FACTOR: f64 = 1.5;
+/// The share of one core other work may take during a case-round before the
+/// round counts as disturbed. A quiet host's kernel threads and daemons
+/// take well under 1%; a compiler or another benchmark on the other core
+/// takes most of one.
+pub const DISTURBED_SHARE: f64 = 0.10;
 
-/// Fewest parallel canaries a run needs for its median to be a reference.
-pub const MIN_CANARIES: usize = 8;
+/// Below this much taken time nothing is called disturbed: the kernel
+/// counts in 10 ms ticks, so a reading is good to about two of them.
+pub const MIN_TAKEN_NS: f64 = 3e7;
 
-/// The disturbed rounds of one run: `(case id, round)` to the worse of the
-/// two canaries beside it, as a multiple of the run's median.
+/// The disturbed rounds of one run: `(case id, round)` to the share of a
+/// core other work took during it.
 pub type Disturbed = HashMap<(String, u32), f64>;
 
 /// The disturbed case-rounds of `run` (see the module docs).
 pub fn disturbed(run: &RunReport) -> Disturbed {
-    let parallel: Vec<_> = run
-        .canaries
-        .iter()
-        .filter(|c| c.kind == CanaryKind::Parallel && c.nanos.is_finite() && c.nanos > 0.0)
-        .collect();
     let mut out = Disturbed::new();
-    if parallel.len() < MIN_CANARIES {
-        return out;
-    }
-    let median = crate::stats::median(&parallel.iter().map(|c| c.nanos).collect::<Vec<_>>());
-    for (i, c) in parallel.iter().enumerate() {
-        let Some(case) = &c.case else { continue };
-        let after = parallel.get(i + 1).map_or(0.0, |n| n.nanos);
-        let worst = c.nanos.max(after) / median;
-        if worst > DISTURBED_FACTOR {
-            out.insert((case.clone(), c.round), worst);
+    for l in &run.load {
+        if !(l.wall_ns.is_finite() && l.wall_ns > 0.0) {
+            continue;
+        }
+        let spare = (l.cpus as f64 - l.threads as f64).max(0.0);
+        let taken = l.steal_ns.max(0.0) + (l.others_ns - spare * l.wall_ns).max(0.0);
+        if taken > MIN_TAKEN_NS && taken > DISTURBED_SHARE * l.wall_ns {
+            out.insert((l.case.clone(), l.round), taken / l.wall_ns);
         }
     }
     out
@@ -66,7 +61,8 @@ pub struct SetAside {
     /// Every round of the case was disturbed in some run: they were kept,
     /// and the case cannot be called changed.
     pub all_disturbed: bool,
-    /// The worst canary ratio beside a disturbed round (0 when none).
+    /// The largest share of a core other work took in a disturbed round
+    /// (0 when none).
     pub worst: f64,
 }
 
@@ -106,38 +102,39 @@ pub fn filter_rounds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::CanarySample;
+    use crate::results::LoadSample;
 
-    fn run_with(parallel: &[(f64, &str, u32)]) -> RunReport {
-        let mut r = crate::report::fixture();
-        r.canaries = parallel
-            .iter()
-            .map(|&(nanos, case, round)| CanarySample {
-                kind: CanaryKind::Parallel,
-                round,
-                nanos,
-                case: Some(case.to_string()),
-            })
-            .collect();
-        r
+    fn load(case: &str, round: u32, wall_ms: f64, others_ms: f64, steal_ms: f64) -> LoadSample {
+        LoadSample {
+            case: case.into(),
+            round,
+            wall_ns: wall_ms * 1e6,
+            others_ns: others_ms * 1e6,
+            steal_ns: steal_ms * 1e6,
+            cpus: 2,
+            threads: 2,
+        }
     }
 
     #[test]
-    fn a_slow_canary_flags_the_case_before_and_after_it() {
-        // Ten cases in one round; the canary before `c5` is 3x the median:
-        // `c4` (measured just before it) and `c5` (just after) are flagged.
-        let names: Vec<String> = (0..10).map(|i| format!("c{i}")).collect();
-        let mut spec: Vec<(f64, &str, u32)> = names.iter().map(|n| (100.0, n.as_str(), 0)).collect();
-        spec[5].0 = 300.0;
-        let d = disturbed(&run_with(&spec));
+    fn other_work_beyond_the_spare_cpus_disturbs_a_round() {
+        let mut r = crate::report::fixture();
+        r.load = vec![
+            load("quiet", 0, 1000.0, 10.0, 0.0),   // 1% of a core: background
+            load("busy", 0, 1000.0, 600.0, 0.0),   // a compiler on one core
+            load("stolen", 1, 1000.0, 0.0, 200.0), // the hypervisor's
+            load("short", 0, 100.0, 20.0, 0.0),    // 20% but below resolution
+        ];
+        let d = disturbed(&r);
         assert_eq!(d.len(), 2, "{d:?}");
-        assert_eq!(d[&("c4".to_string(), 0)], 3.0);
-        assert_eq!(d[&("c5".to_string(), 0)], 3.0);
-        // Within the factor: nothing.
-        spec[5].0 = 140.0;
-        assert!(disturbed(&run_with(&spec)).is_empty());
-        // Too few canaries for a median: nothing, whatever the values.
-        assert!(disturbed(&run_with(&[(100.0, "a", 0), (900.0, "b", 0)])).is_empty());
+        assert!((d[&("busy".to_string(), 0)] - 0.6).abs() < 1e-9);
+        assert!((d[&("stolen".to_string(), 1)] - 0.2).abs() < 1e-9);
+        // With a spare CPU (one thread on two), other work up to one core
+        // takes nothing from the run.
+        r.load = vec![LoadSample { threads: 1, ..load("busy", 0, 1000.0, 600.0, 0.0) }];
+        assert!(disturbed(&r).is_empty());
+        r.load = vec![LoadSample { threads: 1, ..load("busy", 0, 1000.0, 1300.0, 0.0) }];
+        assert_eq!(disturbed(&r).len(), 1, "1.3 cores of other work on 2 CPUs, 1 left spare");
     }
 
     #[test]

@@ -22,6 +22,14 @@ use serde::{Deserialize, Serialize};
 /// Fewest compared cases for the cross-case drift estimate.
 pub const MIN_CASES_FOR_DRIFT: usize = 8;
 
+/// Bytes per iteration from which a case counts as *large*: its data lives
+/// beyond the cores' private caches, in the last-level cache and memory the
+/// host's other tenants share. Large cases move together between runs (in
+/// the quiet-host A/A runs of docs/verdicts.md, one run had every 16M-element
+/// and 4096x4096 case 10-17% slower while the small ones and both canaries
+/// held), so they get a drift estimate of their own.
+pub const LARGE_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
+
 /// One estimate of the machine's drift (`new / old` time of the same work).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriftEstimate {
@@ -48,6 +56,11 @@ pub struct MachineDrift {
     pub normalized_by: Option<f64>,
     /// Which estimate judges the cases (`canaries` or `cases`).
     pub judged_by: String,
+    /// Set when the large cases (at least [`LARGE_BYTES`] per iteration)
+    /// moved together beyond the band: the interval they may move within,
+    /// on top of [`MachineDrift::envelope`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub large_envelope: Option<(f64, f64)>,
 }
 
 fn canary_levels(runs: &[RunReport], kind: CanaryKind) -> Levels {
@@ -66,12 +79,29 @@ fn canary_levels(runs: &[RunReport], kind: CanaryKind) -> Levels {
     )
 }
 
+/// The median of `ratios` with its interval, labelled `source`, when there
+/// are enough of them.
+fn median_estimate(ratios: impl Iterator<Item = f64>, source: &str, level: f64) -> Option<DriftEstimate> {
+    let mut sorted: Vec<f64> = ratios.filter(|r| r.is_finite() && *r > 0.0).collect();
+    if sorted.len() < MIN_CASES_FOR_DRIFT {
+        return None;
+    }
+    sorted.sort_unstable_by(f64::total_cmp);
+    let point = crate::stats::quantile_sorted(&sorted, 0.5);
+    let (lower, upper) = median_ci(&sorted, level);
+    Some(DriftEstimate {
+        source: format!("median of {} {source}", sorted.len()),
+        ratio: Estimate { point, lower, upper, level },
+    })
+}
+
 /// Measures the drift from the canaries of both sides and from the case
-/// ratios; `band` is the noise threshold (a fraction).
+/// ratios (each with whether the case is large, see [`LARGE_BYTES`]);
+/// `band` is the noise threshold (a fraction).
 pub fn measure(
     old: &[RunReport],
     new: &[RunReport],
-    case_ratios: &[f64],
+    case_ratios: &[(f64, bool)],
     band: f64,
     level: f64,
     seed: u64,
@@ -85,18 +115,13 @@ pub fn measure(
                 .push(DriftEstimate { source: name.into(), ratio: Estimate { point, lower, upper, level } });
         }
     }
-    let mut cases = Vec::new();
-    let finite: Vec<f64> = case_ratios.iter().copied().filter(|r| r.is_finite() && *r > 0.0).collect();
-    if finite.len() >= MIN_CASES_FOR_DRIFT {
-        let mut sorted = finite.clone();
-        sorted.sort_unstable_by(f64::total_cmp);
-        let point = crate::stats::quantile_sorted(&sorted, 0.5);
-        let (lower, upper) = median_ci(&sorted, level);
-        cases.push(DriftEstimate {
-            source: format!("median of {} cases", sorted.len()),
-            ratio: Estimate { point, lower, upper, level },
-        });
-    }
+    let cases: Vec<DriftEstimate> =
+        median_estimate(case_ratios.iter().map(|r| r.0), "cases", level).into_iter().collect();
+    let large = median_estimate(
+        case_ratios.iter().filter(|r| r.1).map(|r| r.0),
+        "large cases (32 MiB or more per iteration)",
+        level,
+    );
     let (judging, judged_by) = if canaries.is_empty() { (&cases, "cases") } else { (&canaries, "canaries") };
     let outside = |e: &DriftEstimate| e.ratio.lower > 1.0 + band || e.ratio.upper < 1.0 - band;
     let beyond_band = judging.iter().any(outside);
@@ -106,9 +131,12 @@ pub fn measure(
         (1.0, 1.0)
     };
     let judged_by = judged_by.to_string();
+    let large_envelope =
+        large.as_ref().filter(|e| outside(e)).map(|e| (e.ratio.lower.min(1.0), e.ratio.upper.max(1.0)));
     let mut estimates = canaries;
     estimates.extend(cases);
-    MachineDrift { estimates, beyond_band, envelope, normalized_by: None, judged_by }
+    estimates.extend(large);
+    MachineDrift { estimates, beyond_band, envelope, normalized_by: None, judged_by, large_envelope }
 }
 
 impl MachineDrift {
@@ -118,6 +146,7 @@ impl MachineDrift {
         let judging: Vec<&DriftEstimate> = self
             .estimates
             .iter()
+            .filter(|e| !e.source.contains("large cases"))
             .filter(|e| (self.judged_by == "canaries") == e.source.contains("canary"))
             .collect();
         if judging.is_empty() {

@@ -21,10 +21,10 @@
 //! - **band**: the case's noise band, `max(noise_threshold, noise_k x the
 //!   case's run-to-run spread learned from history)`.
 //! - **machine drift** ([`drift`]): canaries and the cross-case median.
-//! - **disturbed rounds** ([`disturbance`]): a case's round measured while
-//!   another process held a core (the parallel canary beside it far above
-//!   its run's median) is set aside when the side has a clean round of the
-//!   case; with none, the case cannot be called changed.
+//! - **disturbed rounds** ([`disturbance`]): a case's round during which
+//!   other work took a core from the run (the kernel's counters, recorded
+//!   by `run`) is set aside when the side has a clean round of the case;
+//!   with none, the case cannot be called changed.
 //!
 //! # Verdict rule
 //!
@@ -216,6 +216,8 @@ struct Pending {
     new_alloc: Option<crate::results::AllocStats>,
     /// What disturbance took from each side (baseline, candidate).
     aside: [disturbance::SetAside; 2],
+    /// Moves at least [`drift::LARGE_BYTES`] per iteration on either side.
+    large: bool,
 }
 
 /// Compares the candidate's runs `new` with the baseline's runs `old`
@@ -273,6 +275,7 @@ pub fn compare_sets(
                     old_alloc: alloc_of(old, id),
                     new_alloc: alloc_of(new, id),
                     aside: [ao, an],
+                    large: is_large(old, id) || is_large(new, id),
                 })
             }
             _ => failed.push(id.clone()),
@@ -281,8 +284,10 @@ pub fn compare_sets(
 
     let mut notes = Vec::new();
     // Points first: the cross-case drift estimate needs every case's ratio.
-    let points: Vec<f64> =
-        pending.iter().map(|c| stats::median(&c.new.pooled()) / stats::median(&c.old.pooled())).collect();
+    let points: Vec<(f64, bool)> = pending
+        .iter()
+        .map(|c| (stats::median(&c.new.pooled()) / stats::median(&c.old.pooled()), c.large))
+        .collect();
     let mut drift = drift::measure(old, new, &points, opts.noise_threshold, opts.confidence_level, opts.seed);
     let factor = if opts.normalize { drift.factor() } else { None };
     if opts.normalize {
@@ -300,6 +305,14 @@ pub fn compare_sets(
         }
     }
     let envelope = if factor.is_some() { (1.0, 1.0) } else { drift.envelope };
+    if let Some((lo, hi)) = drift.large_envelope.filter(|_| factor.is_none()) {
+        notes.push(format!(
+            "the large cases (32 MiB or more per iteration: data in the last-level cache and memory the host shares) moved together, {:+.1}% at the median [{:+.1}%, {:+.1}%]: each is judged relative to that, since the memory system, not the code, moves them all alike",
+            (drift.estimates.iter().find(|e| e.source.contains("large cases")).map_or(1.0, |e| e.ratio.point) - 1.0) * 100.0,
+            (lo - 1.0) * 100.0,
+            (hi - 1.0) * 100.0
+        ));
+    }
     if drift.beyond_band && factor.is_none() {
         notes.push(format!(
             "the machine itself ran {} ({}): cases that moved with it are not called changed; a change that moves every case alike cannot be told apart from the machine (use `tfbench ab`, or --normalize to see ratios relative to the machine)",
@@ -358,10 +371,18 @@ pub fn compare_sets(
             }
             let ratio = Estimate { point, lower, upper, level: opts.confidence_level };
             let (old_samples, new_samples) = (c.old.len(), c.new.len());
+            // A large case may also move with the other large cases.
+            let case_envelope = match drift.large_envelope.filter(|_| c.large && factor.is_none()) {
+                Some((lo, hi)) => (envelope.0.min(lo), envelope.1.max(hi)),
+                None => envelope,
+            };
             let mut verdict = if old_samples < opts.min_samples || new_samples < opts.min_samples {
                 Verdict::TooFewSamples
             } else {
-                Verdict::judge(&Judgement { p: p_value, q: q_value, ratio, band, envelope }, opts)
+                Verdict::judge(
+                    &Judgement { p: p_value, q: q_value, ratio, band, envelope: case_envelope },
+                    opts,
+                )
             };
             let disturbed = describe_disturbance(&c.aside);
             if c.aside.iter().any(|a| a.all_disturbed)
@@ -370,7 +391,7 @@ pub fn compare_sets(
                 verdict = Verdict::Inconclusive;
             }
             // Gate on the change relative to the machine when it drifted.
-            let relative = point / envelope.1.max(1.0);
+            let relative = point / case_envelope.1.max(1.0);
             CaseChange {
                 old_median_ns: stats::median(&c.old.pooled()),
                 new_median_ns: stats::median(&c.new.pooled()),
@@ -398,8 +419,8 @@ pub fn compare_sets(
         let unjudged =
             changes.iter().filter(|c| c.disturbed.as_deref().is_some_and(|d| d.contains("every"))).count();
         notes.push(format!(
-            "{set_aside} case(s) had rounds measured while the machine was disturbed (the parallel canary beside them above {}x its run's median: another process held a core): those rounds were set aside where a clean round remained; {unjudged} case(s) had no clean round on a side and are not called changed",
-            disturbance::DISTURBED_FACTOR
+            "{set_aside} case(s) had rounds measured while the machine was disturbed (other work took more than {:.0}% of a core from the run meanwhile): those rounds were set aside where a clean round remained; {unjudged} case(s) had no clean round on a side and are not called changed",
+            disturbance::DISTURBED_SHARE * 100.0
         ));
     }
     if assumed > 0 {
@@ -447,6 +468,16 @@ pub fn compare_sets(
     }
 }
 
+/// Whether case `id` moves at least [`drift::LARGE_BYTES`] per iteration
+/// in any run of `runs` (its declared bytes throughput).
+fn is_large(runs: &[RunReport], id: &str) -> bool {
+    runs.iter().flat_map(|r| r.cases.iter()).filter(|c| c.id == id).any(|c| {
+        c.throughput.iter().any(|t| {
+            t.kind == crate::workload::ThroughputKind::Bytes && t.per_iteration >= drift::LARGE_BYTES
+        })
+    })
+}
+
 /// The `disturbed` line of a case: rounds set aside per side, or that a
 /// side had no clean round.
 fn describe_disturbance(aside: &[disturbance::SetAside; 2]) -> Option<String> {
@@ -456,9 +487,9 @@ fn describe_disturbance(aside: &[disturbance::SetAside; 2]) -> Option<String> {
         .filter(|(_, a)| a.rounds > 0 || a.all_disturbed)
         .map(|(side, a)| {
             if a.all_disturbed {
-                format!("every {side} round ran disturbed (canary up to {:.1}x)", a.worst)
+                format!("every {side} round ran disturbed (up to {:.2} of a core taken)", a.worst)
             } else {
-                format!("{} {side} round(s) set aside (canary up to {:.1}x)", a.rounds, a.worst)
+                format!("{} {side} round(s) set aside (up to {:.2} of a core taken)", a.rounds, a.worst)
             }
         })
         .collect();

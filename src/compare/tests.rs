@@ -538,14 +538,13 @@ fn machine_drift_from_canaries_is_measured_and_not_called_a_regression() {
 
 #[test]
 fn rounds_run_while_another_process_held_a_core_are_set_aside() {
-    use crate::results::{CanaryKind, CanarySample};
+    use crate::results::LoadSample;
     let names: Vec<String> = (0..10).map(|i| format!("c{i:02}")).collect();
     let old = report(names.iter().zip(0..).map(|(n, i)| timed(n, 1.0, 500 + i)).collect());
     let mut new = report(names.iter().zip(0..).map(|(n, i)| timed(n, 1.0, 600 + i)).collect());
-    // c03: rounds 2 and 3 three times slower, and the canary before it in
-    // those rounds 4x its median. c07: every round 3x slower and every
-    // canary before it slow. c05: 30% slower and nothing disturbed (a real
-    // change). Case order is the plan order in every round.
+    // c03: rounds 2 and 3 three times slower, with other work holding most
+    // of a core meanwhile. c07: every round 3x slower and every round
+    // disturbed. c05: 30% slower and nothing disturbed (a real change).
     let slow = |case: &mut CaseResult, rounds: &[u32], f: f64| {
         for s in case.samples.iter_mut().filter(|s| rounds.contains(&s.round)) {
             s.nanos *= f;
@@ -555,13 +554,16 @@ fn rounds_run_while_another_process_held_a_core_are_set_aside() {
     slow(&mut new.cases[7], &[0, 1, 2, 3], 3.0);
     slow(&mut new.cases[5], &[0, 1, 2, 3], 1.3);
     let disturbed = |i: usize, r: u32| (i == 3 && r >= 2) || i == 7;
-    new.canaries = (0..4u32)
+    new.load = (0..4u32)
         .flat_map(|r| (0..names.len()).map(move |i| (r, i)))
-        .map(|(r, i)| CanarySample {
-            kind: CanaryKind::Parallel,
+        .map(|(r, i)| LoadSample {
+            case: new.cases[i].id.clone(),
             round: r,
-            nanos: if disturbed(i, r) { 4e5 } else { 1e5 },
-            case: Some(new.cases[i].id.clone()),
+            wall_ns: 1e9,
+            others_ns: if disturbed(i, r) { 7e8 } else { 5e6 },
+            steal_ns: 0.0,
+            cpus: 2,
+            threads: 2,
         })
         .collect();
 
@@ -571,13 +573,17 @@ fn rounds_run_while_another_process_held_a_core_are_set_aside() {
         "b",
         &{
             let mut n = new.clone();
-            n.canaries.clear();
+            n.load.clear();
             n
         },
         &opts(),
     );
     let called = |c: &Comparison, id: &str| c.changes.iter().find(|ch| ch.id == id).unwrap().clone();
-    assert_eq!(called(&undisturbed, "synthetic/c07").verdict, Verdict::Regressed, "without canaries: called");
+    assert_eq!(
+        called(&undisturbed, "synthetic/c07").verdict,
+        Verdict::Regressed,
+        "without load figures: called"
+    );
 
     let c = compare("a", &old, "b", &new, &opts());
     let c03 = called(&c, "synthetic/c03");

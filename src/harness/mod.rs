@@ -5,6 +5,7 @@
 pub use crate::alloc;
 pub mod canary;
 pub mod inject;
+pub mod load;
 pub mod runner;
 pub mod sampler;
 pub mod timer;

@@ -75,6 +75,8 @@ pub struct Executed {
     pub cases: Vec<CaseResult>,
     /// Canary timings (see [`super::canary`]); empty when disabled.
     pub canaries: Vec<crate::results::CanarySample>,
+    /// Other work's CPU use during each case-round (with the canaries).
+    pub load: Vec<crate::results::LoadSample>,
 }
 
 /// Options of a run beyond the plan.
@@ -123,6 +125,7 @@ fn execute_quietly(
     finish: &mut Finish<'_>,
 ) -> Executed {
     let mut canaries = Vec::new();
+    let mut load = Vec::new();
     let n = plan.cases.len();
     let mut outcomes: Vec<CaseOutcome> = plan
         .cases
@@ -155,6 +158,7 @@ fn execute_quietly(
                 continue;
             }
             obs.case_started(&o.case.id, round, done, total);
+            let before = if hooks.canaries { super::load::snapshot() } else { None };
             if hooks.canaries {
                 canaries.extend(super::canary::sample(round, &o.case.id));
             }
@@ -167,6 +171,9 @@ fn execute_quietly(
                 Some(suite) => run_one(suite, o, &settings, timer, round, obs, Injected { slow, panic }),
                 None => Err(("prepare", format!("unknown suite {}", o.case.suite))),
             };
+            if let (Some(a), Some(b)) = (&before, before.as_ref().and_then(|_| super::load::snapshot())) {
+                load.push(super::load::between(a, &b, &o.case.id, round, crate::device::cpu::threads()));
+            }
             if let Err((phase, reason)) = ran {
                 o.failure = Some((phase.to_string(), reason));
             }
@@ -189,7 +196,7 @@ fn execute_quietly(
             }
         }
     }
-    Executed { cases: results.into_iter().flatten().collect(), canaries }
+    Executed { cases: results.into_iter().flatten().collect(), canaries, load }
 }
 
 /// Prepares `case` on `suite`, a panic caught: `Ok(Ok(w))` ready to verify,

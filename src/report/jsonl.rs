@@ -75,6 +75,9 @@ pub struct SummaryLine {
     /// The canary timings taken between the cases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub canaries: Vec<crate::results::CanarySample>,
+    /// Other work's CPU use during each case-round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub load: Vec<crate::results::LoadSample>,
 }
 
 /// Skipped cases that share a reason, in the summary line.
@@ -102,6 +105,7 @@ impl SummaryLine {
             wall_time_secs: report.wall_time_secs,
             targets: report.targets.clone(),
             canaries: report.canaries.clone(),
+            load: report.load.clone(),
         }
     }
 }
@@ -204,6 +208,7 @@ pub fn parse_jsonl(text: &str) -> Result<RunReport> {
         targets: summary.targets,
         run_id: run.run_id,
         canaries: summary.canaries,
+        load: summary.load,
     })
 }
 

@@ -440,6 +440,7 @@ pub(crate) fn fixture() -> RunReport {
         cases: vec![matmul, softmax, layernorm],
         run_id: "fixture-run".into(),
         canaries: Vec::new(),
+        load: Vec::new(),
     }
 }
 

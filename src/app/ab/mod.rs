@@ -149,7 +149,9 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
             }
             let share =
                 RoundShare::new(&hb.settings.get(suite).cloned().unwrap_or_default(), hb.rounds, rounds);
-            match pair_case(&mut base, &mut head, id, &share, round as usize + ci, min_sample_ns)? {
+            // Round 0 verified every case still in the running, in both builds.
+            let verified = round > 0;
+            match pair_case(&mut base, &mut head, id, &share, round as usize + ci, min_sample_ns, verified)? {
                 CaseRun::Pairs(b, h) => {
                     case.round.extend(std::iter::repeat_n(round, b.len()));
                     case.base.extend(b);
@@ -195,7 +197,7 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     }
     c.notes.extend(reasons);
     c.notes.push(format!(
-        "{} (head) against {} (base); {rounds} rounds, each with fresh worker processes; wall time {:.1} s",
+        "{} (head) against {} (base); {rounds} rounds, each with fresh worker processes (each build verified every case in the first round; later rounds run the same binaries on the same seeded inputs); wall time {:.1} s",
         hh.build,
         hb.build,
         started.elapsed().as_secs_f64()

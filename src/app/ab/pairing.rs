@@ -58,11 +58,21 @@ pub(super) fn pair_case(
     s: &RoundShare,
     parity: usize,
     min_sample_ns: f64,
+    verified: bool,
 ) -> Result<CaseRun> {
     let outcome = (|| -> Result<CaseRun> {
         let mut per_iter = [0.0f64; 2];
         for (k, w) in [&mut *base, &mut *head].into_iter().enumerate() {
-            match w.ask(&Request::Prepare(id.into()))? {
+            // A worker of a build that already verified this case (in an
+            // earlier round) prepares it without checking it again, if it
+            // can: fresh processes every round made re-verification the
+            // largest part of `ab`'s overhead over two runs.
+            let request = if verified && w.hello.verify_once {
+                Request::PrepareVerified(id.into())
+            } else {
+                Request::Prepare(id.into())
+            };
+            match w.ask(&request)? {
                 Reply::Ok => {}
                 Reply::Skipped(why) => return Ok(CaseRun::Skipped(why)),
                 Reply::Failed { phase, reason } => {

@@ -27,6 +27,10 @@ pub struct Hello {
     pub rounds: u32,
     /// The injection test hook in force in this worker, if any.
     pub injected: Option<String>,
+    /// The worker understands [`Request::PrepareVerified`] (builds before it
+    /// lack the field: they are always sent [`Request::Prepare`]).
+    #[serde(default)]
+    pub verify_once: bool,
 }
 
 /// What the driver asks.
@@ -35,6 +39,10 @@ pub struct Hello {
 pub enum Request {
     /// Prepare and verify case `id`.
     Prepare(String),
+    /// Prepare case `id` without verifying it: a process of the same build
+    /// verified it in an earlier round on the same seeded inputs. Sent only
+    /// to workers whose [`Hello::verify_once`] is set.
+    PrepareVerified(String),
     /// Warm the prepared case up for this many seconds.
     WarmUp(f64),
     /// Time one sample of this many iterations.
@@ -129,9 +137,32 @@ mod tests {
     #[test]
     fn a_worker_gets_the_plan_and_timing_it_was_given() {
         let ab = parse(&[
-            "tfbench", "ab", "--base", "a", "--head", "b", "--suite", "tensor", "--skip", "bmm",
-            "--sample-size", "7", "--warm-up-time", "0.1", "--measurement-time", "0.2", "--max-time", "1.5",
-            "--rounds", "3", "-j", "2", "--seed", "9", "--quick", "unary",
+            "tfbench",
+            "ab",
+            "--base",
+            "a",
+            "--head",
+            "b",
+            "--suite",
+            "tensor",
+            "--skip",
+            "bmm",
+            "--sample-size",
+            "7",
+            "--warm-up-time",
+            "0.1",
+            "--measurement-time",
+            "0.2",
+            "--max-time",
+            "1.5",
+            "--rounds",
+            "3",
+            "-j",
+            "2",
+            "--seed",
+            "9",
+            "--quick",
+            "unary",
         ]);
         let Command::Ab(a) = ab.command else { panic!("not ab") };
         let words = plan_args(&a.plan);
@@ -145,5 +176,20 @@ mod tests {
         assert_eq!(format!("{:?}", w.plan.selection), format!("{:?}", a.plan.selection));
         assert_eq!(a.plan.timing.sample_size, Some(7));
         assert_eq!(a.plan.timing.rounds, Some(3));
+    }
+
+    #[test]
+    fn older_workers_are_never_asked_to_skip_verification() {
+        // A greeting from a build before `verify_once` existed.
+        let old = r#"{"protocol":1,"schema_version":3,"build":"tfbench 0.1.0 (abc)","cases":[["s/b","s"]],"settings":{},"rounds":2,"injected":null}"#;
+        let h: Hello = serde_json::from_str(old).unwrap();
+        assert!(!h.verify_once, "absent means the worker verifies on every prepare");
+        let new = Hello { verify_once: true, ..h };
+        let back: Hello = serde_json::from_str(&serde_json::to_string(&new).unwrap()).unwrap();
+        assert!(back.verify_once);
+        // The request is its own variant, so an older worker could never
+        // mistake it for a plain prepare.
+        let r = serde_json::to_string(&Request::PrepareVerified("s/b".into())).unwrap();
+        assert_eq!(r, r#"{"prepare_verified":"s/b"}"#);
     }
 }

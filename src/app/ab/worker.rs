@@ -30,6 +30,7 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
         settings: plan.settings.clone(),
         rounds: plan.rounds,
         injected: injection.as_ref().map(|i| i.spec.clone()),
+        verify_once: true,
     };
     let mut out = std::io::stdout().lock();
     let mut send = |v: &dyn erased::Json| -> Result<()> {
@@ -47,13 +48,22 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
                 workload = None;
                 Reply::Ok
             }
-            Request::Prepare(id) => match prepare(&plan, &id, injection.as_ref(), panics.as_ref()) {
+            Request::Prepare(id) => match prepare(&plan, &id, injection.as_ref(), panics.as_ref(), true) {
                 Ok(w) => {
                     workload = Some(w);
                     Reply::Ok
                 }
                 Err(r) => r,
             },
+            Request::PrepareVerified(id) => {
+                match prepare(&plan, &id, injection.as_ref(), panics.as_ref(), false) {
+                    Ok(w) => {
+                        workload = Some(w);
+                        Reply::Ok
+                    }
+                    Err(r) => r,
+                }
+            }
             Request::WarmUp(secs) => match workload.as_mut() {
                 Some(w) => {
                     guarded("warm_up", || warm_up(w.as_mut(), secs)).map_or_else(|r| r, Reply::PerIter)
@@ -98,13 +108,14 @@ pub(super) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T
     }
 }
 
-/// Prepares and verifies case `id` of `plan` (wrapped by the injection hook
-/// when it applies).
+/// Prepares case `id` of `plan` and, with `verify`, verifies it (wrapped by
+/// the injection hook when it applies).
 fn prepare(
     plan: &Resolved,
     id: &str,
     inject: Option<&crate::harness::inject::Injection>,
     panics: Option<&regex::Regex>,
+    verify: bool,
 ) -> Result<Box<dyn Workload>, Reply> {
     let fail = |phase: &str, reason: String| Reply::Failed { phase: phase.into(), reason };
     let case =
@@ -122,9 +133,11 @@ fn prepare(
     if let Some(limit) = plan.settings.get(&case.suite).and_then(|s| s.max_time) {
         w.set_time_limit(Duration::from_secs_f64(limit));
     }
-    let v = guarded("verify", || w.verify())?;
-    if !v.passed {
-        return Err(fail("verify", format!("wrong result against {}: {}", v.reference, v.detail)));
+    if verify {
+        let v = guarded("verify", || w.verify())?;
+        if !v.passed {
+            return Err(fail("verify", format!("wrong result against {}: {}", v.reference, v.detail)));
+        }
     }
     if let Some(i) = inject.filter(|i| i.applies_to(id)) {
         w = Box::new(crate::harness::inject::Slowed::new(w, i.factor));
