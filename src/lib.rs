@@ -57,6 +57,7 @@ pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod cuda;
 pub mod data;
 pub mod device;
 pub mod env;
