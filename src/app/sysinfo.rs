@@ -10,6 +10,10 @@ use anyhow::{Result, bail};
 pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
     let env = Environment::gather();
     let data = crate::data::lookup();
+    // GPUs are described here, not in `Environment`: the environment keys
+    // the CPU probe's cache and is recorded with every result, and opening
+    // the CUDA driver for a CPU run would cost it a second.
+    let cuda = crate::cuda::info::gather();
     let limits = if args.probe {
         let threads = args.threads.unwrap_or_else(config::default_threads);
         if threads == 0 {
@@ -33,8 +37,11 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
             "machine_limits": limits,
             "isa_usable": crate::isa::usable(),
             "data_dirs": data_dirs_json(&data),
+            "cuda": cuda,
         }))? + "\n"),
         ListFormat::Table => Ok(super::sysinfo_table::render_table(&env, limits.as_ref())
+            + "\n"
+            + &crate::cuda::info::describe_lines(&cuda).iter().map(|l| format!("{l}\n")).collect::<String>()
             + "\n"
             + "data folders (--data-dir, else TFBENCH_DATA_DIR, else these; first match wins per file):\n"
             + &data.describe().iter().map(|l| format!("  {l}\n")).collect::<String>()),

@@ -92,9 +92,19 @@ pub fn availability(n: u32) -> Result<(), String> {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Libraries {
     /// NVRTC (runtime compilation of tfbench's own kernels).
+    #[serde(serialize_with = "found_or_why")]
     pub nvrtc: Result<(), String>,
     /// cuBLAS (GEMMs).
+    #[serde(serialize_with = "found_or_why")]
     pub cublas: Result<(), String>,
+}
+
+/// A library's state in JSON: `"found"` or what is missing.
+fn found_or_why<S: serde::Serializer>(r: &Result<(), String>, s: S) -> Result<S::Ok, S::Error> {
+    match r {
+        Ok(()) => s.serialize_str("found"),
+        Err(why) => s.serialize_str(why),
+    }
 }
 
 /// Which of NVRTC and cuBLAS can be opened (the names follow the CUDA major
