@@ -40,7 +40,7 @@ mod reduction;
 mod reference;
 mod unary;
 
-/// Core tensor operations on the CPU.
+/// Core tensor operations on the CPU and on CUDA GPUs.
 pub struct TensorSuite;
 
 /// Benchmarks of `suites/tensor.toml`, in file order; `prepare` handles each.
@@ -74,7 +74,7 @@ impl Suite for TensorSuite {
         "tensor"
     }
     fn describe(&self) -> &'static str {
-        "Core tensor operations: creation, elementwise, reductions, manipulation, matmul, f16/bf16"
+        "Core tensor operations: creation, elementwise, reductions, manipulation, matmul, f16/bf16; on CUDA also cuBLAS GEMMs, transfers, launches"
     }
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/tensor.toml")
