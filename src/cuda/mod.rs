@@ -192,8 +192,13 @@ impl Gpu {
             name: Some(format!("{name}.cu")),
             ..Default::default()
         };
-        let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts)
-            .map_err(|e| anyhow::anyhow!("NVRTC compiling {name}: {e}"))?;
+        let ptx = cudarc::nvrtc::compile_ptx_with_opts(src, opts).map_err(|e| match e {
+            // The compiler's own log, readable (the error's Debug form escapes it).
+            cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. } => {
+                anyhow::anyhow!("NVRTC compiling {name}: {nvrtc:?}:\n{}", log.to_string_lossy())
+            }
+            other => anyhow::anyhow!("NVRTC compiling {name}: {other}"),
+        })?;
         let m = self.ctx.load_module(ptx).map_err(|e| anyhow::anyhow!("loading {name}: {}", describe(&e)))?;
         cache.insert(name, m.clone());
         Ok((m, t.elapsed()))
