@@ -13,6 +13,8 @@ pub struct GpuInfo {
     pub device: String,
     /// Product name, e.g. "NVIDIA H100 80GB HBM3".
     pub name: String,
+    /// The GPU's UUID (hex), which keys its probe cache.
+    pub uuid: String,
     /// Compute capability, e.g. "9.0".
     pub compute_capability: String,
     /// Streaming multiprocessors.
@@ -95,6 +97,13 @@ fn one(n: usize) -> Result<GpuInfo, String> {
     Ok(GpuInfo {
         device: format!("cuda:{n}"),
         name: ctx.name().map_err(|e| describe(&e))?,
+        uuid: ctx
+            .uuid()
+            .map_err(|e| describe(&e))?
+            .bytes
+            .iter()
+            .map(|b| format!("{:02x}", *b as u8))
+            .collect(),
         compute_capability: format!("{major}.{minor}"),
         sms: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT).unwrap_or(0),
         memory_bytes: ctx.total_mem().map_err(|e| describe(&e))? as u64,

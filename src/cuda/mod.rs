@@ -6,7 +6,8 @@
 //! - [`Gpu`]: one context and one stream per device, cached for the
 //!   process ([`gpu`]), with the NVRTC module cache ([`Gpu::module`]), cuBLAS
 //!   handles ([`Gpu::blas`]) and timing events;
-//! - [`info`]: what `sysinfo` lists of each GPU;
+//! - [`info`]: what `sysinfo` lists of each GPU; [`probe`]: its measured
+//!   limits, cached per GPU;
 //! - [`workload`]: the harness side of a GPU case (stream sync before every
 //!   clock read, CUDA-event time, setup cost, device bytes).
 //!
@@ -19,6 +20,7 @@
 //! `crate::kernels::cuda`.
 
 pub mod info;
+pub mod probe;
 pub mod workload;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaModule, CudaStream, DriverError, sys};

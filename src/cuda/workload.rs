@@ -11,7 +11,8 @@
 //! the device bytes the case holds are reported as metrics too.
 
 use super::Gpu;
-use crate::workload::{Metric, Throughput, Verification, Workload};
+use super::probe::{GpuLimits, Limit};
+use crate::workload::{Metric, Throughput, ThroughputKind, Verification, Workload};
 use anyhow::Result;
 use cudarc::driver::CudaEvent;
 use std::sync::Arc;
@@ -36,6 +37,11 @@ pub trait GpuOp: Send {
     fn metrics(&self) -> Vec<Metric> {
         Vec::new()
     }
+    /// The probed limit this operation is measured against, and which of
+    /// its throughputs is compared with it (`None`: none applies).
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        None
+    }
 }
 
 /// A [`GpuOp`] on its GPU, timed with the host clock and CUDA events.
@@ -50,6 +56,8 @@ pub struct GpuWorkload<O: GpuOp> {
     event_ns: Vec<f64>,
     setup: Duration,
     device_bytes: u64,
+    /// The GPU's cached probe (`sysinfo --probe`), if any.
+    limits: Option<GpuLimits>,
 }
 
 impl<O: GpuOp> GpuWorkload<O> {
@@ -59,7 +67,8 @@ impl<O: GpuOp> GpuWorkload<O> {
     pub fn new(gpu: Arc<Gpu>, op: O, setup: Duration, device_bytes: u64) -> Result<Self> {
         let start = gpu.timing_event()?;
         let end = gpu.timing_event()?;
-        Ok(Self { gpu, op, start, end, pending: None, event_ns: Vec::new(), setup, device_bytes })
+        let limits = super::probe::uuid(&gpu).ok().and_then(|u| super::probe::load(&u));
+        Ok(Self { gpu, op, start, end, pending: None, event_ns: Vec::new(), setup, device_bytes, limits })
     }
 }
 
@@ -108,10 +117,26 @@ impl<O: GpuOp> Workload for GpuWorkload<O> {
         ];
         if let Some(med) = median(&self.event_ns) {
             m.push(Metric::new("cuda_event_ns", med, "ns"));
+            let work = |k| self.op.throughput().iter().find(|t| t.kind == k).map(|t| t.per_iteration);
+            if let Some(pct) = self
+                .limits
+                .as_ref()
+                .zip(self.op.limit())
+                .and_then(|(l, (limit, kind))| pct_of_limit(work(kind)?, med, l.rate(limit)?))
+            {
+                m.push(Metric::new("pct_of_probed_limit", pct, "%"));
+            }
         }
         m.extend(self.op.metrics());
         m
     }
+}
+
+/// The rate of `work` units per iteration in `ns_per_iter` nanoseconds, as
+/// a percentage of `limit` units per second (device time: the CUDA-event
+/// median, so host overheads the limit's probe did not pay are left out).
+pub fn pct_of_limit(work: f64, ns_per_iter: f64, limit: f64) -> Option<f64> {
+    (ns_per_iter > 0.0 && limit > 0.0).then(|| work / (ns_per_iter * 1e-9) / limit * 100.0)
 }
 
 /// The median of `v` (mean of the middle two for an even count).
@@ -127,6 +152,14 @@ pub fn median(v: &[f64]) -> Option<f64> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn percent_of_limit_from_device_time() {
+        // 1 GFLOP in 1 ms is 1 TFLOP/s: half of a 2 TFLOP/s limit.
+        assert_eq!(super::pct_of_limit(1e9, 1e6, 2e12), Some(50.0));
+        assert_eq!(super::pct_of_limit(1e9, 0.0, 2e12), None);
+        assert_eq!(super::pct_of_limit(1e9, 1e6, 0.0), None);
+    }
+
     #[test]
     fn median_of_odd_even_and_empty() {
         assert_eq!(super::median(&[3.0, 1.0, 2.0]), Some(2.0));

@@ -6,11 +6,12 @@ use super::super::elementwise::BinOp;
 use super::super::unary::{self, UnOp};
 use super::{download, function, upload, workload, zeros};
 use crate::cuda::Gpu;
+use crate::cuda::probe::Limit;
 use crate::cuda::workload::GpuOp;
 use crate::kernels::cuda::grid::{ELEMENTWISE_BLOCK, elementwise_grid};
 use crate::plan::Case;
 use crate::suites::tensor::{choice, elements, seed, shape2};
-use crate::suites::{Throughput, Verification, Workload, skip};
+use crate::suites::{Throughput, ThroughputKind, Verification, Workload, skip};
 use crate::util;
 use anyhow::Result;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
@@ -125,6 +126,10 @@ fn code(kind: Kind) -> i32 {
 }
 
 impl GpuOp for Elementwise {
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        Some((Limit::DeviceCopy, ThroughputKind::Bytes))
+    }
+
     fn launch(&mut self, gpu: &Gpu) -> Result<()> {
         let n = self.n as u64;
         let cfg = config(self.n);

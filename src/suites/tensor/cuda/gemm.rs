@@ -6,11 +6,12 @@
 
 use super::{download, upload, workload, zeros};
 use crate::cuda::Gpu;
+use crate::cuda::probe::Limit;
 use crate::cuda::workload::GpuOp;
 use crate::kernels::cuda::gemm::{self as cugemm, Batch, ColMajorGemm, GemmDtype};
 use crate::plan::Case;
 use crate::suites::tensor::{choice, seed};
-use crate::suites::{Throughput, Verification, Workload};
+use crate::suites::{Throughput, ThroughputKind, Verification, Workload};
 use crate::util;
 use anyhow::{Result, bail};
 use cudarc::cublas::CudaBlas;
@@ -81,6 +82,10 @@ pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>, batched: bool) -> Result<Box<d
 }
 
 impl GpuOp for Gemm {
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        Some((Limit::Gemm(self.dtype), ThroughputKind::Flops))
+    }
+
     fn launch(&mut self, gpu: &Gpu) -> Result<()> {
         let s = &gpu.stream;
         // SAFETY: the buffers hold batch x (m x k, k x n, m x n) elements of

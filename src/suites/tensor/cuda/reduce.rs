@@ -6,12 +6,13 @@ use super::super::reduction::LN_EPS;
 use super::super::reference;
 use super::{download, function, upload, workload, zeros};
 use crate::cuda::Gpu;
+use crate::cuda::probe::Limit;
 use crate::cuda::workload::GpuOp;
 use crate::kernels::cuda::grid::{reduce_grid, sum_error_levels};
 use crate::kernels::cuda::source::{REDUCE_BLOCK, ROW_BLOCK};
 use crate::plan::Case;
 use crate::suites::tensor::{choice, seed, shape2};
-use crate::suites::{Throughput, Verification, Workload};
+use crate::suites::{Throughput, ThroughputKind, Verification, Workload};
 use crate::util;
 use anyhow::Result;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
@@ -121,6 +122,10 @@ fn cfg(grid: u32, block: u32) -> LaunchConfig {
 }
 
 impl GpuOp for Reduce {
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        Some((Limit::DeviceCopy, ThroughputKind::Bytes))
+    }
+
     fn launch(&mut self, gpu: &Gpu) -> Result<()> {
         let n = (self.rows * self.cols) as u64;
         let cols = self.cols as u64;

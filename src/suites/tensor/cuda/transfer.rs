@@ -4,10 +4,11 @@
 
 use super::{download, function, upload, workload, zeros};
 use crate::cuda::Gpu;
+use crate::cuda::probe::Limit;
 use crate::cuda::workload::GpuOp;
 use crate::plan::Case;
 use crate::suites::tensor::{choice, seed};
-use crate::suites::{Metric, Throughput, Verification, Workload};
+use crate::suites::{Metric, Throughput, ThroughputKind, Verification, Workload};
 use anyhow::{Result, bail};
 use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg, result,
@@ -104,6 +105,16 @@ pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
 }
 
 impl GpuOp for Transfer {
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        let pinned = matches!(self.host, Some(Host::Pinned(..)));
+        let limit = match self.direction {
+            "h2d" => Limit::HostToDevice(pinned),
+            "d2h" => Limit::DeviceToHost(pinned),
+            _ => Limit::DeviceCopy,
+        };
+        Some((limit, ThroughputKind::Bytes))
+    }
+
     fn launch(&mut self, gpu: &Gpu) -> Result<()> {
         let s = &gpu.stream;
         let n = self.bytes;
