@@ -15,7 +15,11 @@ estimates and throughput with PyTorch's timings and drops the rest:
   parameters, unlike the suite's flat vector; form=fused -> `fused=True`, form=unfused ->
   `foreach=True`; one flat parameter tensor, the suite's hyperparameters);
 - tensor: `matmul` (every impl's case gets `torch.mm` at its shape and
-  thread count; filter your run to one impl).
+  thread count; filter your run to one impl);
+- with `--device cuda`: the tensor suite's GPU cases (ids ending in
+  `device=cuda:N`: creation, binary, unary, reduction, gpu_gemm, gpu_bmm,
+  transfer, launch) on the same GPU, from scripts/torch_peer_cuda.py (NOT YET
+  RUN ON A GPU; see docs/cuda.md). Without it, GPU cases are left out.
 
     cargo run --release -- run --suite inference 'model=(bert-base|gpt2),' -o ours.json
     pip install torch   # the PyPI wheel, about 540 MB plus its CUDA libraries
@@ -302,7 +306,18 @@ def main():
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for cases not pinned to 1")
     ap.add_argument("--reps", type=int, default=10, help="minimum timed repetitions per case")
     ap.add_argument("--secs", type=float, default=2.0, help="time budget per case (seconds)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cpu: the CPU cases; cuda: the GPU cases (ids with device=cuda:N)")
     a = ap.parse_args()
+    if a.device == "cuda":
+        if not torch.cuda.is_available():
+            sys.exit("torch_peer.py: --device cuda, but PyTorch sees no CUDA GPU")
+        import torch_peer_cuda
+        SUITES.clear()
+        SUITES["tensor"] = lambda c, reps: torch_peer_cuda.cuda_case(c, reps, MAX_SECS)
+        peer_errors = (VerifyError, torch_peer_cuda.VerifyError)
+    else:
+        peer_errors = (VerifyError,)
     MAX_SECS = a.secs
     try:
         with open(a.template) as f:
@@ -313,7 +328,8 @@ def main():
     cases, skipped, failed = [], 0, 0
     for c in report["cases"]:
         run = SUITES.get(c["suite"])
-        if run is None or c["status"]["state"] != "ok":
+        on_gpu = "device=cuda" in c["id"]
+        if run is None or c["status"]["state"] != "ok" or on_gpu != (a.device == "cuda"):
             skipped += 1
             continue
         threads = 1 if str(c["params"].get("threads")) == "1" else a.threads
@@ -321,7 +337,7 @@ def main():
         c = copy.deepcopy(c)
         try:
             got = run(c, a.reps)
-        except VerifyError as e:
+        except peer_errors as e:
             # Loud, and recorded as tfbench records a failed self-check.
             print(f"{c['id']}: VERIFICATION FAILED: {e}", file=sys.stderr)
             c.update(status={"state": "failed", "phase": "verify", "reason": str(e)}, sampling=None, samples=[],
@@ -342,9 +358,13 @@ def main():
         rescale_throughput(c, est)
         # Every figure below is PyTorch's; nothing of tfbench's run is kept
         # but the case's identity, parameters and declared work.
-        c.update(samples=[{"iterations": 1, "nanos": float(x), "round": 0} for x in ns], estimates=est,
+        # GPU twins time several calls per sample (ns holds the time per call).
+        it = info.get("iterations_per_sample", 1)
+        c.update(samples=[{"iterations": it, "nanos": float(x) * it, "round": 0} for x in ns], estimates=est,
                  outliers=outliers(ns), sampling=info, verification=check, metrics=[], alloc=None,
-                 notes=[f"PyTorch {torch.__version__}, {threads} threads (scripts/torch_peer.py)"])
+                 notes=[f"PyTorch {torch.__version__}, "
+                        + (f"{torch.cuda.get_device_name()}" if on_gpu else f"{threads} threads")
+                        + " (scripts/torch_peer.py)"])
         cases.append(c)
         print(f"{c['id']}: {est['median']['point'] / 1e6:.3f} ms")
     report["cases"] = cases

@@ -22,6 +22,10 @@ pub use crate::harness::runner::CaseOutcome;
 
 /// Turns one case's raw outcome into its result.
 pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) -> CaseResult {
+    // The probed limits are the CPU's: a case on another device (a GPU) gets
+    // no "% of peak" or roofline class against them (there is no GPU probe
+    // yet, docs/cuda.md).
+    let limits = limits.filter(|_| o.case.device == crate::device::Device::Cpu);
     let samples: Vec<_> = o.measurements.iter().flat_map(|m| m.samples.iter().copied()).collect();
     let mut r = CaseResult {
         id: o.case.id.clone(),
@@ -341,6 +345,16 @@ mod tests {
         let pct = t.pct_of_peak.unwrap();
         assert!((pct - t.rate.point / 200e9 * 100.0).abs() < 1e-9);
         assert_eq!(r.bound, Some(Bound::Compute));
+    }
+
+    #[test]
+    fn a_gpu_case_is_not_measured_against_the_cpus_limits() {
+        let times: Vec<f64> = (0..50).map(|i| 1000.0 + (i % 5) as f64).collect();
+        let mut o = outcome(&times, vec![Throughput::flops(100_000.0)]);
+        o.case = o.case.clone().on(crate::device::Device::Cuda(0));
+        let r = analyze(&o, &Settings::default(), Some(&limits()));
+        assert!(r.throughput[0].rate.point > 0.0);
+        assert_eq!((r.throughput[0].pct_of_peak, r.bound), (None, None));
     }
 
     #[test]

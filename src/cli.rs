@@ -534,7 +534,8 @@ fn parse_live_url(text: &str) -> Result<String, String> {
 /// `tfbench sysinfo`.
 #[derive(Debug, Args)]
 pub struct SysinfoArgs {
-    /// Measure peak FLOP/s and memory bandwidth now and cache them.
+    /// Measure peak FLOP/s and memory bandwidth now and cache them (and
+    /// each CUDA GPU's GEMM peak per dtype, copy bandwidths and launch latency).
     #[arg(long)]
     pub probe: bool,
     /// Worker threads for the all-core figures [default: every logical CPU].

@@ -60,11 +60,13 @@ impl Device {
     }
 
     /// Whether cases can run on this device here: `Err` says why not (the
-    /// skip reason). CUDA and WebAssembly have no backend in this build yet.
+    /// skip reason). CUDA asks the driver ([`crate::cuda::availability`]:
+    /// no libcuda, no device, no such device); WebAssembly has no runtime in
+    /// this build yet.
     pub fn availability(self) -> Result<(), String> {
         match self {
             Device::Cpu => Ok(()),
-            Device::Cuda(_) => Err(format!("{self}: this tfbench was not built with a CUDA backend")),
+            Device::Cuda(n) => crate::cuda::availability(n),
             Device::Wasm => Err(format!("{self}: this tfbench was not built with a WebAssembly runtime")),
         }
     }
@@ -168,10 +170,17 @@ mod tests {
     }
 
     #[test]
-    fn only_the_cpu_is_available_in_this_build() {
+    fn availability_asks_the_backend_and_names_the_device() {
         assert!(Device::Cpu.availability().is_ok());
-        let why = Device::Cuda(0).availability().unwrap_err();
-        assert!(why.contains("cuda:0") && why.contains("not built with a CUDA backend"), "{why}");
+        // CUDA: whatever this machine has, the device's answer is the
+        // driver layer's, and a refusal names the device.
+        for n in [0, 7] {
+            let a = Device::Cuda(n).availability();
+            assert_eq!(a, crate::cuda::availability(n));
+            if let Err(why) = a {
+                assert!(why.contains(&format!("cuda:{n}")), "{why}");
+            }
+        }
         assert!(Device::Wasm.availability().unwrap_err().contains("WebAssembly"));
     }
 }

@@ -30,7 +30,9 @@
 //!   no other suite; its numeric kernels live in [`kernels`].
 //! - **a device**: a variant of [`device::Device`] with its availability
 //!   check, and the benchmarks that list it in [`suites::Suite::devices`];
-//!   its workloads wait for it in [`workload::Workload::sync`].
+//!   its workloads wait for it in [`workload::Workload::sync`]. CUDA is
+//!   [`cuda`] (driver, contexts, NVRTC, cuBLAS, the GPU workload harness),
+//!   with its kernels in `kernels::cuda`.
 //! - **external commands**: a config's `[[command]]` tables become the
 //!   `command` suite ([`suites::command`]), a suite built at run time that
 //!   [`config::resolve`] adds to the plan; its processes use the workload's
@@ -57,6 +59,7 @@ pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod config;
+pub mod cuda;
 pub mod data;
 pub mod device;
 pub mod env;

@@ -21,7 +21,8 @@ fn cpu_ids_are_unchanged_and_a_device_without_benchmarks_says_so() {
     assert_eq!(r.code, 0, "{}", r.stderr);
     let plain = json(&tfbench(&["list", "--suite", "tensor", "--quick", "--format", "json"]));
     assert_eq!(v["cases"], plain["cases"], "--device cpu is the default plan");
-    let r = tfbench(&["run", "--suite", "tensor", "--quick", "--no-probe", "--device", "cuda:0"]);
+    // quant has no GPU benchmark (the tensor suite's are in tests/cli_cuda.rs).
+    let r = tfbench(&["run", "--suite", "quant", "--quick", "--no-probe", "--device", "cuda:0"]);
     assert_eq!(r.code, 2);
     assert!(r.stderr.contains("--device cuda:0") && r.stderr.contains("runs there yet"), "{}", r.stderr);
 }

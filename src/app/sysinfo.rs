@@ -10,6 +10,16 @@ use anyhow::{Result, bail};
 pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
     let env = Environment::gather();
     let data = crate::data::lookup();
+    // GPUs are described here, not in `Environment`: the environment keys
+    // the CPU probe's cache and is recorded with every result, and opening
+    // the CUDA driver for a CPU run would cost it a second.
+    let cuda = crate::cuda::info::gather();
+    let gpu_limits = || -> Vec<(String, crate::cuda::probe::GpuLimits)> {
+        cuda.gpus
+            .iter()
+            .filter_map(|g| Some((g.device.clone(), crate::cuda::probe::load(&g.uuid)?)))
+            .collect()
+    };
     let limits = if args.probe {
         let threads = args.threads.unwrap_or_else(config::default_threads);
         if threads == 0 {
@@ -22,6 +32,13 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
         if let Some(w) = probe::busy_warning(&l) {
             eprintln!("{w}");
         }
+        for g in &cuda.gpus {
+            let n: u32 = g.device.trim_start_matches("cuda:").parse().unwrap_or(0);
+            eprintln!("probing {} ({}): cuBLAS GEMM per dtype, copies, launch latency ...", g.device, g.name);
+            let gpu = crate::cuda::gpu(n).map_err(|why| anyhow::anyhow!(why))?;
+            let gl = crate::cuda::probe::measure(&gpu)?;
+            eprintln!("cached in {}", crate::cuda::probe::save(&gl)?.display());
+        }
         Some(l)
     } else {
         probe::load(&env.fingerprint())?
@@ -33,8 +50,16 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
             "machine_limits": limits,
             "isa_usable": crate::isa::usable(),
             "data_dirs": data_dirs_json(&data),
+            "cuda": cuda,
+            "cuda_limits": gpu_limits().into_iter().map(|(_, l)| l).collect::<Vec<_>>(),
         }))? + "\n"),
         ListFormat::Table => Ok(super::sysinfo_table::render_table(&env, limits.as_ref())
+            + "\n"
+            + &crate::cuda::info::describe_lines(&cuda).iter().map(|l| format!("{l}\n")).collect::<String>()
+            + &gpu_limits()
+                .iter()
+                .map(|(d, l)| format!("{}\n", crate::cuda::probe::describe(d, l)))
+                .collect::<String>()
             + "\n"
             + "data folders (--data-dir, else TFBENCH_DATA_DIR, else these; first match wins per file):\n"
             + &data.describe().iter().map(|l| format!("  {l}\n")).collect::<String>()),

@@ -476,16 +476,27 @@ mod tests {
             resolve(None, &CliOverrides { suites: vec!["tensor".into()], quick: true, ..Default::default() })
                 .unwrap();
         assert!(cpu.cases.iter().all(|c| c.device == Device::Cpu && !c.id.contains("device=")));
-        // Every tensor benchmark is CPU-only today: asking for a GPU too
-        // changes nothing, asking only for it selects nothing.
+        // Asking for a GPU too adds the tensor benchmarks that run there,
+        // with `device=cuda:0` ids; the CPU cases stay as they were.
         let both = CliOverrides {
             suites: vec!["tensor".into()],
             quick: true,
             devices: vec![Device::Cpu, Device::Cuda(0)],
             ..Default::default()
         };
-        assert_eq!(resolve(None, &both).unwrap().cases, cpu.cases);
-        let gpu = CliOverrides { devices: vec![Device::Cuda(0)], ..both };
+        let all = resolve(None, &both).unwrap().cases;
+        let (gpu_cases, cpu_cases): (Vec<_>, Vec<_>) =
+            all.into_iter().partition(|c| c.device == Device::Cuda(0));
+        assert_eq!(cpu_cases, cpu.cases);
+        assert!(gpu_cases.iter().all(|c| c.id.ends_with(",device=cuda:0")));
+        let benches: std::collections::BTreeSet<&str> =
+            gpu_cases.iter().map(|c| c.benchmark.as_str()).collect();
+        assert!(
+            benches.contains("binary") && benches.contains("gpu_gemm") && !benches.contains("matmul"),
+            "{benches:?}"
+        );
+        // A CPU-only suite asked for a GPU alone selects nothing.
+        let gpu = CliOverrides { devices: vec![Device::Cuda(0)], suites: vec!["quant".into()], ..both };
         assert!(resolve(None, &gpu).unwrap().cases.is_empty());
     }
 }

@@ -5,12 +5,14 @@
 //! - [`activation`]: scalar `exp`, `ln`, `tanh`, sigmoid, SiLU, `erf`, GELU.
 //! - [`norm`], [`softmax`]: row kernels built on the lane sums of `reduce`.
 //! - GEMM ([`matmul`], [`sgemm`], [`openblas`]) and quantized kernels ([`quant`]).
+//! - [`cuda`]: the GPU kernels (NVRTC sources, launch shapes, cuBLAS GEMM calls).
 //!
 //! Suites that add kernels other suites need put them here, each with unit
 //! tests against an f64 or naive reference beside it.
 
 pub mod activation;
 pub mod buffer;
+pub mod cuda;
 mod gemm;
 mod gemv;
 pub mod norm;

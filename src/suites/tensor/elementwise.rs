@@ -21,7 +21,7 @@ pub(crate) enum BinOp {
 }
 
 impl BinOp {
-    fn f64(self, a: f64, b: f64) -> f64 {
+    pub(crate) fn f64(self, a: f64, b: f64) -> f64 {
         match self {
             Self::Add => a + b,
             Self::Sub => a - b,

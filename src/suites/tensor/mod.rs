@@ -1,4 +1,4 @@
-//! The tensor suite: core tensor operations on the CPU.
+//! The tensor suite: core tensor operations on the CPU and on CUDA GPUs.
 //!
 //! Benchmarks (see `suites/tensor.toml` for grids and how work is counted):
 //!
@@ -11,6 +11,11 @@
 //! | `transpose`, `reshape`, `slice`, `concat` | `manipulation.rs` | materialised copies and views |
 //! | `matmul`, `bmm`| `matmul.rs`          | matrixmultiply / gemm / tfbench, 1 or all threads   |
 //! | `half_convert`, `half_add` | `half_precision.rs` | f16 / bf16 via the `half` crate          |
+//! | `gpu_gemm`, `gpu_bmm`, `transfer`, `launch` | `cuda/` | CUDA only (cuBLAS, copies, launches) |
+//!
+//! creation, binary, unary and reduction also run on `cuda:N`
+//! ([`Suite::devices`]): the same cases with `device=cuda:N`, on tfbench's
+//! NVRTC kernels, checked against the same references (`cuda/`).
 //!
 //! Every workload verifies its own kernel (the code path `run` times) against
 //! an independent naive reference from `reference.rs`.
@@ -20,11 +25,13 @@
 //! (AVX-512, AVX2+FMA, baseline) and picked at run time by [`simd_dispatch`],
 //! since the crate itself is built for baseline x86-64.
 
+use crate::device::DeviceKind;
 use crate::plan::Case;
 use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 mod creation;
+mod cuda;
 mod elementwise;
 mod half_precision;
 mod manipulation;
@@ -33,7 +40,7 @@ mod reduction;
 mod reference;
 mod unary;
 
-/// Core tensor operations on the CPU.
+/// Core tensor operations on the CPU and on CUDA GPUs.
 pub struct TensorSuite;
 
 /// Benchmarks of `suites/tensor.toml`, in file order; `prepare` handles each.
@@ -50,14 +57,24 @@ pub const BENCHMARKS: &[&str] = &[
     "bmm",
     "half_convert",
     "half_add",
+    "gpu_gemm",
+    "gpu_bmm",
+    "transfer",
+    "launch",
 ];
+
+/// Benchmarks that run on the CPU and on CUDA GPUs (same grids and ids,
+/// `device=cuda:N` added on the GPU).
+const CPU_AND_CUDA: &[DeviceKind] = &[DeviceKind::Cpu, DeviceKind::Cuda];
+/// Benchmarks of GPU work only (`cuda::GPU_ONLY`).
+const CUDA_ONLY: &[DeviceKind] = &[DeviceKind::Cuda];
 
 impl Suite for TensorSuite {
     fn name(&self) -> &'static str {
         "tensor"
     }
     fn describe(&self) -> &'static str {
-        "Core tensor operations: creation, elementwise, reductions, manipulation, matmul, f16/bf16"
+        "Core tensor operations: creation, elementwise, reductions, manipulation, matmul, f16/bf16; on CUDA also cuBLAS GEMMs, transfers, launches"
     }
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/tensor.toml")
@@ -93,6 +110,13 @@ impl Suite for TensorSuite {
             ("reduction", "op") => ParamRule::OneOf(reduction::OPS),
             ("half_convert", "op") => ParamRule::OneOf(half_precision::CONVERSIONS),
             ("half_add", "dtype") => ParamRule::OneOf(half_precision::HALF_DTYPES),
+            ("gpu_gemm" | "gpu_bmm", "dtype") => ParamRule::OneOf(cuda::DTYPES),
+            ("gpu_gemm", "shape") => ParamRule::Shape("MxKxN"),
+            ("gpu_bmm", "shape") => ParamRule::Shape("BATCHxMxKxN"),
+            ("transfer", "direction") => ParamRule::OneOf(cuda::DIRECTIONS),
+            ("transfer", "memory") => ParamRule::OneOf(cuda::MEMORY),
+            ("transfer", "bytes") => ParamRule::POSITIVE,
+            ("launch", "mode") => ParamRule::OneOf(cuda::LAUNCH_MODES),
             ("reshape", "layout") => ParamRule::OneOf(manipulation::LAYOUTS),
             ("slice", "region") => ParamRule::OneOf(manipulation::REGIONS),
             ("concat", "axis") => ParamRule::Int { min: 0, max: 1 },
@@ -105,7 +129,17 @@ impl Suite for TensorSuite {
             _ => return None,
         })
     }
+    fn devices(&self, benchmark: &str) -> &'static [DeviceKind] {
+        match benchmark {
+            "creation" | "binary" | "unary" | "reduction" => CPU_AND_CUDA,
+            b if cuda::GPU_ONLY.contains(&b) => CUDA_ONLY,
+            _ => crate::device::CPU_ONLY,
+        }
+    }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+        if case.device.kind() == DeviceKind::Cuda || cuda::GPU_ONLY.contains(&case.benchmark.as_str()) {
+            return cuda::prepare(case);
+        }
         match case.benchmark.as_str() {
             "creation" => creation::prepare(case),
             "binary" => elementwise::prepare(case),
@@ -226,7 +260,7 @@ mod tests {
     fn default_grid_cases_below_size_limit_prepare_and_verify() {
         let mut checked = 0;
         let mut total = 0;
-        for b in spec().benchmarks {
+        for b in spec().benchmarks.into_iter().filter(|b| !cuda::GPU_ONLY.contains(&b.name.as_str())) {
             for case in expand("tensor", &b) {
                 total += 1;
                 if size(&case) > 1 << 21 {
@@ -272,6 +306,7 @@ mod tests {
         let small_mm = vec![ParamValue::Str("7x13x5".into()), ParamValue::Str("65x33x17".into())];
         let small_bmm = vec![ParamValue::Str("3x7x13x5".into())];
         let mut spec = spec();
+        spec.benchmarks.retain(|b| !cuda::GPU_ONLY.contains(&b.name.as_str()));
         for b in &mut spec.benchmarks {
             for g in &mut b.grids {
                 for (k, v) in g.iter_mut() {

@@ -28,7 +28,8 @@ pub(crate) enum UnOp {
     Gelu,
 }
 
-const ALL: [UnOp; 7] = [UnOp::Relu, UnOp::Sigmoid, UnOp::Tanh, UnOp::Exp, UnOp::Log, UnOp::Sqrt, UnOp::Gelu];
+pub(crate) const ALL: [UnOp; 7] =
+    [UnOp::Relu, UnOp::Sigmoid, UnOp::Tanh, UnOp::Exp, UnOp::Log, UnOp::Sqrt, UnOp::Gelu];
 
 simd_dispatch! {
     /// `out[i] = op(x[i])` over equal-length slices (serial).
@@ -87,7 +88,7 @@ pub(crate) fn tolerance(op: UnOp) -> (f64, f64) {
 
 /// Benchmark inputs for `op`: normal for relu, uniform on [-10, 10] for the
 /// saturating functions, positive for log and sqrt.
-fn inputs(op: UnOp, n: usize, seed: u64) -> Vec<f32> {
+pub(crate) fn inputs(op: UnOp, n: usize, seed: u64) -> Vec<f32> {
     match op {
         UnOp::Relu => util::randn(n, seed),
         UnOp::Log | UnOp::Sqrt => util::uniform(n, 1e-3, 100.0, seed),

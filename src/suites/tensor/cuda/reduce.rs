@@ -1,0 +1,278 @@
+//! `reduction` on the GPU: sum, mean, max and argmax in two passes (block
+//! partials, then one block), softmax and layernorm with one block per row.
+//! Inputs, work counts and references are the CPU case's.
+
+use super::super::reduction::LN_EPS;
+use super::super::reference;
+use super::{download, function, upload, workload, zeros};
+use crate::cuda::Gpu;
+use crate::cuda::probe::Limit;
+use crate::cuda::workload::GpuOp;
+use crate::kernels::cuda::grid::{reduce_grid, sum_error_levels};
+use crate::kernels::cuda::source::{REDUCE_BLOCK, ROW_BLOCK};
+use crate::plan::Case;
+use crate::suites::tensor::{choice, seed, shape2};
+use crate::suites::{Throughput, ThroughputKind, Verification, Workload};
+use crate::util;
+use anyhow::Result;
+use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Op {
+    Sum,
+    Mean,
+    Max,
+    Argmax,
+    Softmax,
+    LayerNorm,
+}
+
+struct Reduce {
+    op: Op,
+    rows: usize,
+    cols: usize,
+    seed: u64,
+    f: CudaFunction,
+    x_host: Vec<f32>,
+    gamma_host: Vec<f32>,
+    beta_host: Vec<f32>,
+    x: CudaSlice<f32>,
+    /// gamma and beta (layernorm), else empty.
+    params: Vec<CudaSlice<f32>>,
+    /// Row outputs (softmax, layernorm), or the first pass's partials.
+    out: CudaSlice<f32>,
+    /// The final value (sum, mean, max, argmax's value).
+    scalar: CudaSlice<f32>,
+    /// argmax's partial and final indices.
+    idx: CudaSlice<u64>,
+    idx_final: CudaSlice<u64>,
+    grid: u32,
+}
+
+pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
+    let op = match choice(case, "op", super::super::reduction::OPS)? {
+        "sum" => Op::Sum,
+        "mean" => Op::Mean,
+        "max" => Op::Max,
+        "argmax" => Op::Argmax,
+        "softmax" => Op::Softmax,
+        _ => Op::LayerNorm,
+    };
+    let (rows, cols) = shape2(case)?;
+    let n = rows * cols;
+    let s = seed(case);
+    // The CPU case's data (see its prepare): non-zero mean for sums, wide
+    // rows for softmax.
+    let x_host = match op {
+        Op::Sum | Op::Mean => util::uniform(n, -0.5, 1.5, s),
+        Op::Softmax => util::randn(n, s).into_iter().map(|v| 3.0 * v).collect(),
+        _ => util::randn(n, s),
+    };
+    let (gamma_host, beta_host) = if op == Op::LayerNorm {
+        (util::uniform(cols, 0.5, 1.5, s ^ 1), util::randn(cols, s ^ 2))
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let rowwise = matches!(op, Op::Softmax | Op::LayerNorm);
+    let grid = if rowwise { u32::try_from(rows)? } else { reduce_grid(n) };
+    let out_len = if rowwise { n } else { grid as usize };
+    let bytes = (4 * (n + out_len + 2 * gamma_host.len() + 1) + 8 * (grid as usize + 1)) as u64;
+    super::check_fits(&gpu, case, bytes)?;
+    let t = std::time::Instant::now();
+    let name = match op {
+        Op::Sum | Op::Mean | Op::Max => "reduce_f32",
+        Op::Argmax => "argmax_f32",
+        Op::Softmax => "softmax_rows_f32",
+        Op::LayerNorm => "layernorm_rows_f32",
+    };
+    let (f, _) = function(&gpu, name)?;
+    let x = upload(&gpu, &x_host)?;
+    let params = if op == Op::LayerNorm {
+        vec![upload(&gpu, &gamma_host)?, upload(&gpu, &beta_host)?]
+    } else {
+        Vec::new()
+    };
+    let out = zeros(&gpu, out_len)?;
+    let scalar = zeros(&gpu, 1)?;
+    let (idx, idx_final) = (zeros(&gpu, grid as usize)?, zeros(&gpu, 1)?);
+    gpu.sync()?;
+    let r = Reduce {
+        op,
+        rows,
+        cols,
+        seed: s,
+        f,
+        x_host,
+        gamma_host,
+        beta_host,
+        x,
+        params,
+        out,
+        scalar,
+        idx,
+        idx_final,
+        grid,
+    };
+    workload(gpu, r, t.elapsed(), bytes)
+}
+
+fn cfg(grid: u32, block: u32) -> LaunchConfig {
+    LaunchConfig { grid_dim: (grid, 1, 1), block_dim: (block, 1, 1), shared_mem_bytes: 0 }
+}
+
+impl GpuOp for Reduce {
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        Some((Limit::DeviceCopy, ThroughputKind::Bytes))
+    }
+
+    fn launch(&mut self, gpu: &Gpu) -> Result<()> {
+        let n = (self.rows * self.cols) as u64;
+        let cols = self.cols as u64;
+        let g = self.grid as u64;
+        let (kind, scale) = match self.op {
+            Op::Max => (1i32, 1.0f32),
+            Op::Mean => (0, 1.0 / n as f32),
+            _ => (0, 1.0),
+        };
+        let (one, eps, null) = (1.0f32, LN_EPS, 0u64);
+        let s = &gpu.stream;
+        let e = |e| gpu.err("launch", e);
+        // SAFETY (every launch below): arguments match the kernel signatures
+        // in the source; buffers hold n inputs, `grid` partials, rows x cols outputs.
+        match self.op {
+            Op::Sum | Op::Mean | Op::Max => {
+                let mut b = s.launch_builder(&self.f);
+                b.arg(&self.x).arg(&mut self.out).arg(&n).arg(&kind).arg(&one);
+                unsafe { b.launch(cfg(self.grid, REDUCE_BLOCK)) }.map_err(e)?;
+                let mut b = s.launch_builder(&self.f);
+                b.arg(&self.out).arg(&mut self.scalar).arg(&g).arg(&kind).arg(&scale);
+                unsafe { b.launch(cfg(1, REDUCE_BLOCK)) }.map_err(e)?;
+            }
+            Op::Argmax => {
+                let mut b = s.launch_builder(&self.f);
+                b.arg(&self.x).arg(&null).arg(&mut self.out).arg(&mut self.idx).arg(&n);
+                unsafe { b.launch(cfg(self.grid, REDUCE_BLOCK)) }.map_err(e)?;
+                let mut b = s.launch_builder(&self.f);
+                b.arg(&self.out).arg(&self.idx).arg(&mut self.scalar).arg(&mut self.idx_final).arg(&g);
+                unsafe { b.launch(cfg(1, REDUCE_BLOCK)) }.map_err(e)?;
+            }
+            Op::Softmax => {
+                let mut b = s.launch_builder(&self.f);
+                b.arg(&self.x).arg(&mut self.out).arg(&cols);
+                unsafe { b.launch(cfg(self.grid, ROW_BLOCK)) }.map_err(e)?;
+            }
+            Op::LayerNorm => {
+                let mut b = s.launch_builder(&self.f);
+                b.arg(&self.x)
+                    .arg(&self.params[0])
+                    .arg(&self.params[1])
+                    .arg(&mut self.out)
+                    .arg(&cols)
+                    .arg(&eps);
+                unsafe { b.launch(cfg(self.grid, ROW_BLOCK)) }.map_err(e)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn verify(&mut self, gpu: &Gpu) -> Result<Verification> {
+        let nan = vec![f32::NAN; self.out.len()];
+        gpu.stream.memcpy_htod(&nan, &mut self.out).map_err(|e| gpu.err("upload", e))?;
+        gpu.stream.memcpy_htod(&[f32::NAN], &mut self.scalar).map_err(|e| gpu.err("upload", e))?;
+        self.launch(gpu)?;
+        let x = &self.x_host;
+        Ok(match self.op {
+            Op::Sum | Op::Mean => {
+                let got = download(gpu, &self.scalar)?[0] as f64;
+                let (s, abs) = reference::sum_f64(x);
+                let n = x.len() as f64;
+                let levels = sum_error_levels(x.len(), self.grid, REDUCE_BLOCK);
+                let mut tol = levels * (f32::EPSILON as f64 / 2.0) * abs;
+                let want = if self.op == Op::Mean { s / n } else { s };
+                if self.op == Op::Mean {
+                    tol /= n;
+                }
+                // Rounding of the result (and of 1/n for the mean).
+                tol += 2.0 * f32::EPSILON as f64 * want.abs();
+                let err = (got - want).abs();
+                Verification {
+                    passed: err <= tol,
+                    reference: format!("naive f64 sum of {} values", x.len()),
+                    max_error: Some(err),
+                    detail: format!("got {got}, reference {want}, bound {tol:e} ({levels} addition levels)"),
+                }
+            }
+            Op::Max | Op::Argmax => {
+                let (i, m) = reference::argmax_naive(x);
+                let v = download(gpu, &self.scalar)?[0];
+                let (ok, got) = if self.op == Op::Max {
+                    (v == m, format!("{v}"))
+                } else {
+                    let gi = download(gpu, &self.idx_final)?[0];
+                    (gi == i as u64, format!("index {gi} (value {v})"))
+                };
+                Verification::check(
+                    "naive first-maximum loop",
+                    ok,
+                    format!("got {got}, reference {m} at index {i}"),
+                )
+            }
+            Op::Softmax | Op::LayerNorm => self.check_rows(&download(gpu, &self.out)?),
+        })
+    }
+
+    fn throughput(&self) -> Vec<Throughput> {
+        let n = (self.rows * self.cols) as f64;
+        let mut t = vec![Throughput::elements(n)];
+        match self.op {
+            Op::Sum | Op::Mean => t.extend([Throughput::flops(n), Throughput::bytes(4.0 * n)]),
+            Op::Max | Op::Argmax => t.push(Throughput::bytes(4.0 * n)),
+            Op::Softmax => t.push(Throughput::bytes(8.0 * n)),
+            Op::LayerNorm => t.push(Throughput::bytes(8.0 * n + 8.0 * self.cols as f64)),
+        }
+        t
+    }
+}
+
+impl Reduce {
+    /// Softmax / layernorm rows against f64, with the CPU case's
+    /// tolerances: every row up to 1M values, else 64 sampled rows; softmax
+    /// rows must also sum to 1.
+    fn check_rows(&self, out: &[f32]) -> Verification {
+        let c = self.cols;
+        let rows: Vec<usize> = if self.rows * c <= 1 << 20 {
+            (0..self.rows).collect()
+        } else {
+            reference::sample_indices(self.rows, 64, self.seed)
+        };
+        if self.op == Op::Softmax
+            && let Some(r) = out.chunks_exact(c).position(|row| {
+                (row.iter().map(|&v| v as f64).sum::<f64>() - 1.0).abs() > 1e-5 * (1.0 + (c as f64).log2())
+            })
+        {
+            return Verification::check("row sums", false, format!("row {r} does not sum to 1"));
+        }
+        let (mut got, mut want) = (Vec::new(), Vec::new());
+        for &r in &rows {
+            let row = &self.x_host[r * c..(r + 1) * c];
+            got.extend_from_slice(&out[r * c..(r + 1) * c]);
+            let w = match self.op {
+                Op::Softmax => reference::softmax_row_f64(row),
+                _ => reference::layernorm_row_f64(row, &self.gamma_host, &self.beta_host, LN_EPS as f64),
+            };
+            want.extend(w.into_iter().map(|v| v as f32));
+        }
+        let (what, atol, rtol) = match self.op {
+            Op::Softmax => ("f64 softmax (and every row sums to 1)", 1e-9, 1e-5),
+            _ => ("f64 two-pass layer norm", 2e-5, 1e-5),
+        };
+        Verification::compare(
+            format!("{what} on {} of {} rows", rows.len(), self.rows),
+            &got,
+            &want,
+            atol,
+            rtol,
+        )
+    }
+}

@@ -1,0 +1,246 @@
+//! `transfer` (host-to-device, device-to-host from pageable or pinned host
+//! memory, device-to-device) and `launch` (a one-value kernel, with or
+//! without a stream synchronisation after each launch).
+
+use super::{download, function, upload, workload, zeros};
+use crate::cuda::Gpu;
+use crate::cuda::probe::Limit;
+use crate::cuda::workload::GpuOp;
+use crate::plan::Case;
+use crate::suites::tensor::{choice, seed};
+use crate::suites::{Metric, Throughput, ThroughputKind, Verification, Workload};
+use anyhow::{Result, bail};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg, result,
+};
+use rand::{RngExt, SeedableRng, rngs::SmallRng};
+use std::sync::Arc;
+
+/// `direction` values.
+pub(in crate::suites::tensor) const DIRECTIONS: &[&str] = &["h2d", "d2h", "d2d"];
+/// `memory` values (host memory of h2d/d2h).
+pub(in crate::suites::tensor) const MEMORY: &[&str] = &["pageable", "pinned"];
+/// `mode` values of `launch`.
+pub(in crate::suites::tensor) const LAUNCH_MODES: &[&str] = &["launch_sync", "launch_only"];
+
+enum Host {
+    Pageable(Vec<u8>),
+    /// The page-locked buffer and its address: copies use the address
+    /// directly, because cudarc's safe copy from a `PinnedHostSlice` adds a
+    /// `cuStreamWaitEvent` to every call, which a 4 KiB transfer would time.
+    Pinned(PinnedHostSlice<u8>, usize),
+}
+
+impl Host {
+    fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
+        match self {
+            Host::Pageable(v) => Ok(v),
+            Host::Pinned(p, _) => {
+                p.as_mut_slice().map_err(|e| anyhow::anyhow!("pinned buffer: {}", crate::cuda::describe(&e)))
+            }
+        }
+    }
+}
+
+struct Transfer {
+    direction: &'static str,
+    bytes: usize,
+    host: Option<Host>,
+    dev: CudaSlice<u8>,
+    /// The second device buffer of d2d.
+    dev2: Option<CudaSlice<u8>>,
+    /// The bytes every copy must deliver.
+    pattern: Vec<u8>,
+}
+
+pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
+    let direction = choice(case, "direction", DIRECTIONS)?;
+    let bytes = case.usize("bytes")?;
+    if bytes == 0 {
+        bail!("case {}: `bytes` must be positive", case.id);
+    }
+    let d2d = direction == "d2d";
+    let dev_bytes = if d2d { 2 * bytes } else { bytes } as u64;
+    super::check_fits(&gpu, case, dev_bytes)?;
+    let t = std::time::Instant::now();
+    let mut rng = SmallRng::seed_from_u64(seed(case));
+    let mut pattern = vec![0u8; bytes];
+    for c in pattern.chunks_mut(8) {
+        let r = rng.random::<u64>().to_le_bytes();
+        c.copy_from_slice(&r[..c.len()]);
+    }
+    let host = if d2d {
+        None
+    } else {
+        Some(match choice(case, "memory", MEMORY)? {
+            // Written in full, so its pages are resident before timing.
+            "pageable" => Host::Pageable(vec![0u8; bytes]),
+            // Plain page-locked memory (flags 0, as cudaHostAlloc and
+            // PyTorch's pin_memory), not write-combined (cudarc's default).
+            _ => {
+                // SAFETY: the buffer is written in full below before any read.
+                let mut p = unsafe { gpu.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }
+                    .map_err(|e| gpu.err("cuMemHostAlloc", e))?;
+                let slice = p.as_mut_slice().map_err(|e| gpu.err("pinned buffer", e))?;
+                slice.fill(0);
+                let addr = slice.as_mut_ptr() as usize;
+                Host::Pinned(p, addr)
+            }
+        })
+    };
+    let mut host = host;
+    // h2d sends the pattern from the host; d2h and d2d send it from the device.
+    let dev = if direction == "h2d" {
+        if let Some(h) = host.as_mut() {
+            h.as_mut_slice()?.copy_from_slice(&pattern);
+        }
+        zeros(&gpu, bytes)?
+    } else {
+        upload(&gpu, &pattern)?
+    };
+    let dev2 = if d2d { Some(zeros(&gpu, bytes)?) } else { None };
+    gpu.sync()?;
+    let op = Transfer { direction, bytes, host, dev, dev2, pattern };
+    workload(gpu, op, t.elapsed(), dev_bytes)
+}
+
+impl GpuOp for Transfer {
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        let pinned = matches!(self.host, Some(Host::Pinned(..)));
+        let limit = match self.direction {
+            "h2d" => Limit::HostToDevice(pinned),
+            "d2h" => Limit::DeviceToHost(pinned),
+            _ => Limit::DeviceCopy,
+        };
+        Some((limit, ThroughputKind::Bytes))
+    }
+
+    fn launch(&mut self, gpu: &Gpu) -> Result<()> {
+        let s = &gpu.stream;
+        let n = self.bytes;
+        let r = match (self.direction, &mut self.host, &mut self.dev2) {
+            ("h2d", Some(Host::Pageable(h)), _) => s.memcpy_htod(h, &mut self.dev),
+            ("h2d", Some(Host::Pinned(_, addr)), _) => {
+                let (d, _keep) = self.dev.device_ptr_mut(s);
+                // SAFETY: `addr` is the pinned buffer of `n` bytes this op
+                // owns; the device buffer holds `n` bytes.
+                unsafe {
+                    result::memcpy_htod_async(
+                        d,
+                        std::slice::from_raw_parts(*addr as *const u8, n),
+                        s.cu_stream(),
+                    )
+                }
+            }
+            ("d2h", Some(Host::Pageable(h)), _) => s.memcpy_dtoh(&self.dev, h),
+            ("d2h", Some(Host::Pinned(_, addr)), _) => {
+                let (d, _keep) = self.dev.device_ptr(s);
+                // SAFETY: as above; nothing reads the host buffer before the
+                // stream is synchronised (verify syncs before comparing).
+                unsafe {
+                    result::memcpy_dtoh_async(
+                        std::slice::from_raw_parts_mut(*addr as *mut u8, n),
+                        d,
+                        s.cu_stream(),
+                    )
+                }
+            }
+            (_, _, Some(d2)) => s.memcpy_dtod(&self.dev, d2),
+            _ => bail!("transfer {}: no buffers for this direction", self.direction),
+        };
+        r.map_err(|e| gpu.err(&format!("{} copy", self.direction), e))
+    }
+
+    fn verify(&mut self, gpu: &Gpu) -> Result<Verification> {
+        // Clear the destination, copy once, and compare with the pattern.
+        match self.direction {
+            "h2d" => gpu.stream.memset_zeros(&mut self.dev).map_err(|e| gpu.err("memset", e))?,
+            "d2h" => {
+                if let Some(h) = self.host.as_mut() {
+                    h.as_mut_slice()?.fill(0);
+                }
+            }
+            _ => {
+                if let Some(d2) = self.dev2.as_mut() {
+                    gpu.stream.memset_zeros(d2).map_err(|e| gpu.err("memset", e))?;
+                }
+            }
+        }
+        gpu.sync()?;
+        self.launch(gpu)?;
+        gpu.sync()?;
+        let got = match (self.direction, &mut self.host, &self.dev2) {
+            ("d2h", Some(h), _) => h.as_mut_slice()?.to_vec(),
+            (_, _, Some(d2)) => download(gpu, d2)?,
+            _ => download(gpu, &self.dev)?,
+        };
+        let bad = got.iter().zip(&self.pattern).position(|(a, b)| a != b);
+        Ok(Verification::check(
+            "the random bytes sent, compared byte by byte",
+            got.len() == self.pattern.len() && bad.is_none(),
+            match bad {
+                None => format!("{} bytes arrived intact", self.bytes),
+                Some(i) => format!("byte {i}: got {}, sent {}", got[i], self.pattern[i]),
+            },
+        ))
+    }
+
+    fn throughput(&self) -> Vec<Throughput> {
+        // A device copy reads and writes each byte (as PyTorch's copy
+        // bandwidth counts it); a transfer moves each byte once.
+        let moved = if self.direction == "d2d" { 2 * self.bytes } else { self.bytes };
+        vec![Throughput::bytes(moved as f64)]
+    }
+
+    fn metrics(&self) -> Vec<Metric> {
+        let pinned = matches!(self.host, Some(Host::Pinned(..)));
+        vec![Metric::new("pinned_host_memory", if pinned { 1.0 } else { 0.0 }, "")]
+    }
+}
+
+struct Launch {
+    sync: bool,
+    f: CudaFunction,
+    out: CudaSlice<f32>,
+}
+
+/// `launch`: a kernel writing one value, 1 block of 1 thread; `launch_sync`
+/// waits for the stream after every launch (what a tiny op costs a program
+/// that needs its result), `launch_only` queues launches back to back.
+pub(super) fn prepare_launch(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
+    let sync = choice(case, "mode", LAUNCH_MODES)? == "launch_sync";
+    let t = std::time::Instant::now();
+    let (f, _) = function(&gpu, "fill_f32")?;
+    let out = zeros(&gpu, 1)?;
+    gpu.sync()?;
+    workload(gpu, Launch { sync, f, out }, t.elapsed(), 4)
+}
+
+const LAUNCH_VALUE: f32 = 42.0;
+
+impl GpuOp for Launch {
+    fn launch(&mut self, gpu: &Gpu) -> Result<()> {
+        let (n, v) = (1u64, LAUNCH_VALUE);
+        let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
+        let mut b = gpu.stream.launch_builder(&self.f);
+        b.arg(&mut self.out).arg(&n).arg(&v);
+        // SAFETY: fill_f32(float*, u64, float) over the one-value buffer.
+        unsafe { b.launch(cfg) }.map_err(|e| gpu.err("launch", e))?;
+        Ok(())
+    }
+
+    fn verify(&mut self, gpu: &Gpu) -> Result<Verification> {
+        gpu.stream.memset_zeros(&mut self.out).map_err(|e| gpu.err("memset", e))?;
+        self.launch(gpu)?;
+        let got = download(gpu, &self.out)?;
+        Ok(Verification::equal("the value the kernel writes", &got[0], &LAUNCH_VALUE))
+    }
+
+    fn throughput(&self) -> Vec<Throughput> {
+        vec![Throughput::items(1.0)]
+    }
+
+    fn sync_each_iteration(&self) -> bool {
+        self.sync
+    }
+}
