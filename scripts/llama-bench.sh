@@ -10,8 +10,9 @@
 #       only the build (prints where the binaries are)
 #   bash scripts/llama-bench.sh bench MODEL.gguf OUT.json [llama-bench flags]
 #       llama-bench -m MODEL.gguf -o json [flags] into OUT.json (written
-#       atomically); flags default to `-t 2 -p 512 -n 128 -r 5`. Feed OUT.json
-#       to scripts/llama_bench_peer.py for tfbench's compare and report.
+#       atomically); flags default to `-t 2 -p 512 -n 128 -r 5` (plus
+#       `--repack 0` on CPUs reporting AMX, see below). Feed OUT.json to
+#       scripts/llama_bench_peer.py for tfbench's compare and report.
 #   bash scripts/llama-bench.sh tokenize MODEL.gguf TEXTFILE
 #       llama.cpp's token ids for TEXTFILE's contents (no BOS), one line
 #       `[id, id, ...]` (what tests/fixtures/*_tokens.json were made from)
@@ -72,6 +73,20 @@ bench)
     [ -f "$model" ] || die "model file $model does not exist"
     build
     [ $# -gt 0 ] || set -- -t 2 -p 512 -n 128 -r 5
+    # ggml's AMX matmul (chosen through its extra buffer types when the CPU
+    # reports AMX) crashed with SIGSEGV on the project's Xeon VMs, as
+    # PyTorch's AMX kernels did: there, unless told otherwise, run without
+    # the extra buffer types (`--repack 0`, which also drops the CPU repacking
+    # of Q4_0/IQ4_NL/Q4_K weights). Machines without AMX are unaffected.
+    case " $* " in
+    *" --repack "*) ;;
+    *)
+        if grep -qw amx_tile /proc/cpuinfo 2>/dev/null; then
+            echo "llama-bench.sh: this CPU reports AMX: adding --repack 0 (ggml's AMX path crashes on these VMs)" >&2
+            set -- "$@" --repack 0
+        fi
+        ;;
+    esac
     "$bin/llama-bench" -m "$model" -o json "$@" >"$out.partial"
     mv "$out.partial" "$out"
     echo "llama-bench.sh: $out" >&2
