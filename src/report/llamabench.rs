@@ -38,7 +38,8 @@ fn metric(c: &CaseResult, name: &str) -> Option<f64> {
 fn rows(report: &RunReport) -> Vec<Row<'_>> {
     let mut out = Vec::new();
     for c in report.cases.iter().filter(|c| c.suite == "inference" && c.benchmark == "gguf") {
-        let Some(tokens) = c.throughput.iter().find(|t| t.kind == ThroughputKind::Tokens).map(|t| t.per_iteration)
+        let Some(tokens) =
+            c.throughput.iter().find(|t| t.kind == ThroughputKind::Tokens).map(|t| t.per_iteration)
         else {
             continue;
         };
@@ -49,8 +50,15 @@ fn rows(report: &RunReport) -> Vec<Row<'_>> {
         };
         let (n_prompt, n_gen) = lengths(&test);
         let file = param(c, "file").map(|v| v.to_string()).unwrap_or_default();
-        let model = std::path::Path::new(&file).file_stem().map_or(file.clone(), |s| s.to_string_lossy().into_owned());
-        let ts = c.samples.iter().filter(|s| s.nanos > 0.0).map(|s| tokens * s.iterations as f64 * 1e9 / s.nanos).collect();
+        let model = std::path::Path::new(&file)
+            .file_stem()
+            .map_or(file.clone(), |s| s.to_string_lossy().into_owned());
+        let ts = c
+            .samples
+            .iter()
+            .filter(|s| s.nanos > 0.0)
+            .map(|s| tokens * s.iterations as f64 * 1e9 / s.nanos)
+            .collect();
         out.push(Row { case: c, model, test, n_prompt, n_gen, depth, tokens, ts });
     }
     out
@@ -77,7 +85,8 @@ fn mean_sd(v: &[f64]) -> (f64, f64) {
         return (f64::NAN, f64::NAN);
     }
     let m = v.iter().sum::<f64>() / n;
-    let sd = if v.len() > 1 { (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() } else { 0.0 };
+    let sd =
+        if v.len() > 1 { (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt() } else { 0.0 };
     (m, sd)
 }
 
@@ -118,7 +127,12 @@ pub fn render_markdown(report: &RunReport) -> String {
             _ => crate::report::failure_text(&r.case.status).unwrap_or_else(|| "-".into()),
         };
         let ts = if r.ts.is_empty() { "-".into() } else { format!("{m:.2} ± {sd:.2}") };
-        let _ = writeln!(out, "| {} | {size} | {params} | CPU | {threads} | {} | {ts} | {tf} |", r.model, label(&r));
+        let _ = writeln!(
+            out,
+            "| {} | {size} | {params} | CPU | {threads} | {} | {ts} | {tf} |",
+            r.model,
+            label(&r)
+        );
     }
     out
 }
@@ -192,7 +206,8 @@ mod tests {
             .collect(),
         );
         (c.id, c.suite, c.benchmark, c.params) = (case.id, case.suite, case.benchmark, case.params);
-        c.samples = [1.0e9, 2.0e9, 1.0e9].iter().map(|&n| Sample { iterations: 2, nanos: n, round: 0 }).collect();
+        c.samples =
+            [1.0e9, 2.0e9, 1.0e9].iter().map(|&n| Sample { iterations: 2, nanos: n, round: 0 }).collect();
         c.throughput[0].kind = ThroughputKind::Tokens;
         c.throughput[0].per_iteration = 512.0;
         c.metrics = vec![Metric::new("params", 134.5e6, ""), Metric::new("model_bytes", 96576768.0, "B")];
@@ -217,7 +232,10 @@ mod tests {
     fn json_uses_llama_bench_field_names() {
         let j: serde_json::Value = serde_json::from_str(&render_json(&report()).unwrap()).unwrap();
         let a = &j[0];
-        assert_eq!((a["n_prompt"].as_u64(), a["n_gen"].as_u64(), a["n_depth"].as_u64()), (Some(512), Some(0), Some(512)));
+        assert_eq!(
+            (a["n_prompt"].as_u64(), a["n_gen"].as_u64(), a["n_depth"].as_u64()),
+            (Some(512), Some(0), Some(512))
+        );
         assert_eq!(a["samples_ts"].as_array().unwrap().len(), 3);
         assert!((a["avg_ts"].as_f64().unwrap() - 853.333).abs() < 1e-2);
         assert_eq!(a["avg_ns"].as_f64(), Some(2.0e9 / 3.0));

@@ -18,7 +18,8 @@
 //!
 //! The quantizer is ggml's rule without its scale search: per sub-block,
 //! the value of largest magnitude maps to code -32; the super-block scale
-//! maps the largest sub-block scale to -128.
+//! maps the largest sub-block scale to -128; sub-block scales are rounded
+//! away from zero, so nothing clamps by more than a step.
 
 use super::kquant::QK_K;
 use super::w4a8::Q8Acts;
@@ -164,7 +165,11 @@ fn quantize_block(x: &[f32], sc: &mut [i8], ql: &mut [u8], qh: &mut [u8]) -> f16
     let iscale = -128.0 / ms;
     let d = f16::from_f32(1.0 / iscale);
     for j in 0..SCALES {
-        sc[j] = clamp_to_i32(rne(iscale * scale[j]), -128.0, 127.0) as i8;
+        // Rounded away from zero, so the sub-block's grid is never narrower
+        // than its values (nearest rounding, as ggml's, can clamp a value of
+        // a small sub-block by several steps).
+        let s = iscale * scale[j];
+        sc[j] = clamp_to_i32(s.signum() * (s.abs() - 1e-4).ceil(), -128.0, 127.0) as i8;
         let e = d.to_f32() * sc[j] as f32;
         let inv = if e != 0.0 { 1.0 / e } else { 0.0 };
         for i in 16 * j..16 * j + 16 {

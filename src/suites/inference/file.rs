@@ -28,6 +28,8 @@ const UBATCH: usize = 512;
 
 /// Where `scripts/fetch-test-data.sh` puts SmolLM2 in the data folder.
 pub const SMOLLM2: &str = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// Its Q4_K_M-style twin (ffn_down in Q6_K / Q4_K), made by `scripts/make_q4km.py`.
+pub const SMOLLM2_Q4KM: &str = "smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf";
 
 /// One of llama-bench's tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,11 +83,14 @@ impl Test {
     }
 }
 
-/// The model file a case names: `smollm2` from the data folder, else a path.
+/// The model file a case names: `smollm2` or `smollm2-q4km` from the data folder, else a path.
 /// A missing file skips the case with where it looked.
 pub fn resolve(file: &str) -> Result<PathBuf> {
     if file == "smollm2" {
         return crate::data::find(SMOLLM2).map_err(crate::suites::skip);
+    }
+    if file == "smollm2-q4km" {
+        return crate::data::find(SMOLLM2_Q4KM).map_err(crate::suites::skip);
     }
     let p = PathBuf::from(file);
     if !p.exists() {
@@ -381,18 +386,32 @@ mod tests {
     /// logits within tolerance. Skips when the file is absent.
     #[test]
     fn smollm2_matches_the_independent_reference() {
-        let Ok(path) = crate::data::find(SMOLLM2) else {
-            eprintln!("skipped: {SMOLLM2} not in the data folder (bash scripts/fetch-test-data.sh)");
+        let fx = include_str!("../../../tests/fixtures/smollm2_reference.json");
+        check_file(SMOLLM2, fx, "Smollm2-135M-8k-Lc100K-Mix1-Ep2");
+    }
+
+    /// The same for the Q4_K_M-style file (every ffn_down in Q6_K or Q4_K,
+    /// written by scripts/make_q4km.py, its reference
+    /// `tests/fixtures/smollm2_q4km_reference.json`): the K-quant kernels
+    /// inside a real model against ggml's own decoding of the same bytes.
+    #[test]
+    fn smollm2_q4_k_m_matches_the_independent_reference() {
+        let fx = include_str!("../../../tests/fixtures/smollm2_q4km_reference.json");
+        check_file(SMOLLM2_Q4KM, fx, "Smollm2-135M-8k-Lc100K-Mix1-Ep2-Q4_K_M-style--tfbench-test-file-");
+    }
+
+    fn check_file(rel: &str, fixture: &str, name: &str) {
+        let Ok(path) = crate::data::find(rel) else {
+            eprintln!("skipped: {rel} not in the data folder (bash scripts/fetch-test-data.sh)");
             return;
         };
-        let fx: serde_json::Value =
-            serde_json::from_str(include_str!("../../../tests/fixtures/smollm2_reference.json")).unwrap();
+        let fx: serde_json::Value = serde_json::from_str(fixture).unwrap();
         let ids = |k: &str| -> Vec<u32> {
             fx[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect()
         };
         let (prompt, greedy) = (ids("prompt_ids"), ids("greedy_ids"));
         let (file, info) = open(&path).unwrap();
-        assert_eq!(info.name, "Smollm2-135M-8k-Lc100K-Mix1-Ep2", "general.name, made id-safe");
+        assert_eq!(info.name, name, "general.name, made id-safe");
         assert_eq!((info.ty.as_str(), info.cfg.layers, info.cfg.kv_heads), ("q4_1", 30, 3));
         let n = prompt.len() + greedy.len();
         let mut model = ggufmodel::load(&file, &info, n + 1).unwrap();

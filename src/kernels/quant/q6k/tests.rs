@@ -66,9 +66,9 @@ fn round_trip_error_is_within_one_step() {
     for (i, (a, b)) in x.iter().zip(&back).enumerate() {
         let blk = i / QK_K;
         let step = (t.d[blk].to_f32() * t.scales[blk * SCALES + (i % QK_K) / 16] as f32).abs();
-        // Half a step, except where the rounded scales push a value of the
-        // other sign just past code 31 (ggml's rule clamps there too).
-        assert!((a - b).abs() <= step * 1.01 + 1e-6 * a.abs(), "[{i}] {a} -> {b} (step {step})");
+        // Half a step, except where a value of the other sign meets code 31
+        // (32 steps, or 32.25 when a scale of +128 is stored as 127).
+        assert!((a - b).abs() <= step * 1.3 + 1e-6 * a.abs(), "[{i}] {a} -> {b} (step {step})");
     }
     assert_eq!(t.storage_bytes() * 8 * 32, rows * cols * 210, "6.5625 bits per weight");
     assert!(Q6KTensor::zeros(1, 300).is_err());
