@@ -113,6 +113,9 @@ pub struct TokenizeCase {
     fp: String,
     tokens: usize,
     build_ns: f64,
+    /// The file's parameters and tensor bytes, for llama-bench's columns.
+    params: u64,
+    bytes: u64,
 }
 
 /// Builds the file's tokenizer (timed once, reported as `build_ns`).
@@ -121,7 +124,14 @@ pub fn prepare(h: &Header) -> Result<Box<dyn Workload>> {
     let ft = tokenizer::from_header(h)?;
     let build_ns = t.elapsed().as_nanos() as f64;
     let tokens = tokenizer::encode(&ft.tokenizer, PROMPT_TEXT)?.len();
-    Ok(Box::new(TokenizeCase { ft, fp: fingerprint(h), tokens, build_ns }))
+    Ok(Box::new(TokenizeCase {
+        ft,
+        fp: fingerprint(h),
+        tokens,
+        build_ns,
+        params: h.params(),
+        bytes: h.data_bytes(),
+    }))
 }
 
 impl Workload for TokenizeCase {
@@ -149,6 +159,8 @@ impl Workload for TokenizeCase {
             Metric::new("tokens", self.tokens as f64, ""),
             Metric::new("bytes_per_token", PROMPT_TEXT.len() as f64 / self.tokens as f64, "B"),
             Metric::new("build_ns", self.build_ns, "ns"),
+            Metric::new("params", self.params as f64, ""),
+            Metric::new("model_bytes", self.bytes as f64, "B"),
         ]
     }
 }
