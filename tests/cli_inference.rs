@@ -201,3 +201,61 @@ fn minilm_real_weights_match_the_numpy_fixture_or_skip_with_a_message() {
     assert_eq!(v["cases"][0]["status"]["state"], "skipped");
     assert!(v["cases"][0]["status"]["reason"].as_str().unwrap().contains("fetch-test-data.sh"));
 }
+
+/// A model file end to end: the data folder's SmolLM2 with its own
+/// tokenizer (`tokenize`, verified against llama.cpp's ids) and a prompt of
+/// real text, shown in llama-bench's layout, the results file beside it.
+/// Skips (saying so) without the file.
+#[test]
+fn model_file_tokenizes_and_renders_in_llama_bench_layout() {
+    let dir = scratch("model-llama-bench");
+    let cfg = write(
+        &dir,
+        "g.toml",
+        "[suites.inference.benchmarks.gguf]\nfile = [\"smollm2\"]\ntest = [\"tokenize\", \"pp16\"]\ndepth = [0]\n",
+    );
+    let run = |format: &str| {
+        tfbench(&[
+            "run",
+            "--suite",
+            "inference",
+            "--config",
+            &cfg,
+            "--quick",
+            "--no-probe",
+            "--sample-size",
+            "3",
+            "--threads",
+            "2",
+            "--format",
+            format,
+            "gguf/",
+        ])
+    };
+    let r = run("json");
+    let v = json(&r);
+    let cases = v["cases"].as_array().unwrap();
+    assert_eq!(cases.len(), 2, "{}", r.stderr);
+    if cases.iter().any(|c| c["status"]["state"] == "skipped") {
+        eprintln!("skipped: SmolLM2 not in the data folder (bash scripts/fetch-test-data.sh)");
+        return;
+    }
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let tok = cases.iter().find(|c| c["params"]["test"] == "tokenize").unwrap();
+    let detail = tok["verification"]["detail"].as_str().unwrap();
+    assert!(detail.contains("equal llama.cpp's"), "{detail}");
+    assert_eq!(metric(tok, "tokens"), Some(2841.0), "Genesis 1-3 through SmolLM2's tokenizer");
+    let pp = cases.iter().find(|c| c["params"]["test"] == "pp16").unwrap();
+    assert!(pp["verification"]["detail"].as_str().unwrap().contains("prompt: Genesis 1-3"));
+    let r = run("llama-bench");
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(
+        r.stdout.starts_with("| model | size | params | backend | threads | test | t/s |"),
+        "{}",
+        r.stdout
+    );
+    for test in ["tokenize", "pp16"] {
+        let row = format!("| smollm2 | 92.10 MiB | 134.52 M | CPU | 2 | {test} | ");
+        assert!(r.stdout.contains(&row), "{row}\n{}", r.stdout);
+    }
+}

@@ -16,6 +16,7 @@
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
 
+pub mod tokenizer;
 mod types;
 pub use types::{GgmlType, SUPPORTED};
 

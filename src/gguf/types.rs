@@ -54,7 +54,7 @@ const TABLE: &[(u32, &str, u64, u64)] = &[
 
 /// The tensor types tfbench's kernel library runs (through
 /// `kernels::quant::QMatrix`); the others are named and refused.
-pub const SUPPORTED: &[&str] = &["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K"];
+pub const SUPPORTED: &[&str] = &["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q4_K", "Q6_K"];
 
 impl GgmlType {
     /// The type with GGUF number `id`.

@@ -1,6 +1,6 @@
 //! Renders a [`RunReport`] for people (table, markdown) and for tools (JSON,
 //! JSON Lines, CSV, libtest bencher lines, Bencher's BMF, github-action-benchmark's
-//! custom JSON). One file per format; `units`
+//! custom JSON, llama-bench's layout of the `gguf` cases). One file per format; `units`
 //! holds the human formatting of times, rates and sizes they share.
 //!
 //! The JSON layout is documented in `docs/json-schema.md`.
@@ -14,6 +14,7 @@ pub mod custom;
 pub mod html;
 pub mod json;
 pub mod jsonl;
+pub mod llamabench;
 pub mod markdown;
 pub mod summary;
 pub mod table;
@@ -48,6 +49,11 @@ pub enum Format {
     /// (headline rates of the cases that declare work).
     #[value(alias = "customBiggerIsBetter")]
     CustomBiggerIsBetter,
+    /// The `gguf` cases as llama-bench's Markdown table (model, size,
+    /// params, backend, threads, test, t/s mean ± sd) beside tfbench's median.
+    LlamaBench,
+    /// The `gguf` cases as llama-bench's `-o json` records plus tfbench's figures.
+    LlamaBenchJson,
 }
 
 /// Renders `report` in `format`. The text ends with a newline, ready for
@@ -63,6 +69,8 @@ pub fn render(format: Format, report: &RunReport) -> anyhow::Result<String> {
         Format::Bmf => bmf::render(report)?,
         Format::CustomSmallerIsBetter => custom::render(report, custom::Direction::SmallerIsBetter)?,
         Format::CustomBiggerIsBetter => custom::render(report, custom::Direction::BiggerIsBetter)?,
+        Format::LlamaBench => llamabench::render_markdown(report),
+        Format::LlamaBenchJson => llamabench::render_json(report)?,
     })
 }
 
@@ -498,7 +506,9 @@ mod tests {
                 "bencher",
                 "bmf",
                 "custom-smaller-is-better",
-                "custom-bigger-is-better"
+                "custom-bigger-is-better",
+                "llama-bench",
+                "llama-bench-json"
             ]
         );
     }
@@ -509,6 +519,11 @@ mod tests {
         for &format in Format::value_variants() {
             let text = render(format, &report).unwrap();
             assert!(text.ends_with('\n'), "{format:?}");
+            if matches!(format, Format::LlamaBench | Format::LlamaBenchJson) {
+                // Only `gguf` cases, which the fixture has none of.
+                assert!(text.contains("no `gguf` cases") || text == "[]\n", "{format:?}:\n{text}");
+                continue;
+            }
             assert!(text.contains("tensor/matmul/shape=256x256x256,threads=1"), "{format:?}:\n{text}");
         }
     }

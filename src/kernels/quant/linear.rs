@@ -10,9 +10,9 @@
 //!   dequantized into an f32 scratch tile once and multiplied by the shared
 //!   f32 GEMM, amortising the dequantization over all tokens.
 //!
-//! The 4-bit formats (Q4_0, Q4_1, Q4_K) decode as llama.cpp does: the
-//! activations are quantized per call to int8 blocks of 32 and the nibbles
-//! dotted with them by VNNI ([`w4a8`](super::w4a8)); opt out with
+//! The 4-bit formats (Q4_0, Q4_1, Q4_K) and Q6_K decode as llama.cpp does:
+//! the activations are quantized per call to int8 blocks of 32 and the
+//! codes dotted with them by VNNI ([`w4a8`](super::w4a8), [`q6k`](super::q6k)); opt out with
 //! [`QMatrix::with_f32_activations`] for the exact weight-only product.
 //!
 //! Ternary weights always take the integer path (int8 activations, additions
@@ -28,6 +28,7 @@ use super::blocks::{BlockFormat, BlockTensor, QK};
 use super::igemm::{I8Weights, Int8Path, gemm_i8};
 use super::int8::{self, Granularity, Scheme};
 use super::kquant::{Q4KTensor, QK_K};
+use super::q6k::Q6KTensor;
 use super::ternary::{self, TernaryMatrix};
 use super::w4a8::{self, ActLayout, Q4Row, Q8Acts};
 use crate::kernels::{Layout, SendPtr, matmul};
@@ -60,6 +61,12 @@ enum Store {
     Block(BlockTensor),
     Ternary(TernaryMatrix),
     Q4K(Q4KTensor),
+    Q6K(Q6KTensor),
+}
+
+/// The formats whose decode quantizes activations to int8 by default.
+fn act8_format(f: WeightFormat) -> bool {
+    matches!(f, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K | WeightFormat::Q6K)
 }
 
 /// A quantized `[rows, cols]` (`[out, in]`) weight matrix.
@@ -113,8 +120,13 @@ impl QMatrix {
                 t.quantize_from(w);
                 Store::Q4K(t)
             }
+            WeightFormat::Q6K => {
+                let mut t = Q6KTensor::zeros(rows, cols)?;
+                t.quantize_from(w);
+                Store::Q6K(t)
+            }
         };
-        let act8 = matches!(format, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K);
+        let act8 = act8_format(format);
         Ok(Self { rows, cols, format, store, act8 })
     }
 
@@ -129,7 +141,7 @@ impl QMatrix {
     /// of the 4-bit formats, llama.cpp's arithmetic) and exact f32 ones;
     /// other formats always take f32 activations.
     pub fn set_int8_activations(&mut self, on: bool) {
-        self.act8 = on && matches!(self.format, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K);
+        self.act8 = on && act8_format(self.format);
     }
 
     /// Whether a call with `m` tokens quantizes the activations to int8
@@ -162,7 +174,11 @@ impl QMatrix {
     }
 
     fn act_layout(&self) -> ActLayout {
-        if self.format == WeightFormat::Q4K { ActLayout::K } else { ActLayout::Quad }
+        match self.format {
+            WeightFormat::Q4K => ActLayout::K,
+            WeightFormat::Q6K => ActLayout::Natural,
+            _ => ActLayout::Quad,
+        }
     }
 
     /// The storage format.
@@ -180,6 +196,7 @@ impl QMatrix {
             Store::Block(t) => t.storage_bytes(),
             Store::Ternary(t) => t.storage_bytes(),
             Store::Q4K(t) => t.storage_bytes(),
+            Store::Q6K(t) => t.storage_bytes(),
         }
     }
 
@@ -215,6 +232,7 @@ impl QMatrix {
                 );
             }
             Store::Q4K(t) => t.dequantize_range(r0 * k / QK_K, r1 * k / QK_K, out),
+            Store::Q6K(t) => t.dequantize_range(r0 * k / QK_K, r1 * k / QK_K, out),
             Store::Ternary(t) => {
                 for (r, o) in (r0..r1).zip(out.chunks_mut(k)) {
                     for (i, o) in o.iter_mut().enumerate() {
@@ -311,7 +329,10 @@ impl QMatrix {
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
             let mut acc = [0.0f32; DECODE_MAX_M];
             for r in b * ROWS..((b + 1) * ROWS).min(n) {
-                w4a8::dot_row(self.q4_row(r), &a, vnni, &mut acc[..m]);
+                match &self.store {
+                    Store::Q6K(t) => super::q6k::dot_row(t, r, &a, vnni, &mut acc[..m]),
+                    _ => w4a8::dot_row(self.q4_row(r), &a, vnni, &mut acc[..m]),
+                }
                 for (t, &v) in acc[..m].iter().enumerate() {
                     // SAFETY: (t, r) is inside y and row r belongs to this task.
                     unsafe { *out.get().add(t * n + r) = v };
@@ -410,6 +431,7 @@ impl QMatrix {
                         }
                     }
                     Store::Q4K(t) => portable::dot_q4k(t, r, x),
+                    Store::Q6K(t) => portable::dot_q6k(t, r, x),
                     Store::Ternary(_) => unreachable!("ternary rows take the integer path"),
                 };
             }
@@ -426,6 +448,7 @@ impl QMatrix {
                 portable::dot_blocks(t.format, &t.scales[b0..b1], mins, &t.qs[b0 * cb..b1 * cb], x, xsums)
             }
             Store::Q4K(t) => portable::dot_q4k(t, r, x),
+            Store::Q6K(t) => portable::dot_q6k(t, r, x),
             Store::Ternary(_) => unreachable!("ternary rows take the integer path"),
         }
     }
@@ -475,10 +498,7 @@ mod tests {
             for f in WeightFormat::ALL.into_iter().filter(|&f| f != WeightFormat::Ternary) {
                 let q = QMatrix::quantize(f, &w, n, k).unwrap();
                 let exact = q.clone().with_f32_activations();
-                assert_eq!(
-                    q.quantizes_activations(m),
-                    m <= 8 && matches!(f, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K)
-                );
+                assert_eq!(q.quantizes_activations(m), m <= 8 && act8_format(f));
                 let (want, tol) = reference(&exact, &x, m);
                 for simd in [true, false] {
                     let mut y = vec![f32::NAN; m * n];
@@ -535,7 +555,7 @@ mod tests {
     fn formats_parse_with_valid_names_and_report_their_bits() {
         assert_eq!(WeightFormat::parse("q4_0").unwrap(), WeightFormat::Q4_0);
         let e = WeightFormat::parse("q3_k").unwrap_err().to_string();
-        assert!(e.contains("valid: f32, f16, bf16, int8, q8_0, q4_0, q4_1, ternary, q4_k"), "{e}");
+        assert!(e.contains("valid: f32, f16, bf16, int8, q8_0, q4_0, q4_1, ternary, q4_k, q6_k"), "{e}");
         let w = data(64 * 64, 9);
         let bits = |f| QMatrix::quantize(f, &w, 64, 64).unwrap().bits_per_weight();
         assert_eq!(bits(WeightFormat::F32), 32.0);
@@ -544,6 +564,7 @@ mod tests {
         assert!(QMatrix::quantize(WeightFormat::Q4K, &w, 64, 64).is_err(), "q4_k rows are multiples of 256");
         let w = data(8 * 512, 9);
         assert_eq!(QMatrix::quantize(WeightFormat::Q4K, &w, 8, 512).unwrap().bits_per_weight(), 4.5);
+        assert_eq!(QMatrix::quantize(WeightFormat::Q6K, &w, 8, 512).unwrap().bits_per_weight(), 6.5625);
         assert_eq!(bits(WeightFormat::Int8), 8.0 + 32.0 / 64.0);
         assert!(QMatrix::quantize(WeightFormat::Q4_0, &w[..63 * 64], 63, 64).is_ok());
         assert!(QMatrix::quantize(WeightFormat::Q8_0, &w[..40], 2, 20).is_err());

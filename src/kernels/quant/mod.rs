@@ -8,6 +8,9 @@
 //!   block with an f16 scale, Q4_1 with an f16 minimum), 4-bit packing.
 //! - [`kquant`]: llama.cpp's Q4_K (super-blocks of 256, 6-bit sub-block
 //!   scales and minimums, 4.5 bits per weight).
+//! - [`q6k`]: llama.cpp's Q6_K (super-blocks of 256, 16 signed 8-bit
+//!   sub-block scales, 6-bit codes; 6.5625 bits per weight) with its int8
+//!   activation dot on AVX-512 VNNI.
 //! - [`w4a8`]: 4-bit weights times int8 activations (llama.cpp's Q4 x Q8
 //!   dot) on AVX-512 VNNI, the decode kernels of Q4_0 / Q4_1 / Q4_K.
 //! - [`halfs`]: f32 to and from f16 / bf16 slices.
@@ -33,6 +36,7 @@ pub mod igemm;
 pub mod int8;
 pub mod kquant;
 pub mod linear;
+pub mod q6k;
 pub mod ternary;
 pub mod w4a8;
 

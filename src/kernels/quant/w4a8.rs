@@ -31,6 +31,8 @@ pub enum ActLayout {
     /// Q4_K: per 4 sub-blocks (128 values), sub-blocks 0, 2, 1, 3 (64 code
     /// bytes hold 0 and 2 in the low nibbles, 1 and 3 in the high ones).
     K,
+    /// Q6_K: values in order (its kernel unpacks codes in value order).
+    Natural,
 }
 
 impl ActLayout {
@@ -40,6 +42,7 @@ impl ActLayout {
         match self {
             Self::Quad => (b / 4) * 128 + (j / 16) * 64 + (b % 4) * 16 + j % 16,
             Self::K => (b / 4) * 128 + [0, 2, 1, 3][b % 4] * 32 + j,
+            Self::Natural => b * 32 + j,
         }
     }
 }

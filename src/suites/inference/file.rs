@@ -1,7 +1,10 @@
 //! The `gguf` benchmark: a model file of the user's (`--model PATH`, or
 //! `file` in a config; `smollm2` is the data folder's SmolLM2-135M) run
 //! with llama-bench's tests: `load`, `pp N` (prompt processing), `tg N`
-//! (text generation), `pg N,M` (both), each at a KV-cache depth `d`.
+//! (text generation), `pg N,M` (both), each at a KV-cache depth `d`, and
+//! `tokenize` (the file's own tokenizer on its own, `filetok.rs`). Prompts
+//! are real text (Genesis 1-3) through the file's tokenizer; a file whose
+//! tokenizer tfbench does not build gets seeded ids instead, and says so.
 //!
 //! Before timing, every case checks the file's model against the
 //! independent f64 forward pass (`reference.rs`) on the same stored weights
@@ -25,12 +28,16 @@ const UBATCH: usize = 512;
 
 /// Where `scripts/fetch-test-data.sh` puts SmolLM2 in the data folder.
 pub const SMOLLM2: &str = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+/// Its Q4_K_M-style twin (ffn_down in Q6_K / Q4_K), made by `scripts/make_q4km.py`.
+pub const SMOLLM2_Q4KM: &str = "smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf";
 
 /// One of llama-bench's tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Test {
     /// Map the file and build the model.
     Load,
+    /// Encode a text with the file's tokenizer.
+    Tokenize,
     /// Prompt processing of N tokens.
     Pp(usize),
     /// Generation of N tokens, one at a time.
@@ -40,13 +47,16 @@ pub enum Test {
 }
 
 impl Test {
-    /// Parses `load`, `ppN`, `tgN` or `pgN,M` (spaces allowed after the letters).
+    /// Parses `load`, `tokenize`, `ppN`, `tgN` or `pgN,M` (spaces allowed after the letters).
     pub fn parse(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not a test; write load, pp512, tg128 or pg512,128");
+        let bad = || format!("`{s}` is not a test; write load, tokenize, pp512, tg128 or pg512,128");
         let num = |t: &str| t.trim().parse::<usize>().ok().filter(|&n| n > 0);
         let s2 = s.trim();
         if s2 == "load" {
             return Ok(Self::Load);
+        }
+        if s2 == "tokenize" {
+            return Ok(Self::Tokenize);
         }
         if let Some(n) = s2.strip_prefix("pp") {
             return num(n).map(Self::Pp).ok_or_else(bad);
@@ -65,7 +75,7 @@ impl Test {
     /// (prompt tokens, generated tokens).
     fn lengths(self) -> (usize, usize) {
         match self {
-            Self::Load => (0, 0),
+            Self::Load | Self::Tokenize => (0, 0),
             Self::Pp(n) => (n, 0),
             Self::Tg(n) => (0, n),
             Self::Pg(a, b) => (a, b),
@@ -73,11 +83,14 @@ impl Test {
     }
 }
 
-/// The model file a case names: `smollm2` from the data folder, else a path.
+/// The model file a case names: `smollm2` or `smollm2-q4km` from the data folder, else a path.
 /// A missing file skips the case with where it looked.
 pub fn resolve(file: &str) -> Result<PathBuf> {
     if file == "smollm2" {
         return crate::data::find(SMOLLM2).map_err(crate::suites::skip);
+    }
+    if file == "smollm2-q4km" {
+        return crate::data::find(SMOLLM2_Q4KM).map_err(crate::suites::skip);
     }
     let p = PathBuf::from(file);
     if !p.exists() {
@@ -196,6 +209,7 @@ pub struct FileCase {
     depth: usize,
     state: Option<(Model, Workspace, KvCache)>,
     prompt: Vec<u32>,
+    prompt_note: String,
     first: u32,
     steps: Vec<f64>,
     load_ns: f64,
@@ -209,6 +223,10 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let test = Test::parse(&case.str("test")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     let depth = case.usize("depth")?;
     let (file, info) = open(&path)?;
+    if test == Test::Tokenize {
+        return super::filetok::prepare(&file.header)
+            .map_err(|e| anyhow::anyhow!("model file {}: {e:#}", path.display()));
+    }
     let (np, ng) = test.lengths();
     let capacity = depth + np + ng + 1;
     if capacity > info.cfg.max_positions {
@@ -218,7 +236,23 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
             info.cfg.max_positions
         );
     }
-    let prompt = super::random_ids(np.max(depth).max(1), info.cfg.vocab, 0x9e37);
+    let n = np.max(depth).max(1);
+    let (prompt, prompt_note) = match crate::gguf::tokenizer::from_header(&file.header) {
+        Ok(t) => (
+            super::filetok::prompt_ids(&t.tokenizer, n)?,
+            format!("prompt: Genesis 1-3 (KJV) through the file's {} tokenizer", t.kind),
+        ),
+        Err(e) => {
+            (super::random_ids(n, info.cfg.vocab, 0x9e37), format!("prompt: seeded random ids ({e:#})"))
+        }
+    };
+    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= info.cfg.vocab) {
+        bail!(
+            "model file {}: the tokenizer gives id {bad}, outside the model's vocabulary of {}",
+            path.display(),
+            info.cfg.vocab
+        );
+    }
     let t = Instant::now();
     let model = ggufmodel::load(&file, &info, capacity.max(4))?;
     let load_ns = t.elapsed().as_nanos() as f64;
@@ -240,6 +274,7 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
         depth,
         state,
         prompt,
+        prompt_note,
         first: 0,
         steps,
         load_ns,
@@ -265,6 +300,10 @@ impl Workload for FileCase {
             }
         };
         self.extra = m;
+        let mut v = v;
+        if self.state.is_some() {
+            v.detail = format!("{}; {}", v.detail, self.prompt_note);
+        }
         if let Some((model, ws, cache)) = &mut self.state {
             // The depth's cache is filled once here; runs only overwrite later positions.
             cache.len = 0;
@@ -279,7 +318,7 @@ impl Workload for FileCase {
     fn throughput(&self) -> Vec<Throughput> {
         let (np, ng) = self.test.lengths();
         match self.test {
-            Test::Load => vec![Throughput::bytes(self.info.bytes as f64)],
+            Test::Load | Test::Tokenize => vec![Throughput::bytes(self.info.bytes as f64)],
             _ => vec![Throughput::tokens((np + ng) as f64)],
         }
     }
@@ -347,18 +386,32 @@ mod tests {
     /// logits within tolerance. Skips when the file is absent.
     #[test]
     fn smollm2_matches_the_independent_reference() {
-        let Ok(path) = crate::data::find(SMOLLM2) else {
-            eprintln!("skipped: {SMOLLM2} not in the data folder (bash scripts/fetch-test-data.sh)");
+        let fx = include_str!("../../../tests/fixtures/smollm2_reference.json");
+        check_file(SMOLLM2, fx, "Smollm2-135M-8k-Lc100K-Mix1-Ep2");
+    }
+
+    /// The same for the Q4_K_M-style file (every ffn_down in Q6_K or Q4_K,
+    /// written by scripts/make_q4km.py, its reference
+    /// `tests/fixtures/smollm2_q4km_reference.json`): the K-quant kernels
+    /// inside a real model against ggml's own decoding of the same bytes.
+    #[test]
+    fn smollm2_q4_k_m_matches_the_independent_reference() {
+        let fx = include_str!("../../../tests/fixtures/smollm2_q4km_reference.json");
+        check_file(SMOLLM2_Q4KM, fx, "Smollm2-135M-8k-Lc100K-Mix1-Ep2-Q4_K_M-style--tfbench-test-file-");
+    }
+
+    fn check_file(rel: &str, fixture: &str, name: &str) {
+        let Ok(path) = crate::data::find(rel) else {
+            eprintln!("skipped: {rel} not in the data folder (bash scripts/fetch-test-data.sh)");
             return;
         };
-        let fx: serde_json::Value =
-            serde_json::from_str(include_str!("../../../tests/fixtures/smollm2_reference.json")).unwrap();
+        let fx: serde_json::Value = serde_json::from_str(fixture).unwrap();
         let ids = |k: &str| -> Vec<u32> {
             fx[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect()
         };
         let (prompt, greedy) = (ids("prompt_ids"), ids("greedy_ids"));
         let (file, info) = open(&path).unwrap();
-        assert_eq!(info.name, "Smollm2-135M-8k-Lc100K-Mix1-Ep2", "general.name, made id-safe");
+        assert_eq!(info.name, name, "general.name, made id-safe");
         assert_eq!((info.ty.as_str(), info.cfg.layers, info.cfg.kv_heads), ("q4_1", 30, 3));
         let n = prompt.len() + greedy.len();
         let mut model = ggufmodel::load(&file, &info, n + 1).unwrap();
@@ -424,6 +477,7 @@ mod tests {
         assert_eq!(Test::parse("tg 128"), Ok(Test::Tg(128)));
         assert_eq!(Test::parse("pg512,128"), Ok(Test::Pg(512, 128)));
         assert_eq!(Test::parse("load"), Ok(Test::Load));
+        assert_eq!(Test::parse("tokenize"), Ok(Test::Tokenize));
         for bad in ["pp0", "tg", "pg1", "xx", "pg,3"] {
             assert!(Test::parse(bad).is_err(), "{bad}");
         }

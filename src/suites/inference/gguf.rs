@@ -57,6 +57,7 @@ pub fn format_of(t: &TensorInfo) -> Result<WeightFormat> {
         "Q4_0" => WeightFormat::Q4_0,
         "Q4_1" => WeightFormat::Q4_1,
         "Q4_K" => WeightFormat::Q4K,
+        "Q6_K" => WeightFormat::Q6K,
         other => bail!(
             "tensor `{}` is {other}, a type tfbench does not run; supported: {}",
             t.name,

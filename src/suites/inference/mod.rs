@@ -7,7 +7,7 @@
 //! | `embed`   | `encoder.rs`  | the same with real MiniLM-L6 weights from safetensors   |
 //! | `prefill` | `generate.rs` | a prompt of `prompt` tokens into an empty KV cache, first token |
 //! | `decode`  | `generate.rs` | `gen` greedy tokens after a cache holding `depth` tokens |
-//! | `gguf`    | `file.rs`     | a GGUF model file (`--model`): llama-bench's `load`, `ppN`, `tgN`, `pgN,M` at depth `d` |
+//! | `gguf`    | `file.rs`, `filetok.rs` | a GGUF model file (`--model`): llama-bench's `load`, `ppN`, `tgN`, `pgN,M` at depth `d`; `tokenize` |
 //!
 //! The model (`model.rs`) is written once and configured by shape from the
 //! shared catalogue (`crate::models`); `ops.rs` holds the attention, norm,
@@ -24,6 +24,7 @@ use anyhow::{Result, bail};
 pub mod accuracy;
 mod encoder;
 pub mod file;
+pub mod filetok;
 mod generate;
 pub mod gguf;
 pub mod linear;

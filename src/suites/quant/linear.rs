@@ -18,7 +18,7 @@ use std::time::Instant;
 /// (the plain f32 dot-product kernel the quantized decode kernels are built
 /// like; `f32` is the shared gemm-crate GEMM).
 pub(crate) const FORMATS: &[&str] =
-    &["f32", "f32_gemv", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1", "q4_k", "ternary"];
+    &["f32", "f32_gemv", "f16", "bf16", "int8", "q8_0", "q4_0", "q4_1", "q4_k", "q6_k", "ternary"];
 
 /// `MxKxN` from the `shape` parameter.
 fn dims(case: &Case) -> Result<(usize, usize, usize)> {
@@ -101,8 +101,8 @@ pub(crate) fn prepare_linear(case: &Case) -> Result<Box<dyn Workload>> {
     if matches!(format, "q8_0" | "q4_0" | "q4_1") && !k.is_multiple_of(32) {
         bail!("case {}: {format} needs K to be a multiple of 32, got {k}", case.id);
     }
-    if format == "q4_k" && !k.is_multiple_of(256) {
-        bail!("case {}: q4_k needs K to be a multiple of 256, got {k}", case.id);
+    if matches!(format, "q4_k" | "q6_k") && !k.is_multiple_of(256) {
+        bail!("case {}: {format} needs K to be a multiple of 256, got {k}", case.id);
     }
     build(case, format.to_string(), |w, (_, k, n)| {
         Ok(match format {

@@ -1,5 +1,5 @@
 //! Per-format decode kernels of [`super::QMatrix`]: the dot product of one
-//! weight row (f32, f16, bf16, int8, Q8_0, Q4_0/Q4_1, Q4_K) with one token,
+//! weight row (f32, f16, bf16, int8, Q8_0, Q4_0/Q4_1, Q4_K, Q6_K) with one token,
 //! dequantizing in registers. `QMatrix::dot_row` picks between the AVX-512
 //! and the portable twin of each.
 
@@ -42,6 +42,18 @@ pub(super) mod portable {
     /// Q4_K row `r` on f32 activations: each super-block dequantized on the
     /// stack, then the f32 dot.
     pub fn dot_q4k(t: &Q4KTensor, r: usize, x: &[f32]) -> f32 {
+        let per = t.cols / QK_K;
+        let mut buf = [0.0f32; QK_K];
+        let mut s = 0.0;
+        for (i, x) in x.chunks_exact(QK_K).enumerate() {
+            t.dequantize_range(r * per + i, r * per + i + 1, &mut buf);
+            s += dot_f32(&buf, x);
+        }
+        s
+    }
+
+    /// Q6_K row `r` on f32 activations, as [`dot_q4k`].
+    pub fn dot_q6k(t: &Q6KTensor, r: usize, x: &[f32]) -> f32 {
         let per = t.cols / QK_K;
         let mut buf = [0.0f32; QK_K];
         let mut s = 0.0;

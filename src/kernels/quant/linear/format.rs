@@ -22,13 +22,15 @@ pub enum WeightFormat {
     Q4_1,
     /// llama.cpp Q4_K (4.5): super-blocks of 256 with 6-bit sub-block scales and minimums.
     Q4K,
+    /// llama.cpp Q6_K (6.5625): super-blocks of 256 with 8-bit scales of 16 values, 6-bit codes.
+    Q6K,
     /// BitNet b1.58 ternary in bit planes (2, plus one f32 scale).
     Ternary,
 }
 
 impl WeightFormat {
     /// Every format, in the order reports list them.
-    pub const ALL: [WeightFormat; 9] = [
+    pub const ALL: [WeightFormat; 10] = [
         Self::F32,
         Self::F16,
         Self::Bf16,
@@ -38,6 +40,7 @@ impl WeightFormat {
         Self::Q4_1,
         Self::Ternary,
         Self::Q4K,
+        Self::Q6K,
     ];
 
     /// Lowercase name used in case ids.
@@ -52,6 +55,7 @@ impl WeightFormat {
             Self::Q4_1 => "q4_1",
             Self::Ternary => "ternary",
             Self::Q4K => "q4_k",
+            Self::Q6K => "q6_k",
         }
     }
 

@@ -16,6 +16,7 @@ pub fn ggml_row_bytes(format: WeightFormat, cols: usize) -> Result<usize> {
         WeightFormat::Q4_0 => (QK, 18),
         WeightFormat::Q4_1 => (QK, 20),
         WeightFormat::Q4K => (QK_K, super::super::kquant::BLOCK_BYTES),
+        WeightFormat::Q6K => (QK_K, super::super::q6k::BLOCK_BYTES),
         f => bail!("{} has no ggml layout", f.name()),
     };
     if !cols.is_multiple_of(block) {
@@ -76,9 +77,24 @@ impl QMatrix {
                 }
                 Store::Q4K(t)
             }
+            WeightFormat::Q6K => {
+                use super::super::q6k::{BLOCK_BYTES, QH_BYTES, QL_BYTES, SCALES};
+                let mut t = Q6KTensor::zeros(rows, cols)?;
+                for (i, blk) in bytes.chunks_exact(BLOCK_BYTES).enumerate() {
+                    t.ql[i * QL_BYTES..(i + 1) * QL_BYTES].copy_from_slice(&blk[..QL_BYTES]);
+                    t.qh[i * QH_BYTES..(i + 1) * QH_BYTES]
+                        .copy_from_slice(&blk[QL_BYTES..QL_BYTES + QH_BYTES]);
+                    for (j, s) in t.scales[i * SCALES..(i + 1) * SCALES].iter_mut().enumerate() {
+                        *s = blk[QL_BYTES + QH_BYTES + j] as i8;
+                    }
+                    // ggml's block_q6_K ends with d.
+                    t.d[i] = f16_at(blk, BLOCK_BYTES - 2);
+                }
+                Store::Q6K(t)
+            }
             f => bail!("{} has no ggml layout", f.name()),
         };
-        let act8 = matches!(format, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K);
+        let act8 = act8_format(format);
         Ok(Self { rows, cols, format, store, act8 })
     }
 
@@ -108,6 +124,15 @@ impl QMatrix {
                     out.extend_from_slice(&t.qs[i * QS_BYTES..(i + 1) * QS_BYTES]);
                 }
             }
+            Store::Q6K(t) => {
+                use super::super::q6k::{QH_BYTES, QL_BYTES, SCALES};
+                for i in 0..t.d.len() {
+                    out.extend_from_slice(&t.ql[i * QL_BYTES..(i + 1) * QL_BYTES]);
+                    out.extend_from_slice(&t.qh[i * QH_BYTES..(i + 1) * QH_BYTES]);
+                    out.extend(t.scales[i * SCALES..(i + 1) * SCALES].iter().map(|&s| s as u8));
+                    out.extend_from_slice(&t.d[i].to_bits().to_le_bytes());
+                }
+            }
             Store::Int8 { .. } | Store::Ternary(_) => {}
         }
         out
@@ -134,6 +159,7 @@ mod tests {
             WeightFormat::Q4_0,
             WeightFormat::Q4_1,
             WeightFormat::Q4K,
+            WeightFormat::Q6K,
         ] {
             let q = QMatrix::quantize(f, &w, rows, cols).unwrap();
             let b = q.to_ggml();

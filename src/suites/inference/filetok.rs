@@ -1,0 +1,206 @@
+//! The `gguf` benchmark's tokenizer side: the `tokenize` case (the file's own
+//! tokenizer, `crate::gguf::tokenizer`, timed on its own and never inside
+//! prefill) and the real-text prompts of the `pp`/`tg`/`pg` cases.
+//!
+//! Verified before timing: the round trip (decode of encode gives the text
+//! back, byte for byte) of a check text full of edge cases and of the timed
+//! text, and, when the file's vocabulary is one with a committed reference,
+//! the check text's ids equal llama.cpp's (`llama-tokenize` of build
+//! 0c1e570, made by `scripts/gguf_tokens_reference.py`).
+
+use crate::gguf::Header;
+use crate::gguf::tokenizer::{self, FileTokenizer};
+use crate::suites::{Throughput, Verification, Workload};
+use crate::workload::Metric;
+use anyhow::{Result, bail};
+use tokenizers::Tokenizer;
+
+/// Edge cases: contractions, digits, runs of spaces, tabs, blank lines,
+/// code, backslashes, accents, Greek, Cyrillic, CJK, Korean, emoji, text
+/// control tokens written out (`<|im_start|>`), trailing spaces, no final newline.
+pub const CHECK_TEXT: &str = include_str!("text/check.txt");
+/// Genesis 1-3 of the King James Bible (public domain): the timed text and
+/// the source of the prompts.
+pub const PROMPT_TEXT: &str = include_str!("text/genesis.txt");
+/// llama.cpp's ids of [`CHECK_TEXT`], one file per vocabulary.
+const REFERENCES: &[&str] = &[include_str!("text/smollm2_tokens.json")];
+
+/// FNV-1a (64 bits) over the vocabulary's tokens then its merges, each
+/// followed by a zero byte: which committed reference applies to a file.
+pub fn fingerprint(h: &Header) -> String {
+    let mut x: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |b: &[u8]| {
+        for &c in b.iter().chain(&[0u8]) {
+            x ^= u64::from(c);
+            x = x.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    for key in ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"] {
+        for v in h.get(key).and_then(|v| v.as_array()).unwrap_or(&[]) {
+            eat(v.as_str().unwrap_or("").as_bytes());
+        }
+    }
+    format!("{x:016x}")
+}
+
+/// The committed reference ids of [`CHECK_TEXT`] for `fp`, with where they came from.
+fn reference(fp: &str) -> Result<Option<(Vec<u32>, String)>> {
+    for r in REFERENCES {
+        let j: serde_json::Value = serde_json::from_str(r)?;
+        if j["fingerprint"].as_str() != Some(fp) {
+            continue;
+        }
+        let ids = j["ids"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|v| v.as_u64().map(|x| x as u32)).collect())
+            .unwrap_or_default();
+        return Ok(Some((ids, j["source"].as_str().unwrap_or("?").to_string())));
+    }
+    Ok(None)
+}
+
+/// The checks of the module doc.
+pub fn verify(t: &Tokenizer, fp: &str) -> Result<Verification> {
+    for (what, text) in [("check text", CHECK_TEXT), ("Genesis 1-3", PROMPT_TEXT)] {
+        let ids = tokenizer::encode(t, text)?;
+        let back = tokenizer::decode(t, &ids)?;
+        if back != text {
+            let at = back
+                .bytes()
+                .zip(text.bytes())
+                .position(|(a, b)| a != b)
+                .unwrap_or(back.len().min(text.len()));
+            bail!("tokenizer round trip of the {what} differs from byte {at} on ({} ids)", ids.len());
+        }
+    }
+    let got = tokenizer::encode(t, CHECK_TEXT)?;
+    Ok(match reference(fp)? {
+        Some((want, source)) => {
+            let mut v = Verification::equal(format!("ids of the check text from {source}"), &got, &want);
+            if !v.passed {
+                let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
+                v.detail = format!(
+                    "ids differ from llama.cpp's at index {at} of {} (got {:?}, want {:?})",
+                    want.len(),
+                    &got[at..(at + 4).min(got.len())],
+                    &want[at..(at + 4).min(want.len())]
+                );
+                return v.into_result();
+            }
+            v.detail = format!("{} ids equal llama.cpp's; round trips exact", got.len());
+            v
+        }
+        None => Verification::pass(format!(
+            "round trips exact ({} ids for the check text); no committed llama.cpp reference for this vocabulary (fingerprint {fp})",
+            got.len()
+        )),
+    })
+}
+
+/// `n` prompt ids: [`PROMPT_TEXT`] through the file's tokenizer, repeated
+/// as often as needed.
+pub fn prompt_ids(t: &Tokenizer, n: usize) -> Result<Vec<u32>> {
+    let once = tokenizer::encode(t, PROMPT_TEXT)?;
+    if once.is_empty() {
+        bail!("the tokenizer gave no ids for the prompt text");
+    }
+    Ok(once.iter().copied().cycle().take(n).collect())
+}
+
+/// The `tokenize` case: [`PROMPT_TEXT`] encoded per iteration.
+pub struct TokenizeCase {
+    ft: FileTokenizer,
+    fp: String,
+    tokens: usize,
+    build_ns: f64,
+    /// The file's parameters and tensor bytes, for llama-bench's columns.
+    params: u64,
+    bytes: u64,
+}
+
+/// Builds the file's tokenizer (timed once, reported as `build_ns`).
+pub fn prepare(h: &Header) -> Result<Box<dyn Workload>> {
+    let t = std::time::Instant::now();
+    let ft = tokenizer::from_header(h)?;
+    let build_ns = t.elapsed().as_nanos() as f64;
+    let tokens = tokenizer::encode(&ft.tokenizer, PROMPT_TEXT)?.len();
+    Ok(Box::new(TokenizeCase {
+        ft,
+        fp: fingerprint(h),
+        tokens,
+        build_ns,
+        params: h.params(),
+        bytes: h.data_bytes(),
+    }))
+}
+
+impl Workload for TokenizeCase {
+    fn verify(&mut self) -> Result<Verification> {
+        let mut v = verify(&self.ft.tokenizer, &self.fp)?;
+        v.detail = format!("{} ({}): {}", self.ft.kind, self.ft.vocab, v.detail);
+        Ok(v)
+    }
+
+    fn throughput(&self) -> Vec<Throughput> {
+        vec![Throughput::tokens(self.tokens as f64), Throughput::bytes(PROMPT_TEXT.len() as f64)]
+    }
+
+    fn run(&mut self, iters: u64) -> Result<()> {
+        for _ in 0..iters {
+            std::hint::black_box(tokenizer::encode(&self.ft.tokenizer, std::hint::black_box(PROMPT_TEXT))?);
+        }
+        Ok(())
+    }
+
+    fn metrics(&mut self) -> Vec<Metric> {
+        vec![
+            Metric::new("vocab", self.ft.vocab as f64, ""),
+            Metric::new("text_bytes", PROMPT_TEXT.len() as f64, "B"),
+            Metric::new("tokens", self.tokens as f64, ""),
+            Metric::new("bytes_per_token", PROMPT_TEXT.len() as f64 / self.tokens as f64, "B"),
+            Metric::new("build_ns", self.build_ns, "ns"),
+            Metric::new("params", self.params as f64, ""),
+            Metric::new("model_bytes", self.bytes as f64, "B"),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// SmolLM2's tokenizer from its GGUF file gives llama.cpp's ids for the
+    /// check text (the committed reference applies: same fingerprint) and
+    /// round-trips; the prompt ids are Genesis's. Skips when the file is absent.
+    #[test]
+    fn smollm2_tokenizer_matches_llama_cpp() {
+        let Ok(path) = crate::data::find(super::super::file::SMOLLM2) else {
+            eprintln!("skipped: SmolLM2 not in the data folder (bash scripts/fetch-test-data.sh)");
+            return;
+        };
+        let f = crate::gguf::GgufFile::open(&path, None).unwrap();
+        let ft = tokenizer::from_header(&f.header).unwrap();
+        assert_eq!((ft.kind.as_str(), ft.vocab), ("gpt2/smollm", 49152));
+        let fp = fingerprint(&f.header);
+        assert!(reference(&fp).unwrap().is_some(), "fixture fingerprint {fp}");
+        let v = verify(&ft.tokenizer, &fp).unwrap();
+        assert!(v.passed && v.detail.contains("equal llama.cpp's"), "{}", v.detail);
+        let ids = prompt_ids(&ft.tokenizer, 3000).unwrap();
+        assert_eq!(tokenizer::decode(&ft.tokenizer, &ids[..4]).unwrap(), "Genesis 1\n\n  ");
+        // A wrong id anywhere fails loudly, naming the index.
+        let mut j: serde_json::Value = serde_json::from_str(REFERENCES[0]).unwrap();
+        j["ids"][5] = serde_json::json!(7);
+        let bad: Vec<u32> = j["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
+        assert_ne!(bad, tokenizer::encode(&ft.tokenizer, CHECK_TEXT).unwrap());
+    }
+
+    #[test]
+    fn a_vocabulary_without_a_reference_is_checked_by_round_trip_only() {
+        let fp = "0000000000000000";
+        assert!(reference(fp).unwrap().is_none());
+        let mut t = Tokenizer::new(tokenizers::models::bpe::BPE::default());
+        t.with_pre_tokenizer(Some(tokenizers::pre_tokenizers::byte_level::ByteLevel::default()));
+        // An empty vocabulary cannot spell the text: the round trip fails loudly.
+        assert!(verify(&t, fp).is_err());
+    }
+}
