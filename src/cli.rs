@@ -187,16 +187,12 @@ pub struct WorkerPlan {
     /// Case selection.
     #[command(flatten)]
     pub selection: Selection,
-    /// Sampling, threads, seed and rounds, as `run` takes them (in `ab`
-    /// they are per case, round and build, and every round is a fresh pair
-    /// of worker processes).
+    /// Sampling, threads, seed and rounds, per case, round and build.
     #[command(flatten)]
     pub timing: Timing,
 }
 
-/// How each case is sampled, on how many threads, from which seed, in how
-/// many rounds: the flags `run` (and a `cargo bench` target) and `ab` share,
-/// defined once so the two cannot drift apart.
+/// Sampling, threads, seed and rounds: the flags `run` and `ab` share.
 #[derive(Debug, Args, Clone, Default)]
 pub struct Timing {
     /// Samples per case (`ab`: sample pairs per case and round) [default: 100].

@@ -566,18 +566,9 @@ fn rounds_run_while_another_process_held_a_core_are_set_aside() {
             threads: 2,
         })
         .collect();
-
-    let undisturbed = compare(
-        "a",
-        &old,
-        "b",
-        &{
-            let mut n = new.clone();
-            n.load.clear();
-            n
-        },
-        &opts(),
-    );
+    let mut quiet = new.clone();
+    quiet.load.clear();
+    let undisturbed = compare("a", &old, "b", &quiet, &opts());
     let called = |c: &Comparison, id: &str| c.changes.iter().find(|ch| ch.id == id).unwrap().clone();
     assert_eq!(
         called(&undisturbed, "synthetic/c07").verdict,
