@@ -145,8 +145,9 @@ pub(crate) fn layernorm(out: &mut [f32], x: &[f32], gamma: &[f32], beta: &[f32],
     });
 }
 
+/// A reduction of the `reduction` benchmark (the GPU cases run the same).
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Op {
+pub(crate) enum Op {
     Sum,
     Mean,
     Max,
@@ -168,33 +169,45 @@ struct Reduction {
     seed: u64,
 }
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
-    let op = match choice(case, "op", OPS)? {
+/// The case's reduction (its `op` parameter).
+pub(crate) fn op_of(case: &Case) -> Result<Op> {
+    Ok(match choice(case, "op", OPS)? {
         "sum" => Op::Sum,
         "mean" => Op::Mean,
         "max" => Op::Max,
         "argmax" => Op::Argmax,
         "softmax" => Op::Softmax,
         _ => Op::LayerNorm,
-    };
-    let (rows, cols) = shape2(case)?;
+    })
+}
+
+/// The case's data, written once so the CPU and GPU cases reduce the same
+/// values: `x` (`rows * cols`), and LayerNorm's `gamma` and `beta` (`cols`
+/// each; empty for the other ops). Sums use data with a non-zero mean so
+/// the rigorous error bound is tight relative to the result; the rest use
+/// normal data (scaled up for softmax so rows are far from uniform).
+pub(crate) fn inputs(op: Op, rows: usize, cols: usize, seed: u64) -> (Vec<f32>, Vec<f32>, Vec<f32>) {
     let n = rows * cols;
-    let seed = super::seed(case);
-    // Sums use data with a non-zero mean so the rigorous error bound is tight
-    // relative to the result; the rest use normal data (scaled up for softmax
-    // so rows are far from uniform).
     let x = match op {
         Op::Sum | Op::Mean => util::uniform(n, -0.5, 1.5, seed),
         Op::Softmax => util::randn(n, seed).into_iter().map(|v| 3.0 * v).collect(),
         _ => util::randn(n, seed),
     };
-    let (gamma, beta, out) = match op {
-        Op::LayerNorm => {
-            (util::uniform(cols, 0.5, 1.5, seed ^ 1), util::randn(cols, seed ^ 2), vec![f32::NAN; n])
-        }
-        Op::Softmax => (Vec::new(), Vec::new(), vec![f32::NAN; n]),
-        _ => (Vec::new(), Vec::new(), Vec::new()),
+    let (gamma, beta) = if op == Op::LayerNorm {
+        (util::uniform(cols, 0.5, 1.5, seed ^ 1), util::randn(cols, seed ^ 2))
+    } else {
+        (Vec::new(), Vec::new())
     };
+    (x, gamma, beta)
+}
+
+pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+    let op = op_of(case)?;
+    let (rows, cols) = shape2(case)?;
+    let n = rows * cols;
+    let seed = super::seed(case);
+    let (x, gamma, beta) = inputs(op, rows, cols, seed);
+    let out = if matches!(op, Op::LayerNorm | Op::Softmax) { vec![f32::NAN; n] } else { Vec::new() };
     Ok(Box::new(Reduction { op, rows, cols, x, gamma, beta, out, scalar: f32::NAN, index: usize::MAX, seed }))
 }
 

@@ -11,22 +11,13 @@ use crate::cuda::workload::GpuOp;
 use crate::kernels::cuda::grid::{reduce_grid, sum_error_levels};
 use crate::kernels::cuda::source::{REDUCE_BLOCK, ROW_BLOCK};
 use crate::plan::Case;
-use crate::suites::tensor::{choice, seed, shape2};
+use crate::suites::tensor::{seed, shape2};
 use crate::suites::{Throughput, ThroughputKind, Verification, Workload};
-use crate::util;
 use anyhow::Result;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Op {
-    Sum,
-    Mean,
-    Max,
-    Argmax,
-    Softmax,
-    LayerNorm,
-}
+use super::super::reduction::{Op, inputs, op_of};
 
 struct Reduce {
     op: Op,
@@ -51,29 +42,12 @@ struct Reduce {
 }
 
 pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
-    let op = match choice(case, "op", super::super::reduction::OPS)? {
-        "sum" => Op::Sum,
-        "mean" => Op::Mean,
-        "max" => Op::Max,
-        "argmax" => Op::Argmax,
-        "softmax" => Op::Softmax,
-        _ => Op::LayerNorm,
-    };
+    let op = op_of(case)?;
     let (rows, cols) = shape2(case)?;
     let n = rows * cols;
     let s = seed(case);
-    // The CPU case's data (see its prepare): non-zero mean for sums, wide
-    // rows for softmax.
-    let x_host = match op {
-        Op::Sum | Op::Mean => util::uniform(n, -0.5, 1.5, s),
-        Op::Softmax => util::randn(n, s).into_iter().map(|v| 3.0 * v).collect(),
-        _ => util::randn(n, s),
-    };
-    let (gamma_host, beta_host) = if op == Op::LayerNorm {
-        (util::uniform(cols, 0.5, 1.5, s ^ 1), util::randn(cols, s ^ 2))
-    } else {
-        (Vec::new(), Vec::new())
-    };
+    // The CPU case's data, from the same function.
+    let (x_host, gamma_host, beta_host) = inputs(op, rows, cols, s);
     let rowwise = matches!(op, Op::Softmax | Op::LayerNorm);
     let grid = if rowwise { u32::try_from(rows)? } else { reduce_grid(n) };
     let out_len = if rowwise { n } else { grid as usize };
