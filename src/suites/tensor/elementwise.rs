@@ -90,24 +90,37 @@ struct Binary {
     out: Vec<f32>,
 }
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
-    let op = match choice(case, "op", OPS)? {
+/// The case's binary op (`None`: `broadcast_add`, a row vector added to
+/// every row).
+pub(crate) fn op_of(case: &Case) -> Result<Option<BinOp>> {
+    Ok(match choice(case, "op", OPS)? {
         "add" => Some(BinOp::Add),
         "sub" => Some(BinOp::Sub),
         "mul" => Some(BinOp::Mul),
         "div" => Some(BinOp::Div),
         _ => None,
-    };
-    let (rows, cols) = shape2(case)?;
+    })
+}
+
+/// The case's operands, written once so the CPU and GPU cases compute on
+/// the same values: `a` (`rows * cols`) and `b` (the same size, or `cols`
+/// for the broadcast). Divisors lie in [0.5, 2): well away from zero.
+pub(crate) fn inputs(op: Option<BinOp>, rows: usize, cols: usize, seed: u64) -> (Vec<f32>, Vec<f32>) {
     let n = rows * cols;
-    let seed = super::seed(case);
     let a = util::randn(n, seed);
     let b = match op {
-        // Divisors in [0.5, 2): well away from zero.
         Some(BinOp::Div) => util::uniform(n, 0.5, 2.0, seed ^ 1),
         Some(_) => util::randn(n, seed ^ 1),
         None => util::randn(cols, seed ^ 1),
     };
+    (a, b)
+}
+
+pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+    let op = op_of(case)?;
+    let (rows, cols) = shape2(case)?;
+    let n = rows * cols;
+    let (a, b) = inputs(op, rows, cols, super::seed(case));
     Ok(Box::new(Binary { op, rows, cols, a, b, out: vec![f32::NAN; n] }))
 }
 

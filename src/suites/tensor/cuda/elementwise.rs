@@ -12,7 +12,6 @@ use crate::kernels::cuda::grid::{ELEMENTWISE_BLOCK, elementwise_grid};
 use crate::plan::Case;
 use crate::suites::tensor::{choice, elements, seed, shape2};
 use crate::suites::{Throughput, ThroughputKind, Verification, Workload, skip};
-use crate::util;
 use anyhow::Result;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -84,21 +83,14 @@ pub(super) fn prepare_creation(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Wor
 
 /// `binary` on the GPU, with the CPU case's inputs.
 pub(super) fn prepare_binary(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
-    let op = match choice(case, "op", super::super::elementwise::OPS)? {
-        "add" => Some(BinOp::Add),
-        "sub" => Some(BinOp::Sub),
-        "mul" => Some(BinOp::Mul),
-        "div" => Some(BinOp::Div),
-        _ => None,
-    };
+    let op = super::super::elementwise::op_of(case)?;
     let (rows, cols) = shape2(case)?;
     let n = rows * cols;
-    let s = seed(case);
-    let a = util::randn(n, s);
-    let (kind, b) = match op {
-        Some(BinOp::Div) => (Kind::Binary(BinOp::Div), util::uniform(n, 0.5, 2.0, s ^ 1)),
-        Some(op) => (Kind::Binary(op), util::randn(n, s ^ 1)),
-        None => (Kind::Broadcast { cols }, util::randn(cols, s ^ 1)),
+    // The CPU case's operands, from the same function.
+    let (a, b) = super::super::elementwise::inputs(op, rows, cols, seed(case));
+    let kind = match op {
+        Some(op) => Kind::Binary(op),
+        None => Kind::Broadcast { cols },
     };
     build(gpu, case, kind, n, vec![a, b])
 }
