@@ -267,7 +267,7 @@ fn run_one(
         w.set_time_limit(std::time::Duration::from_secs_f64(limit));
     }
     let t1 = std::time::Instant::now();
-    let v = guarded(|| w.verify()).map_err(|e| ("verify", e))?;
+    let v = guarded(|| sampler::on_pool(|| w.verify())).map_err(|e| ("verify", e))?;
     let verify_ns = t1.elapsed().as_nanos() as f64;
     let passed = v.passed;
     if passed {
@@ -279,8 +279,8 @@ fn run_one(
         return Err(("verify", format!("wrong result {detail}")));
     }
     o.throughput = w.throughput();
-    let mut m: Measurement =
-        guarded(|| sampler::measure(w.as_mut(), s, timer, round)).map_err(|e| ("measure", e))?;
+    let mut m: Measurement = guarded(|| sampler::on_pool(|| sampler::measure(w.as_mut(), s, timer, round)))
+        .map_err(|e| ("measure", e))?;
     m.prepare_ns = prepare_ns;
     m.verify_ns = verify_ns;
     o.measurements.push(m);

@@ -5,6 +5,7 @@ use super::protocol::{Hello, PROTOCOL, Reply, Request, resolve_plan};
 use crate::app::Outcome;
 use crate::cli::AbWorkerArgs;
 use crate::config::Resolved;
+use crate::harness::sampler::on_pool;
 use crate::suites;
 use crate::workload::Workload;
 use anyhow::{Context, Result};
@@ -65,13 +66,13 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
                 }
             }
             Request::WarmUp(secs) => match workload.as_mut() {
-                Some(w) => {
-                    guarded("warm_up", || warm_up(w.as_mut(), secs)).map_or_else(|r| r, Reply::PerIter)
-                }
+                Some(w) => guarded("warm_up", || on_pool(|| warm_up(w.as_mut(), secs)))
+                    .map_or_else(|r| r, Reply::PerIter),
                 None => Reply::Failed { phase: "warm_up".into(), reason: "no case prepared".into() },
             },
             Request::Sample(iters) => match workload.as_mut() {
-                Some(w) => guarded("measure", || sample(w.as_mut(), iters)).map_or_else(|r| r, Reply::Nanos),
+                Some(w) => guarded("measure", || on_pool(|| sample(w.as_mut(), iters)))
+                    .map_or_else(|r| r, Reply::Nanos),
                 None => Reply::Failed { phase: "measure".into(), reason: "no case prepared".into() },
             },
         };
@@ -134,7 +135,7 @@ fn prepare(
         w.set_time_limit(Duration::from_secs_f64(limit));
     }
     if verify {
-        let v = guarded("verify", || w.verify())?;
+        let v = guarded("verify", || on_pool(|| w.verify()))?;
         if !v.passed {
             return Err(fail("verify", format!("wrong result against {}: {}", v.reference, v.detail)));
         }

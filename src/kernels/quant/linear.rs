@@ -10,9 +10,10 @@
 //!   dequantized into an f32 scratch tile once and multiplied by the shared
 //!   f32 GEMM, amortising the dequantization over all tokens.
 //!
-//! The 4-bit formats (Q4_0, Q4_1, Q4_K) and Q6_K decode as llama.cpp does:
-//! the activations are quantized per call to int8 blocks of 32 and the
-//! codes dotted with them by VNNI ([`w4a8`](super::w4a8), [`q6k`](super::q6k)); opt out with
+//! The 4-bit formats (Q4_0, Q4_1, Q4_K), Q6_K and Q8_0 decode as llama.cpp
+//! does: the activations are quantized per call to int8 blocks of 32 and the
+//! codes dotted with them by VNNI ([`w4a8`](super::w4a8), [`q6k`](super::q6k),
+//! [`w8a8`](super::w8a8)); opt out with
 //! [`QMatrix::with_f32_activations`] for the exact weight-only product.
 //!
 //! Ternary weights always take the integer path (int8 activations, additions
@@ -66,7 +67,10 @@ enum Store {
 
 /// The formats whose decode quantizes activations to int8 by default.
 fn act8_format(f: WeightFormat) -> bool {
-    matches!(f, WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K | WeightFormat::Q6K)
+    matches!(
+        f,
+        WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K | WeightFormat::Q6K
+    )
 }
 
 /// A quantized `[rows, cols]` (`[out, in]`) weight matrix.
@@ -78,7 +82,7 @@ pub struct QMatrix {
     pub cols: usize,
     format: WeightFormat,
     store: Store,
-    /// Whether 4-bit decode quantizes activations to int8 (W4A8).
+    /// Whether decode quantizes activations to int8 (W4A8, W6A8, W8A8).
     act8: bool,
 }
 
@@ -130,15 +134,16 @@ impl QMatrix {
         Ok(Self { rows, cols, format, store, act8 })
     }
 
-    /// The same matrix with 4-bit decode on f32 activations: exactly the
+    /// The same matrix with block-format decode on f32 activations: exactly the
     /// dequantize-then-matmul product, slower than the default W4A8 kernels.
     pub fn with_f32_activations(mut self) -> Self {
         self.act8 = false;
         self
     }
 
-    /// Switches 4-bit decode between int8 activations (`true`, the default
-    /// of the 4-bit formats, llama.cpp's arithmetic) and exact f32 ones;
+    /// Switches block-format decode between int8 activations (`true`, the
+    /// default of Q8_0, Q4_0, Q4_1, Q4_K and Q6_K: llama.cpp's arithmetic)
+    /// and exact f32 ones;
     /// other formats always take f32 activations.
     pub fn set_int8_activations(&mut self, on: bool) {
         self.act8 = on && act8_format(self.format);
@@ -176,7 +181,7 @@ impl QMatrix {
     fn act_layout(&self) -> ActLayout {
         match self.format {
             WeightFormat::Q4K => ActLayout::K,
-            WeightFormat::Q6K => ActLayout::Natural,
+            WeightFormat::Q6K | WeightFormat::Q8_0 => ActLayout::Natural,
             _ => ActLayout::Quad,
         }
     }
@@ -319,7 +324,8 @@ impl QMatrix {
         });
     }
 
-    /// Decode path of the 4-bit formats: quantize x once, W4A8 dot per row.
+    /// Decode path of the block formats: quantize x once, an integer dot per
+    /// row (W4A8, Q6_K's W6A8, Q8_0's W8A8).
     fn w4a8_matmul(&self, x: &[f32], m: usize, y: &mut [f32], simd: bool) {
         let (k, n) = (self.cols, self.rows);
         let a = Q8Acts::new(x, m, k, self.act_layout());
@@ -331,6 +337,16 @@ impl QMatrix {
             for r in b * ROWS..((b + 1) * ROWS).min(n) {
                 match &self.store {
                     Store::Q6K(t) => super::q6k::dot_row(t, r, &a, vnni, &mut acc[..m]),
+                    Store::Block(t) if t.format == BlockFormat::Q8_0 => {
+                        let (b0, b1) = (r * k / QK, (r + 1) * k / QK);
+                        super::w8a8::dot_row(
+                            &t.scales[b0..b1],
+                            &t.qs[r * k..(r + 1) * k],
+                            &a,
+                            vnni,
+                            &mut acc[..m],
+                        )
+                    }
                     _ => w4a8::dot_row(self.q4_row(r), &a, vnni, &mut acc[..m]),
                 }
                 for (t, &v) in acc[..m].iter().enumerate() {

@@ -236,7 +236,7 @@ fn portable(row: Q4Row, a: &Q8Acts, b0: usize, out: &mut [f32]) {
 
 #[cfg(target_arch = "x86_64")]
 mod vnni512 {
-    use super::{Q4Row, Q8Acts, QB, portable};
+    use super::{Q4Row, Q8Acts, QB};
     use std::arch::x86_64::*;
 
     /// Lane -> block index vectors: lanes `4i..4i+4` of quad `q` belong to block `4q + i`.
@@ -255,8 +255,14 @@ mod vnni512 {
     };
 
     /// Q4_0 and Q4_1: 16 blocks (256 code bytes) per step, nibbles unpacked
-    /// once and dotted with every token.
-    #[target_feature(enable = "avx512f,avx512bw,avx512vnni,f16c,fma")]
+    /// once and dotted with every token. The last step of a row whose block
+    /// count is not a multiple of 16 (576 values = 18 blocks, SmolLM2's
+    /// hidden size) runs the same code with masked loads: zeroed codes,
+    /// scales and minimums contribute nothing, and only quads holding a
+    /// valid block are visited, so every load stays inside the row and the
+    /// activations' quad-padded stride. (A scalar tail here cost a third of
+    /// the decode time at 576.)
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,f16c,fma")]
     pub unsafe fn dot_q4<const M: usize>(row: Q4Row, a: &Q8Acts, out: &mut [f32]) {
         let (d, mins, qs) = match row {
             Q4Row::Q4_0 { d, qs } => (d, None, qs),
@@ -264,32 +270,41 @@ mod vnni512 {
             Q4Row::Q4K { .. } => unreachable!("q4_k has its own kernel"),
         };
         let nb = a.k / QB;
-        let groups = nb / 16;
         let nib = _mm512_set1_epi8(15);
-        // SAFETY (all loads below): group g covers blocks 16g..16g+16 < nb, so
-        // scales, minimums (16 f16 = 32 bytes), codes (256 bytes) and each
-        // token's activations (4 x 128 bytes from 16g * 32, inside the
-        // padded stride) and d / s (16 f32) are in bounds.
+        // SAFETY (all loads below): group g covers blocks 16g..16g+r with
+        // r = min(16, nb - 16g); lanes past r are masked off in the scale,
+        // minimum, d and s loads (16 lanes, one per block), code bytes past
+        // 16r are masked off, and quad q is visited only when 4q < r, so its
+        // 128 activation bytes at (4g + q) * 128 lie inside the stride
+        // (padded to whole quads).
         let idx: [__m512i; 4] =
             std::array::from_fn(|q| unsafe { _mm512_loadu_si512(QUAD_IDX[q].as_ptr().cast()) });
         let mut acc = [_mm512_setzero_ps(); M];
         let mut corr = [_mm512_setzero_ps(); M];
-        for g in 0..groups {
-            let dw = _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(d.as_ptr().add(16 * g).cast()) });
+        for g in 0..nb.div_ceil(16) {
+            let r = (nb - 16 * g).min(16);
+            let lanes: __mmask16 = if r == 16 { !0 } else { (1u16 << r) - 1 };
+            let dw =
+                _mm512_cvtph_ps(unsafe { _mm256_maskz_loadu_epi16(lanes, d.as_ptr().add(16 * g).cast()) });
             let off = match mins {
-                Some(mn) => _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(mn.as_ptr().add(16 * g).cast()) }),
+                Some(mn) => _mm512_cvtph_ps(unsafe {
+                    _mm256_maskz_loadu_epi16(lanes, mn.as_ptr().add(16 * g).cast())
+                }),
                 None => _mm512_mul_ps(dw, _mm512_set1_ps(-8.0)),
             };
             let mut sc = [_mm512_setzero_ps(); M];
             for t in 0..M {
                 let base = t * nb + 16 * g;
                 unsafe {
-                    sc[t] = _mm512_mul_ps(dw, _mm512_loadu_ps(a.d.as_ptr().add(base)));
-                    corr[t] = _mm512_fmadd_ps(off, _mm512_loadu_ps(a.s.as_ptr().add(base)), corr[t]);
+                    sc[t] = _mm512_mul_ps(dw, _mm512_maskz_loadu_ps(lanes, a.d.as_ptr().add(base)));
+                    corr[t] =
+                        _mm512_fmadd_ps(off, _mm512_maskz_loadu_ps(lanes, a.s.as_ptr().add(base)), corr[t]);
                 }
             }
-            for (q, idx) in idx.iter().enumerate() {
-                let v = unsafe { _mm512_loadu_si512(qs.as_ptr().add(256 * g + 64 * q).cast()) };
+            for (q, idx) in idx.iter().enumerate().take(r.div_ceil(4)) {
+                let valid = (16 * r).saturating_sub(64 * q).min(64);
+                let bytes: __mmask64 = if valid == 64 { !0 } else { (1u64 << valid) - 1 };
+                let v = unsafe { _mm512_maskz_loadu_epi8(bytes, qs.as_ptr().add(256 * g + 64 * q).cast()) };
                 let lo = _mm512_and_si512(v, nib);
                 let hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
                 for t in 0..M {
@@ -306,8 +321,6 @@ mod vnni512 {
         for (t, o) in out.iter_mut().enumerate() {
             *o = _mm512_reduce_add_ps(_mm512_add_ps(acc[t], corr[t]));
         }
-        // The last nb % 16 blocks.
-        portable(row, a, 16 * groups, out);
     }
 
     /// Lane -> sub-block index for the low / high nibbles of code bytes
@@ -423,12 +436,24 @@ mod tests {
     #[test]
     fn vnni_and_portable_equal_the_dequantized_product() {
         let vnni = Int8Path::Avx512Vnni.available();
-        // k = 768: 24 blocks, so the Q4_0 VNNI kernel runs a 16-block group and a tail.
-        let (k, n) = (768, 3);
+        // Block counts 1, 2, 17, 18 (SmolLM2's 576), 24 and 31: the Q4_0 /
+        // Q4_1 VNNI kernel's masked last group with 1 to 15 blocks, alone
+        // and after whole groups; Q4_K where k is whole super-blocks.
+        for (k, m) in [(32, 1), (64, 3), (544, 2), (576, 1), (576, 8), (768, 1), (768, 3), (768, 8), (992, 5)]
+        {
+            check_dot_rows(k, m, vnni);
+        }
+    }
+
+    fn check_dot_rows(k: usize, m: usize, vnni: bool) {
+        let n = 3;
         let w = data(n * k, 1);
-        for m in [1, 3, 8] {
+        {
             let x = data(m * k, 2 + m);
             for which in 0..3 {
+                if which == 2 && !k.is_multiple_of(256) {
+                    continue;
+                }
                 let mut deq = vec![0.0f32; n * k];
                 let (bt, kt);
                 let layout = if which == 2 { ActLayout::K } else { ActLayout::Quad };
@@ -485,7 +510,7 @@ mod tests {
                             let err = (got as f64 - s).abs();
                             assert!(
                                 err <= 1e-5 * abs,
-                                "format {which} m={m} row {r} tok {t} vnni={use_vnni}: {got} vs {s}"
+                                "format {which} k={k} m={m} row {r} tok {t} vnni={use_vnni}: {got} vs {s}"
                             );
                         }
                     }
