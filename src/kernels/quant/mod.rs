@@ -39,6 +39,7 @@ pub mod linear;
 pub mod q6k;
 pub mod ternary;
 pub mod w4a8;
+pub mod w4a8_rows;
 pub mod w8a8;
 
 pub use igemm::{I8Weights, Int8Path, gemm_i8};
