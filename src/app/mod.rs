@@ -99,7 +99,7 @@ fn resolve_in(
     // a bad file is a usage error (exit 2) naming the cause.
     let model = run.and_then(|r| r.model.as_deref());
     if let Some(p) = model {
-        crate::suites::inference::file::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
+        crate::suites::inference::source::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
     }
     let cli = CliOverrides {
         model: model.map(|p| p.to_string_lossy().into_owned()),

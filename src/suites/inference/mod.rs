@@ -24,14 +24,20 @@ use anyhow::{Result, bail};
 pub mod accuracy;
 mod encoder;
 pub mod file;
+#[cfg(test)]
+mod filecheck;
+mod fileenc;
 pub mod filetok;
 mod generate;
 pub mod gguf;
+mod gguf_arch;
+pub mod hfdir;
 pub mod linear;
 pub mod loader;
 pub mod model;
 pub mod ops;
 pub mod reference;
+pub mod source;
 pub mod weights;
 pub mod workspace;
 
