@@ -95,7 +95,10 @@ pub(super) fn prepare(
         )));
     }
     if np > info.cfg.max_positions {
-        bail!("pp{np} exceeds the model's {} positions", info.cfg.max_positions);
+        return Err(crate::suites::skip(format!(
+            "pp{np} exceeds {}'s {} positions",
+            info.name, info.cfg.max_positions
+        )));
     }
     let (prompt, note) = src.prompt(&info, np.max(1))?;
     let t = Instant::now();
