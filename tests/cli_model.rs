@@ -77,7 +77,8 @@ fn arch_data() -> Option<PathBuf> {
 /// Runs `load`, `pp16` and `tg8` on one model through `--model`, as JSON.
 fn run_model(path: &Path) -> serde_json::Value {
     let dir = scratch("model-arch");
-    let cfg = write(&dir, "g.toml", "[suites.inference.benchmarks.gguf]\ntest = [\"load\", \"pp16\", \"tg8\"]\n");
+    let cfg =
+        write(&dir, "g.toml", "[suites.inference.benchmarks.gguf]\ntest = [\"load\", \"pp16\", \"tg8\"]\n");
     let p = path.to_str().unwrap();
     let r = tfbench(&[
         "run",
@@ -103,12 +104,19 @@ fn run_model(path: &Path) -> serde_json::Value {
 #[test]
 fn gpt2_bert_and_hugging_face_models_run_verified_through_model() {
     let Some(arch) = arch_data() else { return };
-    for (rel, encoder) in [("gpt2-tiny.q4_1.gguf", false), ("gpt2-tiny-hf", false), ("minilm-l6.q8_0.gguf", true)] {
+    let models = [
+        ("gpt2-tiny.q4_1.gguf", false, "gpt2-tiny-Q4_1--tfbench-test-file-.q4_1"),
+        ("gpt2-tiny-hf", false, "gpt2-tiny-hf.f32"),
+        ("minilm-l6.q8_0.gguf", true, "MiniLM-L6-Q8_0--tfbench-test-file-.q8_0"),
+    ];
+    for (rel, encoder, name) in models {
         let v = run_model(&arch.join(rel));
         let cases = v["cases"].as_array().unwrap();
         assert_eq!(cases.len(), 3, "{rel}");
         for c in cases {
             let (id, test) = (c["id"].as_str().unwrap(), c["params"]["test"].as_str().unwrap());
+            // The id names the model and its type, so two files' baselines never mix.
+            assert!(id.contains(&format!(",model={name},")), "{id}");
             if encoder && test == "tg8" {
                 assert_eq!(c["status"]["state"], "skipped", "{id}");
                 assert!(c["status"]["reason"].as_str().unwrap().contains("is an encoder"), "{id}");
@@ -120,4 +128,34 @@ fn gpt2_bert_and_hugging_face_models_run_verified_through_model() {
             assert!(metric(c, "params").unwrap() > 0.0, "{id}");
         }
     }
+}
+
+/// A case whose id names another model than its file now holds fails
+/// loudly (a baseline never gets another model's figures).
+#[test]
+fn a_file_that_no_longer_holds_the_ids_model_fails_its_case() {
+    let Some(arch) = arch_data() else { return };
+    let dir = scratch("model-stale");
+    let file = arch.join("gpt2-tiny.q8_0.gguf");
+    let text = format!(
+        "[suites.inference.benchmarks.gguf]\nfile = [{:?}]\nmodel = [\"gpt2-tiny.q4_1\"]\ntest = [\"load\"]\n",
+        file.to_str().unwrap()
+    );
+    let cfg = write(&dir, "g.toml", &text);
+    let r = tfbench(&[
+        "run",
+        "--suite",
+        "inference",
+        "--config",
+        &cfg,
+        "--quick",
+        "--no-probe",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r.code, 3, "case failures exit 3: {}", r.stderr);
+    let v = json(&r);
+    let c = &v["cases"][0];
+    assert_eq!(c["status"]["state"], "failed", "{c}");
+    assert!(c["status"]["reason"].as_str().unwrap().contains("now holds model `gpt2-tiny-Q8_0"), "{c}");
 }

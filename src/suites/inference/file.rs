@@ -224,6 +224,13 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let test = Test::parse(&case.str("test")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     let depth = case.usize("depth")?;
     let (src, info) = super::source::open(&path)?;
+    // The id's model (what `--model` read at plan time) must still be the file's.
+    if let Ok(want) = case.str("model")
+        && want != "from-file"
+        && want != info.cfg.name
+    {
+        bail!("case {}: {} now holds model `{}`, not `{want}`", case.id, path.display(), info.cfg.name);
+    }
     if test == Test::Tokenize {
         let Source::Gguf(file) = &src else {
             return Err(crate::suites::skip(

@@ -200,7 +200,8 @@ fn minilm_bert_gguf_matches_llama_cpp_in_every_type() {
 /// reference, and llama.cpp's run of the twin.
 #[test]
 fn gpt2_hf_directory_equals_its_gguf_twin_and_llama_cpp() {
-    let (Some(mut hf), Some(gg)) = (model_of("arch/gpt2-tiny-hf"), model_of("arch/gpt2-tiny.f32.gguf")) else {
+    let (Some(mut hf), Some(gg)) = (model_of("arch/gpt2-tiny-hf"), model_of("arch/gpt2-tiny.f32.gguf"))
+    else {
         return;
     };
     let (prompt, fed) = ([17, 301, 42, 499, 256], [1, 2, 3]);

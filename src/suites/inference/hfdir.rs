@@ -43,9 +43,12 @@ impl HfDir {
         let d = dir.display();
         let cfg_path = dir.join("config.json");
         if !cfg_path.is_file() {
-            bail!("{d} has no config.json: a Hugging Face model directory needs config.json and *.safetensors");
+            bail!(
+                "{d} has no config.json: a Hugging Face model directory needs config.json and *.safetensors"
+            );
         }
-        let text = std::fs::read_to_string(&cfg_path).with_context(|| format!("cannot read {}", cfg_path.display()))?;
+        let text = std::fs::read_to_string(&cfg_path)
+            .with_context(|| format!("cannot read {}", cfg_path.display()))?;
         let config: Value =
             serde_json::from_str(&text).with_context(|| format!("{} is not JSON", cfg_path.display()))?;
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -72,8 +75,10 @@ impl HfDir {
             let file = std::fs::File::open(&f).with_context(|| format!("cannot open {}", f.display()))?;
             // SAFETY: read-only map of a file nobody is expected to change
             // while the benchmark runs (as the GGUF reader does).
-            let m = unsafe { memmap2::Mmap::map(&file) }.with_context(|| format!("cannot map {}", f.display()))?;
-            SafeTensors::deserialize(&m).map_err(|e| anyhow::anyhow!("{}: not a safetensors file: {e}", f.display()))?;
+            let m = unsafe { memmap2::Mmap::map(&file) }
+                .with_context(|| format!("cannot map {}", f.display()))?;
+            SafeTensors::deserialize(&m)
+                .map_err(|e| anyhow::anyhow!("{}: not a safetensors file: {e}", f.display()))?;
             maps.push((f, m));
         }
         let hf = Self { dir: dir.to_path_buf(), config, maps };
@@ -116,7 +121,9 @@ impl HfDir {
         let v = &self.config;
         let at = cfg_path.display();
         let num = |k: &str| -> Result<usize> {
-            v[k].as_u64().map(|n| n as usize).with_context(|| format!("{at}: `{k}` is missing or not an integer"))
+            v[k].as_u64()
+                .map(|n| n as usize)
+                .with_context(|| format!("{at}: `{k}` is missing or not an integer"))
         };
         let ty = v["model_type"].as_str().unwrap_or("(none)");
         let mut cfg = match ty {
@@ -143,7 +150,9 @@ impl HfDir {
             "gpt2" => {
                 let act = v["activation_function"].as_str().unwrap_or("gelu_new");
                 if !["gelu_new", "gelu_pytorch_tanh"].contains(&act) {
-                    bail!("{at}: activation_function `{act}` is not supported; supported: gelu_new, gelu_pytorch_tanh");
+                    bail!(
+                        "{at}: activation_function `{act}` is not supported; supported: gelu_new, gelu_pytorch_tanh"
+                    );
                 }
                 let hidden = num("n_embd")?;
                 let heads = num("n_head")?;
@@ -182,8 +191,10 @@ impl HfDir {
                 }
             }
         }
-        let ty = by_type.iter().max_by_key(|e| e.1).map_or("f32".into(), |e| format!("{:?}", e.0).to_lowercase());
-        let name = id_safe(&self.dir.file_name().map_or("model".into(), |n| n.to_string_lossy().into_owned()));
+        let ty =
+            by_type.iter().max_by_key(|e| e.1).map_or("f32".into(), |e| format!("{:?}", e.0).to_lowercase());
+        let name =
+            id_safe(&self.dir.file_name().map_or("model".into(), |n| n.to_string_lossy().into_owned()));
         cfg.name = format!("{name}.{ty}");
         Ok(FileInfo { cfg, name, ty, params, bytes })
     }
@@ -267,7 +278,12 @@ enum Part {
     Whole,
     /// Rows `start..start+rows` of the transposed Conv1D `[inp, out]` (or
     /// the same values of its bias).
-    Conv { inp: usize, out: usize, start: usize, rows: usize },
+    Conv {
+        inp: usize,
+        out: usize,
+        start: usize,
+        rows: usize,
+    },
 }
 
 /// The Hugging Face name (and part) of a catalogue tensor.

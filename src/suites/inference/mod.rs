@@ -78,9 +78,16 @@ impl Suite for InferenceSuite {
         Some(match (benchmark, key) {
             ("gguf", "file") => R::Check(|v| match v {
                 V::Str(s) if !s.is_empty() => Ok(()),
-                _ => Err("must be \"smollm2\", \"smollm2-q4km\", a GGUF file or a Hugging Face directory".into()),
+                _ => {
+                    Err("must be \"smollm2\", \"smollm2-q4km\", a GGUF file or a Hugging Face directory"
+                        .into())
+                }
             }),
             ("gguf", "test") => R::Check(|v| file::Test::parse(&v.to_string()).map(|_| ())),
+            ("gguf", "model") => R::Check(|v| match v {
+                V::Str(s) if !s.is_empty() => Ok(()),
+                _ => Err("must be \"from-file\" or the model's name.type as tfbench reads it".into()),
+            }),
             ("encoder", "model") => R::Check(|v| model_choice(v, true)),
             (_, "model") => R::Check(|v| model_choice(v, false)),
             (_, "dtype") => R::OneOf(linear::DTYPES),

@@ -54,8 +54,13 @@ impl Source {
             Self::Hf(d) => d,
         };
         let (ids, note) = match d.tokenizer() {
-            Ok(t) => (super::filetok::prompt_ids(&t, n)?, "prompt: Genesis 1-3 (KJV) through its tokenizer.json".into()),
-            Err(e) => (super::random_ids(n, info.cfg.vocab, 0x9e37), format!("prompt: seeded random ids ({e:#})")),
+            Ok(t) => (
+                super::filetok::prompt_ids(&t, n)?,
+                "prompt: Genesis 1-3 (KJV) through its tokenizer.json".into(),
+            ),
+            Err(e) => {
+                (super::random_ids(n, info.cfg.vocab, 0x9e37), format!("prompt: seeded random ids ({e:#})"))
+            }
         };
         if let Some(&bad) = ids.iter().find(|&&t| t as usize >= info.cfg.vocab) {
             anyhow::bail!(
