@@ -152,6 +152,7 @@ fn a_file_that_no_longer_holds_the_ids_model_fails_its_case() {
         "--no-probe",
         "--format",
         "json",
+        "gguf/",
     ]);
     assert_eq!(r.code, 3, "case failures exit 3: {}", r.stderr);
     let v = json(&r);
