@@ -27,13 +27,16 @@ fn safetensors(path: &Path, tensors: &[(&str, &[usize])]) {
     std::fs::write(path, bytes).expect("write safetensors");
 }
 
+/// A bad directory: its name, its config.json, its tensors, what the error says.
+type Bad<'a> = (&'a str, Option<&'a str>, &'a [(&'a str, &'a [usize])], &'a [&'a str]);
+
 #[test]
 fn a_bad_hugging_face_directory_is_refused_naming_the_cause() {
     let root = scratch("model-hf-errors");
     let out = root.join("out.json");
     let out = out.to_str().expect("utf-8 path");
     let gpt2 = r#"{"model_type": "gpt2", "n_layer": 1, "n_embd": 4, "n_head": 1, "vocab_size": 8, "n_positions": 4}"#;
-    let cases: [(&str, Option<&str>, &[(&str, &[usize])], &[&str]); 4] = [
+    let cases: [Bad; 4] = [
         ("empty", None, &[], &["has no config.json", "config.json and *.safetensors"]),
         ("no-weights", Some(gpt2), &[], &["no *.safetensors"]),
         (

@@ -97,7 +97,8 @@ impl HfDir {
         let prefix = self.gpt2_prefix(&sts, info.cfg.arch);
         for w in info.cfg.weights() {
             let (hf, _) = hf_name(info.cfg.arch, &w.name, &info.cfg, prefix);
-            if !has(&hf) && !(w.name == "lm_head.weight" && tied && has("model.embed_tokens.weight")) {
+            let tied_head = w.name == "lm_head.weight" && tied && has("model.embed_tokens.weight");
+            if !has(&hf) && !tied_head {
                 bail!(
                     "model directory {}: no tensor `{hf}` (tfbench's `{}`) in its safetensors files",
                     self.dir.display(),
