@@ -163,3 +163,60 @@ fn a_file_that_no_longer_holds_the_ids_model_fails_its_case() {
     assert_eq!(c["status"]["state"], "failed", "{c}");
     assert!(c["status"]["reason"].as_str().unwrap().contains("now holds model `gpt2-tiny-Q8_0"), "{c}");
 }
+
+/// A GGUF v3 file of `arch`: u32 metadata under `{arch}.`, a LayerNorm
+/// epsilon, and zero-filled F32 tensors (ggml dims).
+fn gguf(path: &Path, arch: &str, meta: &[(&str, u32)], tensors: &[(&str, &[u64])]) {
+    let s = |out: &mut Vec<u8>, x: &str| {
+        out.extend((x.len() as u64).to_le_bytes());
+        out.extend(x.as_bytes());
+    };
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend((tensors.len() as u64).to_le_bytes());
+    b.extend((meta.len() as u64 + 2).to_le_bytes());
+    s(&mut b, "general.architecture");
+    b.extend(8u32.to_le_bytes());
+    s(&mut b, arch);
+    s(&mut b, &format!("{arch}.attention.layer_norm_epsilon"));
+    b.extend(6u32.to_le_bytes());
+    b.extend(1e-5f32.to_le_bytes());
+    for (k, v) in meta {
+        s(&mut b, &format!("{arch}.{k}"));
+        b.extend(4u32.to_le_bytes());
+        b.extend(v.to_le_bytes());
+    }
+    let mut off = 0u64;
+    for (name, dims) in tensors {
+        s(&mut b, name);
+        b.extend((dims.len() as u32).to_le_bytes());
+        dims.iter().for_each(|d| b.extend(d.to_le_bytes()));
+        b.extend(0u32.to_le_bytes());
+        b.extend(off.to_le_bytes());
+        off += (dims.iter().product::<u64>() * 4).next_multiple_of(32);
+    }
+    b.resize(b.len().next_multiple_of(32) + off as usize, 0);
+    std::fs::write(path, b).expect("write gguf");
+}
+
+/// A `gpt2` GGUF file without its blocks' tensors: exit 2 naming the first
+/// one missing, nothing written.
+#[test]
+fn a_gguf_file_missing_a_tensor_is_refused_naming_it() {
+    let dir = scratch("model-gguf-missing");
+    let (file, out) = (dir.join("gpt2.gguf"), dir.join("out.json"));
+    let meta = [
+        ("embedding_length", 4),
+        ("attention.head_count", 1),
+        ("feed_forward_length", 8),
+        ("block_count", 1),
+        ("context_length", 4),
+    ];
+    gguf(&file, "gpt2", &meta, &[("token_embd.weight", &[4, 8]), ("position_embd.weight", &[4, 4])]);
+    let r = tfbench(&["run", "--no-probe", "--model", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_usage_error(
+        &r,
+        &["--model", "no tensor `output_norm.weight`, which the `gpt2` architecture needs"],
+    );
+    assert!(!out.exists(), "nothing is written");
+}

@@ -135,8 +135,14 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     if h.get(&k("rope.scaling.type")).and_then(Value::as_str).is_some_and(|s| s != "none") {
         bail!("RoPE scaling ({arch}.rope.scaling.type) is not supported");
     }
-    // Every tensor's type is checked up front so the error names the first
+    // Every tensor the architecture needs must be there, and every tensor's
+    // type is checked up front, so the error names the first missing or
     // unsupported one before anything is loaded.
+    for n in super::gguf_arch::required(&cfg, |n| h.tensor(n).is_some()) {
+        if h.tensor(&n).is_none() {
+            bail!("no tensor `{n}`, which the `{arch}` architecture needs");
+        }
+    }
     let mut by_type: Vec<(&str, u64)> = Vec::new();
     for t in &h.tensors {
         format_of(t)?;

@@ -20,7 +20,7 @@
 use super::gguf::Loader;
 use super::linear::{DType, Linear};
 use super::model::{Block, Model, Norm};
-use crate::models::ModelConfig;
+use crate::models::{Arch, ModelConfig};
 use anyhow::Result;
 
 impl Loader<'_> {
@@ -77,6 +77,43 @@ impl Loader<'_> {
         };
         Ok([part(0, h)?, part(h, kvd)?, part(h + kvd, kvd)?])
     }
+}
+
+/// Every tensor the architecture needs (optional ones left out), so a file
+/// missing one is refused by name before anything is loaded.
+pub(super) fn required(cfg: &ModelConfig, has: impl Fn(&str) -> bool) -> Vec<String> {
+    let w = |n: &str| format!("{n}.weight");
+    let wb = |n: &str| [format!("{n}.weight"), format!("{n}.bias")];
+    let mut out = vec![w("token_embd")];
+    match cfg.arch {
+        Arch::Llama => out.push(w("output_norm")),
+        Arch::Gpt2 => {
+            out.push(w("position_embd"));
+            out.extend(wb("output_norm"));
+        }
+        Arch::Bert => {
+            out.push(w("position_embd"));
+            out.extend(wb("token_embd_norm"));
+        }
+    }
+    for i in 0..cfg.layers {
+        let p = |s: &str| format!("blk.{i}.{s}");
+        let llama = cfg.arch == Arch::Llama;
+        if !llama && has(&w(&p("attn_qkv"))) {
+            out.push(w(&p("attn_qkv")));
+        } else {
+            out.extend(["attn_q", "attn_k", "attn_v"].map(|n| w(&p(n))));
+        }
+        out.extend(["attn_output", "ffn_up", "ffn_down"].map(|n| w(&p(n))));
+        match cfg.arch {
+            Arch::Llama => out.extend(["ffn_gate", "attn_norm", "ffn_norm"].map(|n| w(&p(n)))),
+            Arch::Gpt2 => ["attn_norm", "ffn_norm"].iter().for_each(|n| out.extend(wb(&p(n)))),
+            Arch::Bert => {
+                ["attn_output_norm", "layer_output_norm"].iter().for_each(|n| out.extend(wb(&p(n))))
+            }
+        }
+    }
+    out
 }
 
 fn model(cfg: &ModelConfig, tokens: Linear, blocks: Vec<Block>) -> Model {
