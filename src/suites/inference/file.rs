@@ -1,5 +1,7 @@
 //! The `gguf` benchmark: a model file of the user's (`--model PATH`, or
-//! `file` in a config; `smollm2` is the data folder's SmolLM2-135M) run
+//! `file` in a config; `smollm2` is the data folder's SmolLM2-135M), a GGUF
+//! file or a Hugging Face directory (`source.rs`; an encoder goes to
+//! `fileenc.rs`), run
 //! with llama-bench's tests: `load`, `pp N` (prompt processing), `tg N`
 //! (text generation), `pg N,M` (both), each at a KV-cache depth `d`, and
 //! `tokenize` (the file's own tokenizer on its own, `filetok.rs`). Prompts
