@@ -20,7 +20,8 @@
 #                        in a temporary venv)
 #   .data/arch/          minilm-l6.{f32,f16,q8_0}.gguf (MiniLM above as a llama.cpp `bert` GGUF),
 #                        gpt2-tiny.{f32,f16,q8_0,q4_1}.gguf (seeded random `gpt2`) and the same GPT-2
-#                        as a Hugging Face directory gpt2-tiny-hf/ (scripts/make_arch_models.py)
+#                        as a Hugging Face directory gpt2-tiny-hf/, a seeded llama-tiny as a directory
+#                        and its F32 GGUF twin (scripts/make_arch_models.py)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -75,7 +76,7 @@ if [ ! -s "$data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf" ]; then
         "$data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf"
 fi
 
-if [ ! -s "$data/arch/gpt2-tiny-hf/model.safetensors" ]; then
+if [ ! -s "$data/arch/llama-tiny-hf/model.safetensors" ]; then
     echo "fetch-test-data: small bert/gpt2 GGUF files and a gpt2 directory (scripts/make_arch_models.py; gguf + numpy + safetensors from PyPI)"
     python3 -m venv "$tmp/archvenv"
     "$tmp/archvenv/bin/pip" install --quiet gguf==0.19.0 numpy safetensors

@@ -18,6 +18,11 @@ into DATA/arch/, with the gguf, numpy and safetensors PyPI packages):
   continuation of random weights at GPT-2's init would be all near ties).
 - gpt2-tiny-hf/: the same GPT-2 weights as a Hugging Face directory
   (config.json, model.safetensors with GPT-2's Conv1D `[in, out]` layout).
+- llama-tiny-hf/ and llama-tiny.f32.gguf: a seeded random LLaMA (2 layers,
+  hidden 128, 4 heads / 2 KV heads, FFN 256, vocabulary 512, untied head)
+  as a Hugging Face directory and as the GGUF llama.cpp's converter makes of
+  it (Q and K rows permuted for ggml's adjacent-pair RoPE, as
+  `LlamaModel.permute` in conversion/llama.py does).
 
 Deterministic: the same bytes every run, so the llama.cpp fixtures
 (tests/fixtures/llamacpp_*.json) stay valid.
@@ -177,6 +182,74 @@ def gpt2_hf(dst, t):
         json.dump(cfg, fh, indent=1)
 
 
+LLAMA = dict(layers=2, hidden=128, heads=4, kv_heads=2, ffn=256, vocab=512, ctx=256, eps=1e-5, theta=10000.0)
+
+
+def llama_tiny(dst):
+    """The tiny LLaMA as a Hugging Face directory and its F32 GGUF twin."""
+    rng = np.random.default_rng(20261126)
+    c = LLAMA
+    h, f, v, hd = c["hidden"], c["ffn"], c["vocab"], c["hidden"] // c["heads"]
+    kvd = c["kv_heads"] * hd
+    n = lambda *s, sd=1.0: (rng.standard_normal(s) * sd).astype(np.float32)  # noqa: E731
+    hf = {"model.embed_tokens.weight": n(v, h, sd=0.3), "model.norm.weight": 1 + n(h, sd=0.1),
+          "lm_head.weight": n(v, h, sd=0.3)}
+    for i in range(c["layers"]):
+        p = f"model.layers.{i}."
+        for nm, out, inp in [("self_attn.q_proj", h, h), ("self_attn.k_proj", kvd, h), ("self_attn.v_proj", kvd, h),
+                             ("self_attn.o_proj", h, h), ("mlp.gate_proj", f, h), ("mlp.up_proj", f, h),
+                             ("mlp.down_proj", h, f)]:
+            hf[p + nm + ".weight"] = n(out, inp, sd=2.0 / np.sqrt(inp))
+        hf[p + "input_layernorm.weight"] = 1 + n(h, sd=0.1)
+        hf[p + "post_attention_layernorm.weight"] = 1 + n(h, sd=0.1)
+    d = os.path.join(dst, "llama-tiny-hf")
+    os.makedirs(d, exist_ok=True)
+    save_file(hf, os.path.join(d, "model.safetensors.partial"))
+    os.replace(os.path.join(d, "model.safetensors.partial"), os.path.join(d, "model.safetensors"))
+    cfg = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "num_hidden_layers": c["layers"],
+           "hidden_size": h, "num_attention_heads": c["heads"], "num_key_value_heads": c["kv_heads"],
+           "intermediate_size": f, "vocab_size": v, "max_position_embeddings": c["ctx"], "rms_norm_eps": c["eps"],
+           "rope_theta": c["theta"], "hidden_act": "silu", "tie_word_embeddings": False, "rope_scaling": None}
+    with open(os.path.join(d, "config.json"), "w") as fh:
+        json.dump(cfg, fh, indent=1)
+
+    def permute(w, heads):
+        # conversion/llama.py LlamaModel.permute: HF's rotate-half rows to
+        # ggml's adjacent pairs.
+        return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+    path = os.path.join(dst, "llama-tiny.f32.gguf")
+    w = GGUFWriter(path + ".partial", "llama")
+    w.add_name("llama-tiny F32 (tfbench test file)")
+    w.add_context_length(c["ctx"])
+    w.add_embedding_length(h)
+    w.add_feed_forward_length(f)
+    w.add_block_count(c["layers"])
+    w.add_head_count(c["heads"])
+    w.add_head_count_kv(c["kv_heads"])
+    w.add_layer_norm_rms_eps(c["eps"])
+    w.add_rope_freq_base(c["theta"])
+    w.add_rope_dimension_count(hd)
+    w.add_vocab_size(v)
+    w.add_tokenizer_model("none")
+    put(w, "token_embd.weight", hf["model.embed_tokens.weight"], T.F32)
+    put(w, "output_norm.weight", hf["model.norm.weight"], T.F32)
+    put(w, "output.weight", hf["lm_head.weight"], T.F32)
+    for i in range(c["layers"]):
+        p = f"model.layers.{i}."
+        g = lambda nm: hf[p + nm + ".weight"]  # noqa: E731
+        put(w, f"blk.{i}.attn_q.weight", permute(g("self_attn.q_proj"), c["heads"]), T.F32)
+        put(w, f"blk.{i}.attn_k.weight", permute(g("self_attn.k_proj"), c["kv_heads"]), T.F32)
+        put(w, f"blk.{i}.attn_v.weight", g("self_attn.v_proj"), T.F32)
+        put(w, f"blk.{i}.attn_output.weight", g("self_attn.o_proj"), T.F32)
+        put(w, f"blk.{i}.ffn_gate.weight", g("mlp.gate_proj"), T.F32)
+        put(w, f"blk.{i}.ffn_up.weight", g("mlp.up_proj"), T.F32)
+        put(w, f"blk.{i}.ffn_down.weight", g("mlp.down_proj"), T.F32)
+        put(w, f"blk.{i}.attn_norm.weight", g("input_layernorm"), T.F32)
+        put(w, f"blk.{i}.ffn_norm.weight", g("post_attention_layernorm"), T.F32)
+    finish(w, path)
+
+
 def main(data):
     dst = os.path.join(data, "arch")
     os.makedirs(dst, exist_ok=True)
@@ -190,6 +263,7 @@ def main(data):
     for ty in ["f32", "f16", "q8_0", "q4_1"]:
         gpt2_gguf(dst, ty, t)
     gpt2_hf(dst, t)
+    llama_tiny(dst)
     print(f"make_arch_models: written to {dst}", file=sys.stderr)
 
 

@@ -222,3 +222,21 @@ fn gpt2_hf_directory_equals_its_gguf_twin_and_llama_cpp() {
 fn minilm_hf_directory_matches_llama_cpp() {
     check_encoder("minilm", fixture!("minilm_f32"), F32);
 }
+
+/// A LLaMA (grouped-query attention, untied head) as a Hugging Face
+/// directory and as the GGUF llama.cpp's converter makes of it (Q/K rows
+/// permuted for ggml's RoPE, which tfbench un-permutes): the same logits,
+/// and llama.cpp's.
+#[test]
+fn llama_hf_directory_equals_its_gguf_twin_and_llama_cpp() {
+    let (Some(hf), Some(gg)) = (model_of("arch/llama-tiny-hf"), model_of("arch/llama-tiny.f32.gguf")) else {
+        return;
+    };
+    let (prompt, fed) = ([17, 301, 42, 499, 256], [1, 2, 3]);
+    let (a, b) = (teacher_forced(&hf, &prompt, &fed), teacher_forced(&gg, &prompt, &fed));
+    let scale = b.iter().flatten().fold(0.0f32, |m, x| m.max(x.abs()));
+    let worst = a.iter().flatten().zip(b.iter().flatten()).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+    assert!(worst <= 1e-6 * scale, "HF directory vs GGUF twin: max |logit diff| {worst} of {scale}");
+    check_decoder_model("arch/llama-tiny.f32.gguf", gg, fixture!("llama_tiny_f32"), "llama", F32);
+    check_decoder_model("arch/llama-tiny-hf", hf, fixture!("llama_tiny_f32"), "llama", F32);
+}
