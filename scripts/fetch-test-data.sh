@@ -18,6 +18,10 @@
 #                        and SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf, the same with every ffn_down
 #                        in Q6_K / Q4_K (scripts/make_q4km.py, with the gguf and numpy PyPI packages
 #                        in a temporary venv)
+#   .data/arch/          minilm-l6.{f32,f16,q8_0}.gguf (MiniLM above as a llama.cpp `bert` GGUF),
+#                        gpt2-tiny.{f32,f16,q8_0,q4_1}.gguf (seeded random `gpt2`) and the same GPT-2
+#                        as a Hugging Face directory gpt2-tiny-hf/, a seeded llama-tiny as a directory
+#                        and its F32 GGUF twin (scripts/make_arch_models.py)
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -70,6 +74,13 @@ if [ ! -s "$data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf" ]; then
     "$tmp/venv/bin/pip" install --quiet gguf==0.19.0 numpy
     "$tmp/venv/bin/python" "$root/scripts/make_q4km.py" "$data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf" \
         "$data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf"
+fi
+
+if [ ! -s "$data/arch/llama-tiny-hf/model.safetensors" ]; then
+    echo "fetch-test-data: small bert/gpt2 GGUF files and a gpt2 directory (scripts/make_arch_models.py; gguf + numpy + safetensors from PyPI)"
+    python3 -m venv "$tmp/archvenv"
+    "$tmp/archvenv/bin/pip" install --quiet gguf==0.19.0 numpy safetensors
+    "$tmp/archvenv/bin/python" "$root/scripts/make_arch_models.py" "$data"
 fi
 
 if [ ! -s "$data/kjv.txt" ]; then

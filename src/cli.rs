@@ -442,8 +442,8 @@ pub struct RunArgs {
     /// Run cases in a seeded random order in each round.
     #[arg(long)]
     pub shuffle: bool,
-    /// A GGUF model file of your own for the inference suite: only its
-    /// `gguf` benchmark runs, on this file (checked before anything runs).
+    /// A GGUF file or Hugging Face directory for the inference suite: only
+    /// its `gguf` benchmark runs, on this model (checked before anything runs).
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
     /// Output format on stdout (or in --output).

@@ -98,11 +98,15 @@ fn resolve_in(
     // The model file is checked here, before anything runs or is written:
     // a bad file is a usage error (exit 2) naming the cause.
     let model = run.and_then(|r| r.model.as_deref());
+    let mut model_name = None;
     if let Some(p) = model {
-        crate::suites::inference::file::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
+        let (_, info) =
+            crate::suites::inference::source::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
+        model_name = Some(info.cfg.name);
     }
     let cli = CliOverrides {
         model: model.map(|p| p.to_string_lossy().into_owned()),
+        model_name,
         suites: sel.suites.clone(),
         filter: Filter { pattern: sel.filter.clone(), exact: sel.exact, skip: sel.skip.clone() },
         harness,

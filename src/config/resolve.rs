@@ -31,6 +31,9 @@ pub struct CliOverrides {
     pub devices: Vec<crate::device::Device>,
     /// `--model PATH`: the inference suite runs only its `gguf` benchmark, on this file.
     pub model: Option<String>,
+    /// The model's `name.type` read from that file's header: its cases'
+    /// `model` parameter, so baselines of two files never share an id.
+    pub model_name: Option<String>,
 }
 
 /// One of N deterministic slices of a plan (`--shard I/N`, 1-based).
@@ -243,8 +246,12 @@ pub fn resolve_in(
         if let Some(path) = &cli.model
             && suite.name() == "inference"
         {
-            let file = [("file".to_string(), vec![crate::plan::ParamValue::Str(path.clone())])];
-            spec.override_params(suite.name(), "gguf", &file.into_iter().collect())?;
+            let mut file: std::collections::BTreeMap<_, _> =
+                [("file".to_string(), vec![crate::plan::ParamValue::Str(path.clone())])].into();
+            if let Some(n) = &cli.model_name {
+                file.insert("model".to_string(), vec![crate::plan::ParamValue::Str(n.clone())]);
+            }
+            spec.override_params(suite.name(), "gguf", &file)?;
             spec.benchmarks.retain(|b| b.name == "gguf");
         }
         // What is left unchecked came from the built-in suite file.

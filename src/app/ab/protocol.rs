@@ -92,6 +92,7 @@ pub(super) fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
         shard: None,
         devices: crate::device::parse_list(&p.selection.devices)?,
         model: None,
+        model_name: None,
     };
     config::resolve(loaded.as_ref(), &cli)
 }

@@ -1,5 +1,7 @@
 //! The `gguf` benchmark: a model file of the user's (`--model PATH`, or
-//! `file` in a config; `smollm2` is the data folder's SmolLM2-135M) run
+//! `file` in a config; `smollm2` is the data folder's SmolLM2-135M), a GGUF
+//! file or a Hugging Face directory (`source.rs`; an encoder goes to
+//! `fileenc.rs`), run
 //! with llama-bench's tests: `load`, `pp N` (prompt processing), `tg N`
 //! (text generation), `pg N,M` (both), each at a KV-cache depth `d`, and
 //! `tokenize` (the file's own tokenizer on its own, `filetok.rs`). Prompts
@@ -15,6 +17,7 @@
 use super::gguf::{self as ggufmodel, FileInfo};
 use super::linear::Weights;
 use super::model::{KvCache, Model, Workspace, WorkspaceSize};
+use super::source::Source;
 use crate::gguf::GgufFile;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
@@ -73,7 +76,7 @@ impl Test {
         Err(bad())
     }
     /// (prompt tokens, generated tokens).
-    fn lengths(self) -> (usize, usize) {
+    pub(super) fn lengths(self) -> (usize, usize) {
         match self {
             Self::Load | Self::Tokenize => (0, 0),
             Self::Pp(n) => (n, 0),
@@ -111,7 +114,7 @@ pub fn open(path: &std::path::Path) -> Result<(GgufFile, FileInfo)> {
 
 /// Sets every 4-bit matrix to int8 (`true`, llama.cpp's decode arithmetic)
 /// or exact f32 activations.
-fn set_int8_activations(model: &mut Model, on: bool) {
+pub(super) fn set_int8_activations(model: &mut Model, on: bool) {
     let set = |l: &mut super::linear::Linear| {
         if let Weights::Quant(q) = &mut l.w {
             q.set_int8_activations(on);
@@ -222,41 +225,40 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let path = resolve(&case.str("file")?)?;
     let test = Test::parse(&case.str("test")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     let depth = case.usize("depth")?;
-    let (file, info) = open(&path)?;
+    let (src, info) = super::source::open(&path)?;
+    // The id's model (what `--model` read at plan time) must still be the file's.
+    if let Ok(want) = case.str("model")
+        && want != "from-file"
+        && want != info.cfg.name
+    {
+        bail!("case {}: {} now holds model `{}`, not `{want}`", case.id, path.display(), info.cfg.name);
+    }
     if test == Test::Tokenize {
+        let Source::Gguf(file) = &src else {
+            return Err(crate::suites::skip(
+                "tokenize runs on a GGUF file's own tokenizer; a Hugging Face directory's tokenizer.json is used for the prompts only",
+            ));
+        };
         return super::filetok::prepare(&file.header)
             .map_err(|e| anyhow::anyhow!("model file {}: {e:#}", path.display()));
     }
     let (np, ng) = test.lengths();
+    if info.cfg.arch == crate::models::Arch::Bert {
+        return super::fileenc::prepare(path, src, info, test, depth);
+    }
     let capacity = depth + np + ng + 1;
     if capacity > info.cfg.max_positions {
-        bail!(
-            "case {}: {capacity} positions exceed the model's context of {}",
-            case.id,
-            info.cfg.max_positions
-        );
+        // The model's limit, not an error: other tests of the file run.
+        return Err(crate::suites::skip(format!(
+            "{capacity} positions exceed {}'s context of {}",
+            info.name, info.cfg.max_positions
+        )));
     }
-    let n = np.max(depth).max(1);
-    let (prompt, prompt_note) = match crate::gguf::tokenizer::from_header(&file.header) {
-        Ok(t) => (
-            super::filetok::prompt_ids(&t.tokenizer, n)?,
-            format!("prompt: Genesis 1-3 (KJV) through the file's {} tokenizer", t.kind),
-        ),
-        Err(e) => {
-            (super::random_ids(n, info.cfg.vocab, 0x9e37), format!("prompt: seeded random ids ({e:#})"))
-        }
-    };
-    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= info.cfg.vocab) {
-        bail!(
-            "model file {}: the tokenizer gives id {bad}, outside the model's vocabulary of {}",
-            path.display(),
-            info.cfg.vocab
-        );
-    }
+    let (prompt, prompt_note) = src.prompt(&info, np.max(depth).max(1))?;
     let t = Instant::now();
-    let model = ggufmodel::load(&file, &info, capacity.max(4))?;
+    let model = src.load(&info, capacity.max(4))?;
     let load_ns = t.elapsed().as_nanos() as f64;
-    drop(file);
+    drop(src);
     let state = if test == Test::Load {
         None
     } else {
@@ -282,6 +284,40 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     }))
 }
 
+/// `n` prompt ids: Genesis 1-3 through the file's tokenizer, else seeded
+/// random ids (the note says which, and why).
+pub(super) fn prompt(file: &GgufFile, info: &FileInfo, n: usize) -> Result<(Vec<u32>, String)> {
+    let (prompt, note) = match crate::gguf::tokenizer::from_header(&file.header) {
+        Ok(t) => (
+            super::filetok::prompt_ids(&t.tokenizer, n)?,
+            format!("prompt: Genesis 1-3 (KJV) through the file's {} tokenizer", t.kind),
+        ),
+        Err(e) => {
+            (super::random_ids(n, info.cfg.vocab, 0x9e37), format!("prompt: seeded random ids ({e:#})"))
+        }
+    };
+    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= info.cfg.vocab) {
+        bail!(
+            "model file {}: the tokenizer gives id {bad}, outside the model's vocabulary of {}",
+            file.path.display(),
+            info.cfg.vocab
+        );
+    }
+    Ok((prompt, note))
+}
+
+impl FileCase {
+    /// What every case of a file reports about it (llama-bench's size and params columns).
+    pub(super) fn model_metrics(info: &FileInfo, load_ns: f64) -> Vec<Metric> {
+        vec![
+            Metric::new("params", info.params as f64, ""),
+            Metric::new("model_bytes", info.bytes as f64, "B"),
+            Metric::new("layers", info.cfg.layers as f64, ""),
+            Metric::new("load_ns", load_ns, "ns"),
+        ]
+    }
+}
+
 /// Feeds `ids` into the cache in micro-batches of [`UBATCH`].
 fn feed(model: &Model, ws: &mut Workspace, cache: &mut KvCache, ids: &[u32]) {
     for c in ids.chunks(UBATCH) {
@@ -293,11 +329,7 @@ impl Workload for FileCase {
     fn verify(&mut self) -> Result<Verification> {
         let (v, m) = match &mut self.state {
             Some((model, ..)) => verify_model(model)?,
-            None => {
-                let (file, _) = open(&self.path)?;
-                let mut model = ggufmodel::load(&file, &self.info, 8)?;
-                verify_model(&mut model)?
-            }
+            None => verify_model(&mut super::source::reload(&self.path, &self.info, 8)?)?,
         };
         self.extra = m;
         let mut v = v;
@@ -327,9 +359,7 @@ impl Workload for FileCase {
         let (np, ng) = self.test.lengths();
         for _ in 0..iters {
             let Some((model, ws, cache)) = &mut self.state else {
-                let (file, _) = open(&self.path)?;
-                let m = ggufmodel::load(&file, &self.info, 8)?;
-                std::hint::black_box(&m);
+                std::hint::black_box(super::source::reload(&self.path, &self.info, 8)?);
                 continue;
             };
             cache.len = self.depth;
@@ -356,12 +386,7 @@ impl Workload for FileCase {
     }
 
     fn metrics(&mut self) -> Vec<Metric> {
-        let mut m = vec![
-            Metric::new("params", self.info.params as f64, ""),
-            Metric::new("model_bytes", self.info.bytes as f64, "B"),
-            Metric::new("layers", self.info.cfg.layers as f64, ""),
-            Metric::new("load_ns", self.load_ns, "ns"),
-        ];
+        let mut m = Self::model_metrics(&self.info, self.load_ns);
         let mut s = self.steps.clone();
         s.sort_by(f64::total_cmp);
         if !s.is_empty() {

@@ -2,7 +2,8 @@
 //! file's own metadata (grouped-query attention, RoPE base and dimension,
 //! RMSNorm epsilon, SwiGLU, tied or untied output), each matrix kept in the
 //! file's type through the kernel library's [`QMatrix`] (codes copied, never
-//! dequantized to f32 for the timed path).
+//! dequantized to f32 for the timed path). `gpt2` and `bert` are read with
+//! the same [`Loader`] in `gguf_arch.rs`.
 
 use super::linear::{DType, Linear, Weights};
 use super::model::{Block, Model, Norm};
@@ -13,7 +14,7 @@ use crate::models::{Arch, ModelConfig};
 use anyhow::{Result, bail};
 
 /// Architectures this loader runs.
-pub const ARCHITECTURES: &[&str] = &["llama"];
+pub const ARCHITECTURES: &[&str] = &["llama", "gpt2", "bert"];
 
 /// What the header says about a model, checked before anything is loaded.
 #[derive(Debug, Clone)]
@@ -71,12 +72,15 @@ pub fn format_of(t: &TensorInfo) -> Result<WeightFormat> {
 pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     let h = &file.header;
     let arch = h.get("general.architecture").and_then(Value::as_str).unwrap_or("(none)");
-    if !ARCHITECTURES.contains(&arch) {
-        bail!(
+    let family = match arch {
+        "llama" => Arch::Llama,
+        "gpt2" => Arch::Gpt2,
+        "bert" => Arch::Bert,
+        _ => bail!(
             "architecture `{arch}` is not one tfbench runs from GGUF; supported: {}",
             ARCHITECTURES.join(", ")
-        );
-    }
+        ),
+    };
     let k = |s: &str| format!("{arch}.{s}");
     let emb =
         h.tensor("token_embd.weight").ok_or_else(|| anyhow::anyhow!("no tensor `token_embd.weight`"))?;
@@ -87,22 +91,40 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
         Some(v) => v as usize,
         None => emb.dims.get(1).copied().unwrap_or(0) as usize,
     };
+    let llama = family == Arch::Llama;
+    let mut max_positions = meta_u64(h, &k("context_length"))? as usize;
+    if !llama {
+        // Learned positions: the table's rows bound the context.
+        let t = h
+            .tensor("position_embd.weight")
+            .ok_or_else(|| anyhow::anyhow!("no tensor `position_embd.weight`"))?;
+        max_positions = max_positions.min(t.dims.get(1).copied().unwrap_or(0) as usize);
+    }
+    let type_vocab = match h.tensor("token_types.weight") {
+        Some(t) if family == Arch::Bert => t.dims.get(1).copied().unwrap_or(0) as usize,
+        _ => 0,
+    };
+    let eps_key = if llama { "attention.layer_norm_rms_epsilon" } else { "attention.layer_norm_epsilon" };
     let cfg = ModelConfig {
         name: String::new(),
-        arch: Arch::Llama,
+        arch: family,
         layers: meta_u64(h, &k("block_count"))? as usize,
         hidden,
         heads,
         kv_heads,
         ffn: meta_u64(h, &k("feed_forward_length"))? as usize,
         vocab,
-        max_positions: meta_u64(h, &k("context_length"))? as usize,
-        type_vocab: 0,
-        norm_eps: meta_f64(h, &k("attention.layer_norm_rms_epsilon"))? as f32,
+        max_positions,
+        type_vocab,
+        norm_eps: meta_f64(h, &k(eps_key))? as f32,
         rope_theta: h.get(&k("rope.freq_base")).and_then(Value::as_f64).unwrap_or(10000.0) as f32,
     };
     cfg.validate()?;
+    if family == Arch::Bert && matches!(h.get(&k("attention.causal")), Some(Value::Bool(true))) {
+        bail!("a causal `bert` (bert.attention.causal = true) is not supported");
+    }
     if let Some(d) = h.get(&k("rope.dimension_count")).and_then(Value::as_u64)
+        && llama
         && d as usize != cfg.head_dim()
     {
         bail!(
@@ -113,8 +135,14 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     if h.get(&k("rope.scaling.type")).and_then(Value::as_str).is_some_and(|s| s != "none") {
         bail!("RoPE scaling ({arch}.rope.scaling.type) is not supported");
     }
-    // Every tensor's type is checked up front so the error names the first
+    // Every tensor the architecture needs must be there, and every tensor's
+    // type is checked up front, so the error names the first missing or
     // unsupported one before anything is loaded.
+    for n in super::gguf_arch::required(&cfg, |n| h.tensor(n).is_some()) {
+        if h.tensor(&n).is_none() {
+            bail!("no tensor `{n}`, which the `{arch}` architecture needs");
+        }
+    }
     let mut by_type: Vec<(&str, u64)> = Vec::new();
     for t in &h.tensors {
         format_of(t)?;
@@ -150,16 +178,25 @@ fn unpermute_rows(bytes: &[u8], rows: usize, heads: usize) -> Vec<u8> {
     out
 }
 
-struct Loader<'a> {
-    file: &'a GgufFile,
+/// Reads named tensors of a GGUF file into the model's parts.
+pub(super) struct Loader<'a> {
+    /// The open file.
+    pub file: &'a GgufFile,
 }
 
 impl Loader<'_> {
-    fn tensor(&self, name: &str) -> Result<&TensorInfo> {
+    /// The tensor's header entry, or an error naming it.
+    pub fn tensor(&self, name: &str) -> Result<&TensorInfo> {
         self.file.header.tensor(name).ok_or_else(|| anyhow::anyhow!("no tensor `{name}`"))
     }
 
-    fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
+    /// Whether the file holds a tensor of that name.
+    pub fn has(&self, name: &str) -> bool {
+        self.file.header.tensor(name).is_some()
+    }
+
+    /// A tensor of `len` values as f32 (norms, biases, position tables).
+    pub fn vector(&self, name: &str, len: usize) -> Result<Vec<f32>> {
         let t = self.tensor(name)?;
         if t.numel() != len as u64 {
             bail!("tensor `{name}` has {} values, expected {len}", t.numel());
@@ -173,12 +210,11 @@ impl Loader<'_> {
     }
 
     /// A `[rows, cols]` matrix (ggml dims `[cols, rows]`); `heads` un-permutes Q/K.
-    fn linear(&self, name: &str, rows: usize, cols: usize, heads: Option<usize>) -> Result<Linear> {
+    pub fn linear(&self, name: &str, rows: usize, cols: usize, heads: Option<usize>) -> Result<Linear> {
         let t = self.tensor(name)?;
         if t.dims != [cols as u64, rows as u64] {
             bail!("tensor `{name}` has dims {:?}, expected [{cols}, {rows}]", t.dims);
         }
-        let f = format_of(t)?;
         let raw = self.file.data(t);
         let permuted;
         let bytes = match heads {
@@ -188,6 +224,22 @@ impl Loader<'_> {
             }
             None => raw,
         };
+        self.matrix(name, format_of(t)?, bytes, rows, cols)
+    }
+
+    /// Rows `start..start + rows` of a matrix of `total` rows (a fused QKV's
+    /// part): a slice of whole rows, exact for every row-wise format.
+    pub fn rows(&self, name: &str, total: usize, cols: usize, start: usize, rows: usize) -> Result<Linear> {
+        let t = self.tensor(name)?;
+        if t.dims != [cols as u64, total as u64] || start + rows > total {
+            bail!("tensor `{name}` has dims {:?}, expected [{cols}, {total}]", t.dims);
+        }
+        let f = format_of(t)?;
+        let rb = ggml_row_bytes(f, cols).map_err(|e| anyhow::anyhow!("tensor `{name}`: {e}"))?;
+        self.matrix(name, f, &self.file.data(t)[start * rb..(start + rows) * rb], rows, cols)
+    }
+
+    fn matrix(&self, name: &str, f: WeightFormat, bytes: &[u8], rows: usize, cols: usize) -> Result<Linear> {
         debug_assert_eq!(bytes.len(), ggml_row_bytes(f, cols).unwrap_or(0) * rows);
         let w = match f {
             // f32 matrices take the packed f32 GEMM, as the random-weight models do.
@@ -211,6 +263,11 @@ impl Loader<'_> {
 pub fn load(file: &GgufFile, info: &FileInfo, positions: usize) -> Result<Model> {
     let cfg = &info.cfg;
     let l = Loader { file };
+    match cfg.arch {
+        Arch::Gpt2 => return super::gguf_arch::gpt2(&l, cfg),
+        Arch::Bert => return super::gguf_arch::bert(&l, cfg),
+        Arch::Llama => {}
+    }
     let (h, f, v, hd) = (cfg.hidden, cfg.ffn, cfg.vocab, cfg.head_dim());
     let kvd = cfg.kv_heads * hd;
     let tokens = l.linear("token_embd.weight", v, h, None)?;

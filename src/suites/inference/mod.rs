@@ -7,7 +7,7 @@
 //! | `embed`   | `encoder.rs`  | the same with real MiniLM-L6 weights from safetensors   |
 //! | `prefill` | `generate.rs` | a prompt of `prompt` tokens into an empty KV cache, first token |
 //! | `decode`  | `generate.rs` | `gen` greedy tokens after a cache holding `depth` tokens |
-//! | `gguf`    | `file.rs`, `filetok.rs` | a GGUF model file (`--model`): llama-bench's `load`, `ppN`, `tgN`, `pgN,M` at depth `d`; `tokenize` |
+//! | `gguf`    | `file.rs`, `fileenc.rs`, `filetok.rs` | a GGUF file or Hugging Face directory (`--model`; `source.rs`, `gguf*.rs`, `hfdir.rs`): llama-bench's `load`, `ppN`, `tgN`, `pgN,M` at depth `d`; `tokenize` |
 //!
 //! The model (`model.rs`) is written once and configured by shape from the
 //! shared catalogue (`crate::models`); `ops.rs` holds the attention, norm,
@@ -24,14 +24,20 @@ use anyhow::{Result, bail};
 pub mod accuracy;
 mod encoder;
 pub mod file;
+#[cfg(test)]
+mod filecheck;
+mod fileenc;
 pub mod filetok;
 mod generate;
 pub mod gguf;
+mod gguf_arch;
+pub mod hfdir;
 pub mod linear;
 pub mod loader;
 pub mod model;
 pub mod ops;
 pub mod reference;
+pub mod source;
 pub mod weights;
 pub mod workspace;
 
@@ -72,9 +78,16 @@ impl Suite for InferenceSuite {
         Some(match (benchmark, key) {
             ("gguf", "file") => R::Check(|v| match v {
                 V::Str(s) if !s.is_empty() => Ok(()),
-                _ => Err("must be \"smollm2\" or a path to a GGUF file".into()),
+                _ => {
+                    Err("must be \"smollm2\", \"smollm2-q4km\", a GGUF file or a Hugging Face directory"
+                        .into())
+                }
             }),
             ("gguf", "test") => R::Check(|v| file::Test::parse(&v.to_string()).map(|_| ())),
+            ("gguf", "model") => R::Check(|v| match v {
+                V::Str(s) if !s.is_empty() => Ok(()),
+                _ => Err("must be \"from-file\" or the model's name.type as tfbench reads it".into()),
+            }),
             ("encoder", "model") => R::Check(|v| model_choice(v, true)),
             (_, "model") => R::Check(|v| model_choice(v, false)),
             (_, "dtype") => R::OneOf(linear::DTYPES),

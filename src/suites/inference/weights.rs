@@ -127,7 +127,7 @@ pub fn bert_config(file: &Path) -> Result<ModelConfig> {
 }
 
 /// The Hugging Face BERT name of one of our tensors.
-fn hf_bert_name(name: &str) -> String {
+pub(super) fn hf_bert_name(name: &str) -> String {
     let fixed = [
         ("embed.tokens", "embeddings.word_embeddings.weight"),
         ("embed.positions", "embeddings.position_embeddings.weight"),

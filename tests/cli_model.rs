@@ -1,0 +1,222 @@
+//! `run --model` beyond `llama` GGUF files: the `gpt2` and `bert`
+//! architectures from GGUF, Hugging Face directories, and the directory's
+//! bad inputs (exit 2 naming the cause, nothing written).
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+
+/// A minimal safetensors file of F32 tensors (name, shape), zero-filled.
+fn safetensors(path: &Path, tensors: &[(&str, &[usize])]) {
+    let (mut header, mut off) = (Vec::new(), 0usize);
+    for (name, shape) in tensors {
+        let n: usize = shape.iter().product::<usize>() * 4;
+        header.push(format!(
+            "\"{name}\":{{\"dtype\":\"F32\",\"shape\":{shape:?},\"data_offsets\":[{off},{}]}}",
+            off + n
+        ));
+        off += n;
+    }
+    let mut h = format!("{{{}}}", header.join(",")).into_bytes();
+    while h.len() % 8 != 0 {
+        h.push(b' ');
+    }
+    let mut bytes = (h.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(&h);
+    bytes.resize(bytes.len() + off, 0);
+    std::fs::write(path, bytes).expect("write safetensors");
+}
+
+/// A bad directory: its name, its config.json, its tensors, what the error says.
+type Bad<'a> = (&'a str, Option<&'a str>, &'a [(&'a str, &'a [usize])], &'a [&'a str]);
+
+#[test]
+fn a_bad_hugging_face_directory_is_refused_naming_the_cause() {
+    let root = scratch("model-hf-errors");
+    let out = root.join("out.json");
+    let out = out.to_str().expect("utf-8 path");
+    let gpt2 = r#"{"model_type": "gpt2", "n_layer": 1, "n_embd": 4, "n_head": 1, "vocab_size": 8, "n_positions": 4}"#;
+    let cases: [Bad; 4] = [
+        ("empty", None, &[], &["has no config.json", "config.json and *.safetensors"]),
+        ("no-weights", Some(gpt2), &[], &["no *.safetensors"]),
+        (
+            "mamba",
+            Some(r#"{"model_type": "mamba"}"#),
+            &[("x", &[1])],
+            &["model_type `mamba`", "supported: llama, gpt2, bert"],
+        ),
+        ("missing", Some(gpt2), &[("wte.weight", &[8, 4])], &["no tensor `wpe.weight`", "embed.positions"]),
+    ];
+    for (name, config, tensors, want) in cases {
+        let dir = root.join(name);
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        if let Some(c) = config {
+            write(&dir, "config.json", c);
+        }
+        if !tensors.is_empty() {
+            safetensors(&dir.join("model.safetensors"), tensors);
+        }
+        let r = tfbench(&["run", "--no-probe", "--model", dir.to_str().unwrap(), "-o", out]);
+        let mut needles = vec!["--model"];
+        needles.extend_from_slice(want);
+        assert_usage_error(&r, &needles);
+        assert!(!Path::new(out).exists(), "{name}: nothing is written");
+    }
+}
+
+/// The data folder's small models (scripts/make_arch_models.py), or `None`.
+fn arch_data() -> Option<PathBuf> {
+    let data = std::env::var_os("TFBENCH_DATA_DIR")
+        .map_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".data"), PathBuf::from);
+    let arch = data.join("arch");
+    if arch.join("gpt2-tiny-hf/model.safetensors").is_file() {
+        Some(arch)
+    } else {
+        eprintln!("SKIPPED: {} is absent; run `bash scripts/fetch-test-data.sh`", arch.display());
+        None
+    }
+}
+
+/// Runs `load`, `pp16` and `tg8` on one model through `--model`, as JSON.
+fn run_model(path: &Path) -> serde_json::Value {
+    let dir = scratch("model-arch");
+    let cfg =
+        write(&dir, "g.toml", "[suites.inference.benchmarks.gguf]\ntest = [\"load\", \"pp16\", \"tg8\"]\n");
+    let p = path.to_str().unwrap();
+    let r = tfbench(&[
+        "run",
+        "--suite",
+        "inference",
+        "--model",
+        p,
+        "--config",
+        &cfg,
+        "--quick",
+        "--no-probe",
+        "--sample-size",
+        "3",
+        "--threads",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{p}: {}", r.stderr);
+    json(&r)
+}
+
+#[test]
+fn gpt2_bert_and_hugging_face_models_run_verified_through_model() {
+    let Some(arch) = arch_data() else { return };
+    let models = [
+        ("gpt2-tiny.q4_1.gguf", false, "gpt2-tiny-Q4_1--tfbench-test-file-.q4_1"),
+        ("gpt2-tiny-hf", false, "gpt2-tiny-hf.f32"),
+        ("minilm-l6.q8_0.gguf", true, "MiniLM-L6-Q8_0--tfbench-test-file-.q8_0"),
+    ];
+    for (rel, encoder, name) in models {
+        let v = run_model(&arch.join(rel));
+        let cases = v["cases"].as_array().unwrap();
+        assert_eq!(cases.len(), 3, "{rel}");
+        for c in cases {
+            let (id, test) = (c["id"].as_str().unwrap(), c["params"]["test"].as_str().unwrap());
+            // The id names the model and its type, so two files' baselines never mix.
+            assert!(id.contains(&format!(",model={name},")), "{id}");
+            if encoder && test == "tg8" {
+                assert_eq!(c["status"]["state"], "skipped", "{id}");
+                assert!(c["status"]["reason"].as_str().unwrap().contains("is an encoder"), "{id}");
+                continue;
+            }
+            assert_eq!(c["status"]["state"], "ok", "{id}: {}", c["status"]);
+            let reference = c["verification"]["reference"].as_str().unwrap();
+            assert!(reference.contains("f64"), "{id}: {reference}");
+            assert!(metric(c, "params").unwrap() > 0.0, "{id}");
+        }
+    }
+}
+
+/// A case whose id names another model than its file now holds fails
+/// loudly (a baseline never gets another model's figures).
+#[test]
+fn a_file_that_no_longer_holds_the_ids_model_fails_its_case() {
+    let Some(arch) = arch_data() else { return };
+    let dir = scratch("model-stale");
+    let file = arch.join("gpt2-tiny.q8_0.gguf");
+    let text = format!(
+        "[suites.inference.benchmarks.gguf]\nfile = [{:?}]\nmodel = [\"gpt2-tiny.q4_1\"]\ntest = [\"load\"]\n",
+        file.to_str().unwrap()
+    );
+    let cfg = write(&dir, "g.toml", &text);
+    let r = tfbench(&[
+        "run",
+        "--suite",
+        "inference",
+        "--config",
+        &cfg,
+        "--quick",
+        "--no-probe",
+        "--format",
+        "json",
+        "gguf/",
+    ]);
+    assert_eq!(r.code, 3, "case failures exit 3: {}", r.stderr);
+    let v = json(&r);
+    let c = &v["cases"][0];
+    assert_eq!(c["status"]["state"], "failed", "{c}");
+    assert!(c["status"]["reason"].as_str().unwrap().contains("now holds model `gpt2-tiny-Q8_0"), "{c}");
+}
+
+/// A GGUF v3 file of `arch`: u32 metadata under `{arch}.`, a LayerNorm
+/// epsilon, and zero-filled F32 tensors (ggml dims).
+fn gguf(path: &Path, arch: &str, meta: &[(&str, u32)], tensors: &[(&str, &[u64])]) {
+    let s = |out: &mut Vec<u8>, x: &str| {
+        out.extend((x.len() as u64).to_le_bytes());
+        out.extend(x.as_bytes());
+    };
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend((tensors.len() as u64).to_le_bytes());
+    b.extend((meta.len() as u64 + 2).to_le_bytes());
+    s(&mut b, "general.architecture");
+    b.extend(8u32.to_le_bytes());
+    s(&mut b, arch);
+    s(&mut b, &format!("{arch}.attention.layer_norm_epsilon"));
+    b.extend(6u32.to_le_bytes());
+    b.extend(1e-5f32.to_le_bytes());
+    for (k, v) in meta {
+        s(&mut b, &format!("{arch}.{k}"));
+        b.extend(4u32.to_le_bytes());
+        b.extend(v.to_le_bytes());
+    }
+    let mut off = 0u64;
+    for (name, dims) in tensors {
+        s(&mut b, name);
+        b.extend((dims.len() as u32).to_le_bytes());
+        dims.iter().for_each(|d| b.extend(d.to_le_bytes()));
+        b.extend(0u32.to_le_bytes());
+        b.extend(off.to_le_bytes());
+        off += (dims.iter().product::<u64>() * 4).next_multiple_of(32);
+    }
+    b.resize(b.len().next_multiple_of(32) + off as usize, 0);
+    std::fs::write(path, b).expect("write gguf");
+}
+
+/// A `gpt2` GGUF file without its blocks' tensors: exit 2 naming the first
+/// one missing, nothing written.
+#[test]
+fn a_gguf_file_missing_a_tensor_is_refused_naming_it() {
+    let dir = scratch("model-gguf-missing");
+    let (file, out) = (dir.join("gpt2.gguf"), dir.join("out.json"));
+    let meta = [
+        ("embedding_length", 4),
+        ("attention.head_count", 1),
+        ("feed_forward_length", 8),
+        ("block_count", 1),
+        ("context_length", 4),
+    ];
+    gguf(&file, "gpt2", &meta, &[("token_embd.weight", &[4, 8]), ("position_embd.weight", &[4, 4])]);
+    let r = tfbench(&["run", "--no-probe", "--model", file.to_str().unwrap(), "-o", out.to_str().unwrap()]);
+    assert_usage_error(
+        &r,
+        &["--model", "no tensor `output_norm.weight`, which the `gpt2` architecture needs"],
+    );
+    assert!(!out.exists(), "nothing is written");
+}
