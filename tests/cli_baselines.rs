@@ -97,6 +97,10 @@ fn missing_and_corrupt_baselines_are_clear_errors() {
 #[test]
 fn compare_detects_a_slowdown_and_gates() {
     let dir = scratch("compare-gate");
+    // Its own history folder: the default (baselines/history under the
+    // working directory) may hold a developer's runs, which would lend
+    // these comparisons a learned band.
+    let hist = dir.join("history").display().to_string();
     let run = dir.join("run.json");
     assert_eq!(run_in(&dir, &["--output", &run.display().to_string(), "-q"]).code, 0);
     let base = dir.join("base.json");
@@ -108,12 +112,24 @@ fn compare_detects_a_slowdown_and_gates() {
 
     // A file against itself is a vacuous gate (issue 28): it fails unless
     // explicitly allowed, and then every case is unchanged.
-    let vacuous =
-        tfbench(&["compare", "--baseline", &b, "--against", &b, "--fail-on-regression", "-f", "json"]);
+    let vacuous = tfbench(&[
+        "compare",
+        "--history-dir",
+        &hist,
+        "--baseline",
+        &b,
+        "--against",
+        &b,
+        "--fail-on-regression",
+        "-f",
+        "json",
+    ]);
     assert_eq!(vacuous.code, 1, "{}", vacuous.stderr);
     assert!(vacuous.stderr.contains("compared with itself"), "{}", vacuous.stderr);
     let same = tfbench(&[
         "compare",
+        "--history-dir",
+        &hist,
         "--baseline",
         &b,
         "--against",
@@ -134,19 +150,31 @@ fn compare_detects_a_slowdown_and_gates() {
         assert_eq!(c["verdict"], "inconclusive", "{c}");
     }
 
-    let worse = tfbench(&["compare", "--baseline", &b, "--against", &s, "-f", "json"]);
+    let worse =
+        tfbench(&["compare", "--history-dir", &hist, "--baseline", &b, "--against", &s, "-f", "json"]);
     assert_eq!(worse.code, 0, "no gate without --fail-on-regression: {}", worse.stderr);
     let v = json(&worse);
     for c in v["changes"].as_array().unwrap() {
         assert_eq!(c["verdict"], "regressed", "{c}");
         assert!((c["ratio"]["point"].as_f64().unwrap() - 1.25).abs() < 1e-6);
     }
-    let gated = tfbench(&["compare", "--baseline", &b, "--against", &s, "--fail-on-regression"]);
+    let gated = tfbench(&[
+        "compare",
+        "--history-dir",
+        &hist,
+        "--baseline",
+        &b,
+        "--against",
+        &s,
+        "--fail-on-regression",
+    ]);
     assert_eq!(gated.code, 1, "{}", gated.stderr);
     assert!(gated.stdout.contains("regressed"), "{}", gated.stdout);
     // A slowdown under the limit is reported but does not gate.
     let lenient = tfbench(&[
         "compare",
+        "--history-dir",
+        &hist,
         "--baseline",
         &b,
         "--against",
@@ -160,6 +188,8 @@ fn compare_detects_a_slowdown_and_gates() {
     let md = dir.join("cmp.md");
     let better = tfbench(&[
         "compare",
+        "--history-dir",
+        &hist,
         "--baseline",
         &s,
         "--against",
@@ -189,6 +219,10 @@ fn run_with_baseline_compares_in_one_go() {
 #[test]
 fn other_machines_warn_and_strict_refuses() {
     let dir = scratch("compare-machine");
+    // Its own history folder: the default (baselines/history under the
+    // working directory) may hold a developer's runs, which would lend
+    // these comparisons a learned band.
+    let hist = dir.join("history").display().to_string();
     let base = dir.join("base.json");
     let b = base.display().to_string();
     assert_eq!(run_in(&dir, &["--output", &b, "-q"]).code, 0);
@@ -197,10 +231,11 @@ fn other_machines_warn_and_strict_refuses() {
     let other = dir.join("other.json");
     std::fs::write(&other, v.to_string()).unwrap();
     let o = other.display().to_string();
-    let warn = tfbench(&["compare", "--baseline", &o, "--against", &b]);
+    let warn = tfbench(&["compare", "--history-dir", &hist, "--baseline", &o, "--against", &b]);
     assert_eq!(warn.code, 0, "{}", warn.stderr);
     assert!(warn.stderr.contains("different machines"), "{}", warn.stderr);
-    let strict = tfbench(&["compare", "--baseline", &o, "--against", &b, "--strict-machine"]);
+    let strict =
+        tfbench(&["compare", "--history-dir", &hist, "--baseline", &o, "--against", &b, "--strict-machine"]);
     assert_eq!(strict.code, 2);
     assert!(strict.stderr.contains("--strict-machine"), "{}", strict.stderr);
 }
