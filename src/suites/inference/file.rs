@@ -239,7 +239,7 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let n = np.max(depth).max(1);
     let (prompt, prompt_note) = match crate::gguf::tokenizer::from_header(&file.header) {
         Ok(t) => (
-            super::filetok::prompt_ids(&t.tokenizer, n)?,
+            super::filetok::prompt_ids(&t, n)?,
             format!("prompt: Genesis 1-3 (KJV) through the file's {} tokenizer", t.kind),
         ),
         Err(e) => {

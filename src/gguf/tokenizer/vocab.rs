@@ -1,0 +1,203 @@
+//! The vocabulary as llama.cpp's `llama_vocab` holds it for the SentencePiece
+//! (`llama`) and WordPiece (`bert`) tokenizers, and its special-token
+//! partition of the text (`tokenizer_st_partition`), both written by hand
+//! after llama.cpp build 0c1e570 (`src/llama-vocab.cpp`) because the
+//! `tokenizers` crate's added-token matching is not llama.cpp's (llama.cpp
+//! splits on one token at a time, longest first, over the whole text).
+
+use crate::gguf::{Header, Value};
+use anyhow::{Result, anyhow, bail};
+use std::collections::HashMap;
+
+/// llama.cpp's `LLAMA_TOKEN_TYPE_*` values in `tokenizer.ggml.token_type`.
+pub mod ty {
+    /// An ordinary piece.
+    pub const NORMAL: i32 = 1;
+    /// `<unk>`.
+    pub const UNKNOWN: i32 = 2;
+    /// `<s>`, `</s>`, `[CLS]`: matched in the text only when special tokens are parsed.
+    pub const CONTROL: i32 = 3;
+    /// Added by the model's authors: always matched whole in the text.
+    pub const USER_DEFINED: i32 = 4;
+    /// `<0x41>`: one byte, SentencePiece's byte fallback.
+    pub const BYTE: i32 = 6;
+}
+
+/// A run of raw text, or a token the partition found written in it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fragment<'a> {
+    /// Text still to tokenize.
+    Text(&'a str),
+    /// A special token's id.
+    Token(u32),
+}
+
+/// Token texts, scores and types, and the text-to-id map.
+pub struct LlamaVocab {
+    /// Token texts by id (an empty text is renamed `[EMPTY_i]`, as llama.cpp does).
+    pub texts: Vec<String>,
+    /// Scores by id (0 when the file has none).
+    pub scores: Vec<f32>,
+    /// Token types by id ([`ty`]; NORMAL when the file has none).
+    pub types: Vec<i32>,
+    /// Text to id; of duplicate texts the last id wins, as in llama.cpp.
+    pub ids: HashMap<String, u32>,
+    /// Longest token text in bytes.
+    pub max_len: usize,
+    /// Control, user-defined and unknown tokens, longest text first.
+    specials: Vec<u32>,
+}
+
+fn number(v: &Value) -> Option<f64> {
+    match *v {
+        Value::I32(x) => Some(f64::from(x)),
+        Value::I64(x) => Some(x as f64),
+        Value::I8(x) => Some(f64::from(x)),
+        Value::I16(x) => Some(f64::from(x)),
+        _ => v.as_f64().or_else(|| v.as_u64().map(|x| x as f64)),
+    }
+}
+
+/// The numeric array `key` with at least `n` entries, or `None` when absent.
+fn numbers(h: &Header, key: &str, n: usize) -> Result<Option<Vec<f64>>> {
+    let Some(v) = h.get(key) else { return Ok(None) };
+    let a = v.as_array().ok_or_else(|| anyhow!("metadata `{key}` is not an array"))?;
+    if a.len() < n {
+        bail!("metadata `{key}` has {} entries for {n} tokens", a.len());
+    }
+    a.iter()
+        .enumerate()
+        .map(|(i, v)| number(v).ok_or_else(|| anyhow!("metadata `{key}`[{i}] is not a number")))
+        .collect::<Result<Vec<_>>>()
+        .map(Some)
+}
+
+impl LlamaVocab {
+    /// Reads `tokenizer.ggml.tokens`, `.scores` and `.token_type`.
+    pub fn from_header(h: &Header, tokens: &[&str]) -> Result<Self> {
+        let n = tokens.len();
+        let scores = numbers(h, "tokenizer.ggml.scores", n)?;
+        let types = numbers(h, "tokenizer.ggml.token_type", n)?;
+        let mut v = LlamaVocab {
+            texts: Vec::with_capacity(n),
+            scores: Vec::with_capacity(n),
+            types: Vec::with_capacity(n),
+            ids: HashMap::with_capacity(n),
+            max_len: 0,
+            specials: Vec::new(),
+        };
+        for (i, t) in tokens.iter().enumerate() {
+            let text = if t.is_empty() { format!("[EMPTY_{i}]") } else { t.to_string() };
+            v.max_len = v.max_len.max(text.len());
+            v.ids.insert(text.clone(), i as u32);
+            v.texts.push(text);
+            v.scores.push(scores.as_ref().map_or(0.0, |s| s[i] as f32));
+            v.types.push(types.as_ref().map_or(ty::NORMAL, |s| s[i] as i32));
+        }
+        v.specials = (0..n as u32)
+            .filter(|&i| matches!(v.types[i as usize], ty::CONTROL | ty::USER_DEFINED | ty::UNKNOWN))
+            .collect();
+        // llama.cpp sorts by length with the unstable std::sort; equal lengths
+        // keep id order here (they differ only when two such tokens overlap).
+        v.specials.sort_by_key(|&i| std::cmp::Reverse(v.texts[i as usize].len()));
+        Ok(v)
+    }
+
+    /// The id of `text`, if it is a token.
+    pub fn id(&self, text: &str) -> Option<u32> {
+        self.ids.get(text).copied()
+    }
+
+    /// The id of the special token `key` (`tokenizer.ggml.unknown_token_id`), checked.
+    pub fn special_id(&self, h: &Header, key: &str) -> Result<Option<u32>> {
+        let Some(v) = h.get(key) else { return Ok(None) };
+        match v.as_u64() {
+            Some(id) if (id as usize) < self.texts.len() => Ok(Some(id as u32)),
+            _ => bail!("metadata `{key}` = {v:?} is not a token id below {}", self.texts.len()),
+        }
+    }
+
+    /// `text` cut at every special token written in it, as llama.cpp's
+    /// `tokenizer_st_partition`: for each special token, longest first, every
+    /// occurrence in every text fragment becomes that token. Control and
+    /// unknown tokens only when `parse_special`; user-defined ones always.
+    pub fn partition<'a>(&self, text: &'a str, parse_special: bool) -> Vec<Fragment<'a>> {
+        let mut frags = if text.is_empty() { Vec::new() } else { vec![Fragment::Text(text)] };
+        for &id in &self.specials {
+            let t = self.types[id as usize];
+            if !parse_special && (t == ty::CONTROL || t == ty::UNKNOWN) {
+                continue;
+            }
+            let needle = self.texts[id as usize].as_str();
+            if !frags.iter().any(|f| matches!(f, Fragment::Text(s) if s.contains(needle))) {
+                continue;
+            }
+            let mut next = Vec::with_capacity(frags.len() + 2);
+            for f in frags {
+                let Fragment::Text(mut s) = f else {
+                    next.push(f);
+                    continue;
+                };
+                while let Some(at) = s.find(needle) {
+                    if at > 0 {
+                        next.push(Fragment::Text(&s[..at]));
+                    }
+                    next.push(Fragment::Token(id));
+                    s = &s[at + needle.len()..];
+                }
+                if !s.is_empty() {
+                    next.push(Fragment::Text(s));
+                }
+            }
+            frags = next;
+        }
+        frags
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vocab(tokens: &[(&str, i32)]) -> LlamaVocab {
+        let h = Header {
+            version: 3,
+            metadata: vec![(
+                "tokenizer.ggml.token_type".into(),
+                Value::Array(tokens.iter().map(|t| Value::I32(t.1)).collect()),
+            )],
+            tensors: Vec::new(),
+            alignment: 32,
+            data_offset: 0,
+        };
+        let texts: Vec<&str> = tokens.iter().map(|t| t.0).collect();
+        LlamaVocab::from_header(&h, &texts).unwrap()
+    }
+
+    #[test]
+    fn partition_cuts_longest_specials_first_and_control_only_when_parsed() {
+        let v =
+            vocab(&[("<s>", ty::CONTROL), ("<s>x", ty::USER_DEFINED), ("a", ty::NORMAL), ("", ty::NORMAL)]);
+        assert_eq!(v.texts[3], "[EMPTY_3]");
+        use Fragment::*;
+        // `<s>x` (longer) is taken before `<s>`.
+        assert_eq!(v.partition("a<s>xb<s>", true), vec![Text("a"), Token(1), Text("b"), Token(0)]);
+        // Without parse_special the control token stays text; user-defined still cut.
+        assert_eq!(v.partition("a<s>xb<s>", false), vec![Text("a"), Token(1), Text("b<s>")]);
+        assert_eq!(v.partition("", true), vec![]);
+        assert_eq!(v.partition("<s><s>", true), vec![Token(0), Token(0)]);
+    }
+
+    #[test]
+    fn short_score_arrays_are_refused_naming_the_key() {
+        let h = Header {
+            version: 3,
+            metadata: vec![("tokenizer.ggml.scores".into(), Value::Array(vec![Value::F32(0.0)]))],
+            tensors: Vec::new(),
+            alignment: 32,
+            data_offset: 0,
+        };
+        let e = LlamaVocab::from_header(&h, &["a", "b"]).err().unwrap().to_string();
+        assert!(e.contains("tokenizer.ggml.scores") && e.contains("1 entries for 2 tokens"), "{e}");
+    }
+}
