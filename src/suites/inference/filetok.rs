@@ -24,7 +24,11 @@ pub const CHECK_TEXT: &str = include_str!("text/check.txt");
 /// the source of the prompts.
 pub const PROMPT_TEXT: &str = include_str!("text/genesis.txt");
 /// llama.cpp's ids of [`CHECK_TEXT`], one file per vocabulary.
-const REFERENCES: &[&str] = &[include_str!("text/smollm2_tokens.json")];
+const REFERENCES: &[&str] = &[
+    include_str!("text/smollm2_tokens.json"),
+    include_str!("text/llama_spm_tokens.json"),
+    include_str!("text/bert_bge_tokens.json"),
+];
 
 /// FNV-1a (64 bits) over the vocabulary's tokens then its merges, each
 /// followed by a zero byte: which committed reference applies to a file.
@@ -203,6 +207,52 @@ mod tests {
         j["ids"][5] = serde_json::json!(7);
         let bad: Vec<u32> = j["ids"].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect();
         assert_ne!(bad, ft.encode(CHECK_TEXT).unwrap());
+    }
+
+    /// llama.cpp's LLaMA SentencePiece and BGE WordPiece vocabularies (its
+    /// test files, in the data folder's llama-vocab/) pass the same checks as
+    /// SmolLM2's, ids equal to llama.cpp's committed ones.
+    #[test]
+    fn llama_cpp_spm_and_wpm_vocabularies_match_their_references() {
+        for (name, kind, prompt_start) in
+            [("llama-spm", "llama/spm", "Genesis 1\n\n  "), ("bert-bge", "bert/wpm", "genesis 1 1 in")]
+        {
+            let Ok(path) = crate::data::find(&format!("llama-vocab/ggml-vocab-{name}.gguf")) else {
+                eprintln!(
+                    "skipped: llama.cpp's {name} vocabulary not in the data folder (bash scripts/fetch-test-data.sh)"
+                );
+                continue;
+            };
+            let f = crate::gguf::GgufFile::open(&path, None).unwrap();
+            let ft = tokenizer::from_header(&f.header).unwrap();
+            assert_eq!(ft.kind, kind);
+            let v = verify(&ft, &fingerprint(&f.header)).unwrap();
+            assert!(v.passed && v.detail.contains("equal llama.cpp's"), "{name}: {}", v.detail);
+            let ids = prompt_ids(&ft, 100).unwrap();
+            assert!(
+                ft.decode(&ids[..8]).unwrap().starts_with(prompt_start),
+                "{name}: {:?}",
+                ft.decode(&ids[..8])
+            );
+        }
+    }
+
+    /// `TFBENCH_PROBE_MODEL=x.gguf TFBENCH_PROBE_TEXT=t.txt cargo test --release --lib
+    /// filetok::tests::probe -- --ignored --nocapture` prints the file tokenizer's
+    /// ids of the text as `[id, ...]`, as `scripts/llama-bench.sh tokenize` prints
+    /// llama.cpp's, to compare the two on any text.
+    #[test]
+    #[ignore]
+    fn probe() {
+        let (Ok(m), Ok(t)) = (std::env::var("TFBENCH_PROBE_MODEL"), std::env::var("TFBENCH_PROBE_TEXT"))
+        else {
+            eprintln!("skipped: set TFBENCH_PROBE_MODEL and TFBENCH_PROBE_TEXT");
+            return;
+        };
+        let f = crate::gguf::GgufFile::open(std::path::Path::new(&m), None).unwrap();
+        let ft = tokenizer::from_header(&f.header).unwrap();
+        let ids = ft.encode(&std::fs::read_to_string(t).unwrap()).unwrap();
+        println!("{ids:?}");
     }
 
     #[test]
