@@ -104,7 +104,7 @@ enum Engine {
     /// Byte-level BPE through the `tokenizers` crate.
     Bpe(Box<Tokenizer>),
     /// llama.cpp's SentencePiece.
-    Spm(spm::Spm),
+    Spm(Box<spm::Spm>),
     /// llama.cpp's WordPiece.
     Wpm(wpm::Wpm),
 }
@@ -165,7 +165,7 @@ pub fn from_header_with(h: &Header, parse_special: bool) -> Result<FileTokenizer
             let (engine, kind) = if model == "llama" {
                 // llama.cpp: SentencePiece adds the space prefix unless the file says not to.
                 let prefix = flag("tokenizer.ggml.add_space_prefix", true);
-                (Engine::Spm(spm::Spm::new(v, prefix, parse_special)), "llama/spm")
+                (Engine::Spm(Box::new(spm::Spm::new(v, prefix, parse_special))), "llama/spm")
             } else {
                 let lower = flag("tokenizer.ggml.normalizer.lowercase", true);
                 let strip = flag("tokenizer.ggml.normalizer.strip_accents", lower);

@@ -9,8 +9,11 @@
 use super::{FileTokenizer, from_header_with};
 use crate::gguf::GgufFile;
 
+/// Inputs with llama.cpp's ids for each.
+type Cases = Vec<(String, Vec<u32>)>;
+
 /// One vocabulary's inputs and llama.cpp's ids, or the reason to skip.
-fn load(name: &str) -> Result<(FileTokenizer, Vec<(String, Vec<u32>)>), String> {
+fn load(name: &str) -> Result<(FileTokenizer, Cases), String> {
     let path = crate::data::find(&format!("llama-vocab/ggml-vocab-{name}.gguf"))
         .map_err(|e| format!("{e} (bash scripts/fetch-test-data.sh)"))?;
     let read = |ext: &str| {

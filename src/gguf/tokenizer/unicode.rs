@@ -31,7 +31,7 @@ pub struct Tables {
 
 fn parse(b: &[u8]) -> Result<Tables> {
     let mut words = b.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-    if b.len() % 4 != 0 || b.get(..4) != Some(b"LLUT".as_slice()) {
+    if !b.len().is_multiple_of(4) || b.get(..4) != Some(b"LLUT".as_slice()) {
         bail!("llama_unicode.bin: not a table file");
     }
     words.next();
