@@ -44,8 +44,45 @@ pub struct LlamaVocab {
     pub ids: HashMap<String, u32>,
     /// Longest token text in bytes.
     pub max_len: usize,
-    /// Control, user-defined and unknown tokens, longest text first.
-    specials: Vec<u32>,
+    /// Control, user-defined and unknown tokens, longest text first, each
+    /// with whether it eats the whitespace on its left and on its right.
+    specials: Vec<Special>,
+}
+
+/// A token the partition cuts out of the text.
+#[derive(Debug, Clone, Copy)]
+struct Special {
+    id: u32,
+    lstrip: bool,
+    rstrip: bool,
+}
+
+/// C's `isspace` in the C locale, which llama.cpp's strip uses.
+fn c_space(c: char) -> bool {
+    matches!(c, ' ' | '\t'..='\r')
+}
+
+/// The whitespace-eating tokens llama.cpp assigns by model name (its
+/// `_set_token_attr` rules): `<mask>` of the Jina v2 / nomic-bert-moe /
+/// jina-bert-v3 files and `[MASK]` of ModernBERT eat the space on their
+/// left; Phi-3's special tokens eat the whitespace on their right, except
+/// `<unk>`, `<s>` and `<|endoftext|>`.
+fn strip_rules(h: &Header, text: &str) -> (bool, bool) {
+    let get = |k: &str| h.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    let (pre, arch, name) =
+        (get("tokenizer.ggml.pre"), get("general.architecture"), get("general.name").to_lowercase());
+    let any = |s: &str, of: &[&str]| of.iter().any(|x| s.contains(x));
+    if any(&pre, &["jina-v2-de", "jina-v2-es", "jina-v2-code"])
+        || any(&arch, &["nomic-bert-moe", "jina-bert-v3"])
+    {
+        (text == "<mask>", false)
+    } else if any(&name, &["phi-3", "phi3"]) {
+        (false, !matches!(text, "<unk>" | "<s>" | "<|endoftext|>"))
+    } else if name.contains("modern-bert") {
+        (text == "[MASK]", false)
+    } else {
+        (false, false)
+    }
 }
 
 fn number(v: &Value) -> Option<f64> {
@@ -96,10 +133,14 @@ impl LlamaVocab {
         }
         v.specials = (0..n as u32)
             .filter(|&i| matches!(v.types[i as usize], ty::CONTROL | ty::USER_DEFINED | ty::UNKNOWN))
+            .map(|id| {
+                let (lstrip, rstrip) = strip_rules(h, &v.texts[id as usize]);
+                Special { id, lstrip, rstrip }
+            })
             .collect();
         // llama.cpp sorts by length with the unstable std::sort; equal lengths
         // keep id order here (they differ only when two such tokens overlap).
-        v.specials.sort_by_key(|&i| std::cmp::Reverse(v.texts[i as usize].len()));
+        v.specials.sort_by_key(|s| std::cmp::Reverse(v.texts[s.id as usize].len()));
         Ok(v)
     }
 
@@ -121,9 +162,10 @@ impl LlamaVocab {
     /// `tokenizer_st_partition`: for each special token, longest first, every
     /// occurrence in every text fragment becomes that token. Control and
     /// unknown tokens only when `parse_special`; user-defined ones always.
+    /// A token that strips (see `strip_rules`) takes the whitespace beside it.
     pub fn partition<'a>(&self, text: &'a str, parse_special: bool) -> Vec<Fragment<'a>> {
         let mut frags = if text.is_empty() { Vec::new() } else { vec![Fragment::Text(text)] };
-        for &id in &self.specials {
+        for &Special { id, lstrip, rstrip } in &self.specials {
             let t = self.types[id as usize];
             if !parse_special && (t == ty::CONTROL || t == ty::UNKNOWN) {
                 continue;
@@ -139,11 +181,15 @@ impl LlamaVocab {
                     continue;
                 };
                 while let Some(at) = s.find(needle) {
-                    if at > 0 {
-                        next.push(Fragment::Text(&s[..at]));
+                    let left = if lstrip { s[..at].trim_end_matches(c_space) } else { &s[..at] };
+                    if !left.is_empty() {
+                        next.push(Fragment::Text(left));
                     }
                     next.push(Fragment::Token(id));
                     s = &s[at + needle.len()..];
+                    if rstrip {
+                        s = s.trim_start_matches(c_space);
+                    }
                 }
                 if !s.is_empty() {
                     next.push(Fragment::Text(s));
@@ -186,6 +232,33 @@ mod tests {
         assert_eq!(v.partition("a<s>xb<s>", false), vec![Text("a"), Token(1), Text("b<s>")]);
         assert_eq!(v.partition("", true), vec![]);
         assert_eq!(v.partition("<s><s>", true), vec![Token(0), Token(0)]);
+    }
+
+    #[test]
+    fn phi_3_special_tokens_eat_the_whitespace_on_their_right() {
+        let toks = [("<|end|>", ty::USER_DEFINED), ("<s>", ty::CONTROL), ("a", ty::NORMAL)];
+        let h = Header {
+            version: 3,
+            metadata: vec![
+                ("general.name".into(), Value::Str("Phi3-mini".into())),
+                (
+                    "tokenizer.ggml.token_type".into(),
+                    Value::Array(toks.iter().map(|t| Value::I32(t.1)).collect()),
+                ),
+            ],
+            tensors: Vec::new(),
+            alignment: 32,
+            data_offset: 0,
+        };
+        let texts: Vec<&str> = toks.iter().map(|t| t.0).collect();
+        let v = LlamaVocab::from_header(&h, &texts).unwrap();
+        use Fragment::*;
+        // `<|end|>` takes the spaces and newline after it, `<s>` keeps them.
+        assert_eq!(
+            v.partition("a <|end|> \n a <s> a", true),
+            vec![Text("a "), Token(0), Text("a "), Token(1), Text(" a")]
+        );
+        assert_eq!(v.partition("<|end|>  ", true), vec![Token(0)]);
     }
 
     #[test]
