@@ -219,20 +219,23 @@ fn bpe(h: &Header, parse_special: bool) -> Result<FileTokenizer> {
     steps.push(ByteLevel::new(false, false, false).into());
     t.with_pre_tokenizer(Some(Sequence::new(steps)));
     t.with_decoder(Some(ByteLevelDecoder::default()));
-    if let Some(types) = h.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
-        // Control (3) and user-defined (4) tokens: matched whole in the text
-        // before splitting, never byte-encoded.
-        let whole: Vec<AddedToken> = types
-            .iter()
-            .zip(&tokens)
-            .filter_map(|(ty, s)| match ty.as_u64() {
-                Some(3) if parse_special => Some(AddedToken::from(s.to_string(), true)),
-                Some(4) => Some(AddedToken::from(s.to_string(), false).normalized(false)),
-                _ => None,
-            })
-            .collect();
-        tk(t.add_tokens(whole))?;
-    }
+    // Control and unknown tokens (when parsing special tokens) and
+    // user-defined ones: matched whole in the text before splitting, never
+    // byte-encoded. Types as llama.cpp sees them (`</s>` and the like are
+    // control tokens whatever the file says).
+    let types = vocab::token_types(h, &tokens)?;
+    let whole: Vec<AddedToken> = types
+        .iter()
+        .zip(&tokens)
+        .filter_map(|(&ty, s)| match ty {
+            vocab::ty::CONTROL | vocab::ty::UNKNOWN if parse_special => {
+                Some(AddedToken::from(s.to_string(), true))
+            }
+            vocab::ty::USER_DEFINED => Some(AddedToken::from(s.to_string(), false).normalized(false)),
+            _ => None,
+        })
+        .collect();
+    tk(t.add_tokens(whole))?;
     Ok(FileTokenizer {
         engine: Engine::Bpe(Box::new(t)),
         kind: format!("{model}/{pre_name}"),

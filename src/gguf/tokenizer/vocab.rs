@@ -85,6 +85,65 @@ fn strip_rules(h: &Header, text: &str) -> (bool, bool) {
     }
 }
 
+/// Texts llama.cpp treats as end-of-generation and so as control tokens
+/// whatever type the file gives them (its `special_eog_ids` list, build
+/// 0c1e570). Not copied: its end-of-turn and fill-in-the-middle guesses,
+/// which promote only the first match of an unordered map and yield to the
+/// file's own `*_token_id` keys.
+pub const CONTROL_LOOKING: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "</s>",
+    "<|eom_id|>",
+    "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "[e~[",
+];
+
+/// The token types as llama.cpp ends up with them: the file's
+/// `tokenizer.ggml.token_type` (NORMAL when absent), with every
+/// [`CONTROL_LOOKING`] text made a control token, except a `</s>` that
+/// Gemma-4 and PLaMo files (`<|tool_response>` or `<|plamo:eos|>` among those
+/// texts) keep as an ordinary one.
+pub fn token_types(h: &Header, tokens: &[&str]) -> Result<Vec<i32>> {
+    let mut types: Vec<i32> = match numbers(h, "tokenizer.ggml.token_type", tokens.len())? {
+        Some(t) => t.iter().map(|&x| x as i32).collect(),
+        None => vec![ty::NORMAL; tokens.len()],
+    };
+    let mut normal_s = false;
+    let mut s_id = None;
+    for (i, t) in tokens.iter().enumerate() {
+        if CONTROL_LOOKING.contains(t) || *t == "<|plamo:eos|>" {
+            normal_s |= matches!(*t, "<|tool_response>" | "<|plamo:eos|>");
+            if *t == "</s>" {
+                s_id = Some(i);
+            }
+            if *t != "<|plamo:eos|>" {
+                types[i] = ty::CONTROL;
+            }
+        }
+    }
+    if let (true, Some(i)) = (normal_s, s_id) {
+        types[i] = ty::NORMAL;
+    }
+    Ok(types)
+}
+
 fn number(v: &Value) -> Option<f64> {
     match *v {
         Value::I32(x) => Some(f64::from(x)),
@@ -114,7 +173,7 @@ impl LlamaVocab {
     pub fn from_header(h: &Header, tokens: &[&str]) -> Result<Self> {
         let n = tokens.len();
         let scores = numbers(h, "tokenizer.ggml.scores", n)?;
-        let types = numbers(h, "tokenizer.ggml.token_type", n)?;
+        let types = token_types(h, tokens)?;
         let mut v = LlamaVocab {
             texts: Vec::with_capacity(n),
             scores: Vec::with_capacity(n),
@@ -129,7 +188,7 @@ impl LlamaVocab {
             v.ids.insert(text.clone(), i as u32);
             v.texts.push(text);
             v.scores.push(scores.as_ref().map_or(0.0, |s| s[i] as f32));
-            v.types.push(types.as_ref().map_or(ty::NORMAL, |s| s[i] as i32));
+            v.types.push(types[i]);
         }
         v.specials = (0..n as u32)
             .filter(|&i| matches!(v.types[i as usize], ty::CONTROL | ty::USER_DEFINED | ty::UNKNOWN))
@@ -259,6 +318,18 @@ mod tests {
             vec![Text("a "), Token(0), Text("a "), Token(1), Text(" a")]
         );
         assert_eq!(v.partition("<|end|>  ", true), vec![Token(0)]);
+    }
+
+    #[test]
+    fn end_of_generation_texts_become_control_tokens_as_in_llama_cpp() {
+        let v = vocab(&[("</s>", ty::NORMAL), ("<|im_end|>", ty::USER_DEFINED), ("<x>", ty::NORMAL)]);
+        assert_eq!(v.types, vec![ty::CONTROL, ty::CONTROL, ty::NORMAL]);
+        // Not parsed without parse_special, like any control token.
+        assert_eq!(v.partition("a</s>", false), vec![Fragment::Text("a</s>")]);
+        assert_eq!(v.partition("a</s>", true), vec![Fragment::Text("a"), Fragment::Token(0)]);
+        // Gemma-4's `</s>` stays ordinary.
+        let g = vocab(&[("</s>", ty::NORMAL), ("<|tool_response>", ty::NORMAL)]);
+        assert_eq!(g.types, vec![ty::NORMAL, ty::CONTROL]);
     }
 
     #[test]
