@@ -14,8 +14,7 @@ type Cases = Vec<(String, Vec<u32>)>;
 
 /// One vocabulary's inputs and llama.cpp's ids, or the reason to skip.
 fn load(name: &str) -> Result<(FileTokenizer, Cases), String> {
-    let path = crate::data::find(&format!("llama-vocab/ggml-vocab-{name}.gguf"))
-        .map_err(|e| format!("{e} (bash scripts/fetch-test-data.sh)"))?;
+    let path = crate::data::find(&format!("llama-vocab/ggml-vocab-{name}.gguf"))?;
     let read = |ext: &str| {
         let p = path.with_extension(format!("gguf.{ext}"));
         std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
