@@ -22,6 +22,12 @@
 #                        gpt2-tiny.{f32,f16,q8_0,q4_1}.gguf (seeded random `gpt2`) and the same GPT-2
 #                        as a Hugging Face directory gpt2-tiny-hf/, a seeded llama-tiny as a directory
 #                        and its F32 GGUF twin (scripts/make_arch_models.py)
+#   .data/llama-vocab/   llama.cpp's tokenizer test vectors: ggml-vocab-{llama-spm,bert-bge,gpt-2}.gguf
+#                        (vocabulary-only GGUF files, no weights) with .inp (inputs) and .out (llama.cpp's
+#                        expected ids), from the llama.cpp that the llama-cpp-python 0.3.36 source
+#                        distribution on PyPI vendors (build 0c1e570; llama.cpp's LICENSE, MIT, copied
+#                        beside them; the vocabularies are those of LLaMA, BAAI bge-small-en-v1.5 and
+#                        GPT-2). Taken from .data/llama.cpp when scripts/llama-bench.sh unpacked it there
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -100,6 +106,37 @@ if [ ! -s "$data/openblas/libscipy_openblas.so" ]; then
     cp "$tmp/blaswhl/scipy_openblas32-0.3.34.481.3.dist-info/licenses/LICENSE.txt" "$data/openblas/LICENSE.txt"
     cp "$tmp/blaswhl/scipy_openblas32/lib/libscipy_openblas.so" "$data/openblas/libscipy_openblas.so.partial"
     mv "$data/openblas/libscipy_openblas.so.partial" "$data/openblas/libscipy_openblas.so"
+fi
+
+vocabs="llama-spm bert-bge gpt-2"
+missing=0
+for v in $vocabs; do
+    for ext in gguf gguf.inp gguf.out; do
+        [ -s "$data/llama-vocab/ggml-vocab-$v.$ext" ] || missing=1
+    done
+done
+if [ "$missing" = 1 ]; then
+    lcp=llama_cpp_python-0.3.36
+    models="$data/llama.cpp/$lcp/vendor/llama.cpp/models"
+    if [ ! -s "$models/ggml-vocab-llama-spm.gguf" ]; then
+        echo "fetch-test-data: llama.cpp's tokenizer test vectors from PyPI (llama-cpp-python==0.3.36 sdist)"
+        # The metadata step of `pip download` for this sdist runs its build
+        # backend, which needs cmake on the PATH: a throwaway venv provides it.
+        python3 -m venv "$tmp/lcpvenv"
+        "$tmp/lcpvenv/bin/pip" install --quiet cmake scikit-build-core
+        PATH="$tmp/lcpvenv/bin:$PATH" "$tmp/lcpvenv/bin/pip" download --quiet --no-deps \
+            --no-build-isolation --no-binary :all: llama-cpp-python==0.3.36 -d "$tmp/lcp"
+        tar -xzf "$tmp/lcp/$lcp.tar.gz" -C "$tmp/lcp" "$lcp/vendor/llama.cpp/models" "$lcp/vendor/llama.cpp/LICENSE"
+        models="$tmp/lcp/$lcp/vendor/llama.cpp/models"
+    fi
+    mkdir -p "$data/llama-vocab"
+    cp "$models/../LICENSE" "$data/llama-vocab/LICENSE"
+    for v in $vocabs; do
+        for ext in gguf.inp gguf.out gguf; do
+            cp "$models/ggml-vocab-$v.$ext" "$data/llama-vocab/ggml-vocab-$v.$ext.partial"
+            mv "$data/llama-vocab/ggml-vocab-$v.$ext.partial" "$data/llama-vocab/ggml-vocab-$v.$ext"
+        done
+    done
 fi
 
 echo "fetch-test-data: ready in $data"

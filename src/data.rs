@@ -202,7 +202,7 @@ const HOW: &str =
     "`bash scripts/fetch-test-data.sh` fills a checkout's .data/; or set --data-dir / TFBENCH_DATA_DIR";
 
 /// The entries `scripts/fetch-test-data.sh` puts in the data folder.
-pub const KNOWN: &[&str] = &["minilm", "gpt2", "llama2", "kjv.txt", "openblas", "smollm2"];
+pub const KNOWN: &[&str] = &["minilm", "gpt2", "llama2", "kjv.txt", "openblas", "smollm2", "llama-vocab"];
 
 /// [`lookup`]`().find(rel)`.
 pub fn find(rel: &str) -> Result<PathBuf, String> {

@@ -259,3 +259,36 @@ fn model_file_tokenizes_and_renders_in_llama_bench_layout() {
         assert!(r.stdout.contains(&row), "{row}\n{}", r.stdout);
     }
 }
+
+/// llama.cpp's vocabulary-only GGUF files (the data folder's llama-vocab/:
+/// SentencePiece, WordPiece and byte-level BPE tokenizers, no weights; their
+/// tokenizers are checked through the library in `gguf::tokenizer`) are
+/// refused by `--model` before anything runs: exit 2 naming the file and the
+/// missing tensor (or the architecture tfbench does not run), nothing written.
+/// Skips, saying so, without the files.
+#[test]
+fn a_vocabulary_only_file_is_refused_naming_what_is_missing() {
+    let data = std::env::var_os("TFBENCH_DATA_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".data"));
+    let dir = scratch("vocab-only");
+    let out = dir.join("out.json");
+    let out = out.to_str().expect("utf-8 path");
+    for name in ["llama-spm", "bert-bge", "gpt-2"] {
+        let f = data.join(format!("llama-vocab/ggml-vocab-{name}.gguf"));
+        if !f.exists() {
+            eprintln!("skipped: {} absent (bash scripts/fetch-test-data.sh)", f.display());
+            continue;
+        }
+        let f = f.to_str().expect("utf-8 path");
+        let r = tfbench(&["run", "--no-probe", "--model", f, "-o", out]);
+        let what = if name == "llama-spm" { "no tensor `token_embd.weight`" } else { "`" };
+        assert_usage_error(&r, &["--model", f, what]);
+        assert!(
+            r.stderr.contains("no tensor `") || r.stderr.contains("is not one tfbench runs"),
+            "{name}: {}",
+            r.stderr
+        );
+        assert!(!Path::new(out).exists(), "{name}: nothing is written");
+    }
+}

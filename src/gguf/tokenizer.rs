@@ -13,8 +13,12 @@
 //! As `llama-tokenize` does by default (`--parse-special`, what chat
 //! templates need), control tokens (type 3, `<|im_start|>`) written in the
 //! text become their ids, and user-defined tokens (type 4) are matched whole.
-//! No BOS/EOS is added. SentencePiece files (`tokenizer.ggml.model = llama`) are refused
-//! with the reason: their score-ordered merges are not built here yet.
+//! No BOS/EOS is added.
+//!
+//! `tokenizer.ggml.model = llama` (SentencePiece, [`spm`]) and `bert`
+//! (WordPiece, [`wpm`]) are llama.cpp's own algorithms written by hand, on
+//! the vocabulary as llama.cpp reads it ([`vocab`]); each module says why the
+//! `tokenizers` crate does not reproduce them.
 
 use super::{Header, Value};
 use anyhow::{Result, bail};
@@ -25,6 +29,13 @@ use tokenizers::pre_tokenizers::byte_level::ByteLevel;
 use tokenizers::pre_tokenizers::sequence::Sequence;
 use tokenizers::pre_tokenizers::split::{Split, SplitPattern};
 use tokenizers::{AddedToken, SplitDelimiterBehavior, Tokenizer};
+
+#[cfg(test)]
+mod llama_tests;
+pub mod spm;
+mod unicode;
+pub mod vocab;
+pub mod wpm;
 
 /// GPT-2's expression (llama.cpp omits its trailing `|\s+`).
 const GPT2: &str = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)";
@@ -88,25 +99,104 @@ fn strings<'a>(h: &'a Header, key: &str) -> Result<Vec<&'a str>> {
         .collect()
 }
 
+/// The algorithm behind a [`FileTokenizer`].
+enum Engine {
+    /// Byte-level BPE through the `tokenizers` crate.
+    Bpe(Box<Tokenizer>),
+    /// llama.cpp's SentencePiece.
+    Spm(Box<spm::Spm>),
+    /// llama.cpp's WordPiece.
+    Wpm(wpm::Wpm),
+}
+
 /// What [`from_header`] built, with what a report should say about it.
 pub struct FileTokenizer {
-    /// The pipeline.
-    pub tokenizer: Tokenizer,
-    /// `gpt2/smollm`: the model and pre-tokenizer names.
+    engine: Engine,
+    /// `gpt2/smollm`, `llama/spm`, `bert/wpm`: the model and pre-tokenizer names.
     pub kind: String,
     /// Vocabulary entries.
     pub vocab: usize,
 }
 
-/// The tokenizer described by `h`'s `tokenizer.ggml.*` keys, or an error
-/// naming the key and the supported values.
-pub fn from_header(h: &Header) -> Result<FileTokenizer> {
-    let model = h.get("tokenizer.ggml.model").and_then(Value::as_str).unwrap_or("(none)");
-    if model != "gpt2" {
-        bail!(
-            "tokenizer.ggml.model `{model}` is not one tfbench builds; supported: gpt2 (byte-level BPE; SentencePiece `llama` is not done yet)"
-        );
+impl FileTokenizer {
+    /// A `tokenizers` pipeline as it is (a Hugging Face directory's
+    /// `tokenizer.json`), encoding without added special tokens.
+    pub fn from_tokenizers(t: Tokenizer) -> Self {
+        let vocab = t.get_vocab_size(true);
+        Self { engine: Engine::Bpe(Box::new(t)), kind: "tokenizer.json".into(), vocab }
     }
+
+    /// `text`'s ids (no BOS/EOS added).
+    pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
+        match &self.engine {
+            Engine::Bpe(t) => Ok(tk(t.encode(text, false))?.get_ids().to_vec()),
+            Engine::Spm(t) => t.encode(text),
+            Engine::Wpm(t) => t.encode(text),
+        }
+    }
+
+    /// The text of `ids`.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        match &self.engine {
+            Engine::Bpe(t) => tk(t.decode(ids, false)),
+            Engine::Spm(t) => t.decode(ids),
+            Engine::Wpm(t) => t.decode(ids),
+        }
+    }
+
+    /// Whether decode gives every text back byte for byte. WordPiece does
+    /// not: it lowercases, drops accents and whitespace, and spells unknown
+    /// words `[UNK]`.
+    pub fn round_trips(&self) -> bool {
+        !matches!(self.engine, Engine::Wpm(_))
+    }
+}
+
+/// The tokenizer described by `h`'s `tokenizer.ggml.*` keys, parsing special
+/// tokens written in the text (what `llama-tokenize` does by default), or an
+/// error naming the key and the supported values.
+pub fn from_header(h: &Header) -> Result<FileTokenizer> {
+    from_header_with(h, true)
+}
+
+/// [`from_header`], with control tokens written in the text matched
+/// (`parse_special`, llama.cpp's flag of that name) or left as text.
+pub fn from_header_with(h: &Header, parse_special: bool) -> Result<FileTokenizer> {
+    let model = h.get("tokenizer.ggml.model").and_then(Value::as_str).unwrap_or("(none)");
+    match model {
+        "gpt2" => bpe(h, parse_special),
+        "llama" | "bert" => {
+            let tokens = strings(h, "tokenizer.ggml.tokens")?;
+            let v = vocab::LlamaVocab::from_header(h, &tokens)?;
+            let flag = |key: &str, default: bool| h.get(key).and_then(bool_of).unwrap_or(default);
+            let (engine, kind) = if model == "llama" {
+                // llama.cpp: SentencePiece adds the space prefix unless the file says not to.
+                let prefix = flag("tokenizer.ggml.add_space_prefix", true);
+                (Engine::Spm(Box::new(spm::Spm::new(v, prefix, parse_special))), "llama/spm")
+            } else {
+                let lower = flag("tokenizer.ggml.normalizer.lowercase", true);
+                let strip = flag("tokenizer.ggml.normalizer.strip_accents", lower);
+                let unk = v.special_id(h, "tokenizer.ggml.unknown_token_id")?;
+                (Engine::Wpm(wpm::Wpm::new(v, lower, strip, unk, parse_special)?), "bert/wpm")
+            };
+            Ok(FileTokenizer { engine, kind: kind.to_string(), vocab: tokens.len() })
+        }
+        _ => bail!(
+            "tokenizer.ggml.model `{model}` is not one tfbench builds; supported: gpt2 (byte-level BPE), llama (SentencePiece), bert (WordPiece)"
+        ),
+    }
+}
+
+fn bool_of(v: &Value) -> Option<bool> {
+    match v {
+        Value::Bool(b) => Some(*b),
+        _ => v.as_u64().map(|x| x != 0),
+    }
+}
+
+/// The `gpt2` byte-level BPE through the `tokenizers` crate.
+fn bpe(h: &Header, parse_special: bool) -> Result<FileTokenizer> {
+    let model = "gpt2";
     let pre_name = h.get("tokenizer.ggml.pre").and_then(Value::as_str).unwrap_or("default");
     let Some(pre) = PRE_TOKENIZERS.iter().find(|p| p.names.contains(&pre_name)) else {
         let all: Vec<&str> = PRE_TOKENIZERS.iter().flat_map(|p| p.names.iter().copied()).collect();
@@ -136,31 +226,28 @@ pub fn from_header(h: &Header) -> Result<FileTokenizer> {
     steps.push(ByteLevel::new(false, false, false).into());
     t.with_pre_tokenizer(Some(Sequence::new(steps)));
     t.with_decoder(Some(ByteLevelDecoder::default()));
-    if let Some(types) = h.get("tokenizer.ggml.token_type").and_then(Value::as_array) {
-        // Control (3) and user-defined (4) tokens: matched whole in the text
-        // before splitting, never byte-encoded.
-        let whole: Vec<AddedToken> = types
-            .iter()
-            .zip(&tokens)
-            .filter_map(|(ty, s)| match ty.as_u64() {
-                Some(3) => Some(AddedToken::from(s.to_string(), true)),
-                Some(4) => Some(AddedToken::from(s.to_string(), false).normalized(false)),
-                _ => None,
-            })
-            .collect();
-        tk(t.add_tokens(whole))?;
-    }
-    Ok(FileTokenizer { tokenizer: t, kind: format!("{model}/{pre_name}"), vocab: tokens.len() })
-}
-
-/// `text`'s ids (no special tokens added).
-pub fn encode(t: &Tokenizer, text: &str) -> Result<Vec<u32>> {
-    Ok(tk(t.encode(text, false))?.get_ids().to_vec())
-}
-
-/// The text of `ids`.
-pub fn decode(t: &Tokenizer, ids: &[u32]) -> Result<String> {
-    tk(t.decode(ids, false))
+    // Control and unknown tokens (when parsing special tokens) and
+    // user-defined ones: matched whole in the text before splitting, never
+    // byte-encoded. Types as llama.cpp sees them (`</s>` and the like are
+    // control tokens whatever the file says).
+    let types = vocab::token_types(h, &tokens)?;
+    let whole: Vec<AddedToken> = types
+        .iter()
+        .zip(&tokens)
+        .filter_map(|(&ty, s)| match ty {
+            vocab::ty::CONTROL | vocab::ty::UNKNOWN if parse_special => {
+                Some(AddedToken::from(s.to_string(), true))
+            }
+            vocab::ty::USER_DEFINED => Some(AddedToken::from(s.to_string(), false).normalized(false)),
+            _ => None,
+        })
+        .collect();
+    tk(t.add_tokens(whole))?;
+    Ok(FileTokenizer {
+        engine: Engine::Bpe(Box::new(t)),
+        kind: format!("{model}/{pre_name}"),
+        vocab: tokens.len(),
+    })
 }
 
 #[cfg(test)]
@@ -189,20 +276,19 @@ mod tests {
         let ft = from_header(&header(Some("gpt-2"), "gpt2")).unwrap();
         assert_eq!(ft.kind, "gpt2/gpt-2");
         // " ab" is one piece (` ?\p{L}+`), merged to Ġab; "12" one piece, no merge.
-        assert_eq!(encode(&ft.tokenizer, "ab ab12").unwrap(), vec![2, 4, 5, 6]);
-        assert_eq!(decode(&ft.tokenizer, &[2, 4, 5, 6]).unwrap(), "ab ab12");
+        assert_eq!(ft.encode("ab ab12").unwrap(), vec![2, 4, 5, 6]);
+        assert_eq!(ft.decode(&[2, 4, 5, 6]).unwrap(), "ab ab12");
         // smollm isolates every digit first: the same ids, other pieces.
         let sm = from_header(&header(Some("smollm"), "gpt2")).unwrap();
-        let enc = sm.tokenizer.encode("ab ab12", false).unwrap();
-        assert_eq!(enc.get_ids(), &[2, 4, 5, 6]);
+        assert_eq!(sm.encode("ab ab12").unwrap(), vec![2, 4, 5, 6]);
         // A missing pre key is llama.cpp's `default`.
         assert_eq!(from_header(&header(None, "gpt2")).unwrap().kind, "gpt2/default");
     }
 
     #[test]
     fn refuses_what_it_does_not_build_naming_the_key() {
-        let e = from_header(&header(Some("gpt-2"), "llama")).err().unwrap().to_string();
-        assert!(e.contains("tokenizer.ggml.model `llama`") && e.contains("supported: gpt2"), "{e}");
+        let e = from_header(&header(Some("gpt-2"), "rwkv")).err().unwrap().to_string();
+        assert!(e.contains("tokenizer.ggml.model `rwkv`") && e.contains("supported: gpt2"), "{e}");
         let e = from_header(&header(Some("klingon"), "gpt2")).err().unwrap().to_string();
         assert!(e.contains("tokenizer.ggml.pre `klingon`") && e.contains("smollm"), "{e}");
         let mut h = header(Some("gpt-2"), "gpt2");

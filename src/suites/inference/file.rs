@@ -289,7 +289,7 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
 pub(super) fn prompt(file: &GgufFile, info: &FileInfo, n: usize) -> Result<(Vec<u32>, String)> {
     let (prompt, note) = match crate::gguf::tokenizer::from_header(&file.header) {
         Ok(t) => (
-            super::filetok::prompt_ids(&t.tokenizer, n)?,
+            super::filetok::prompt_ids(&t, n)?,
             format!("prompt: Genesis 1-3 (KJV) through the file's {} tokenizer", t.kind),
         ),
         Err(e) => {

@@ -55,7 +55,7 @@ impl Source {
         };
         let (ids, note) = match d.tokenizer() {
             Ok(t) => (
-                super::filetok::prompt_ids(&t, n)?,
+                super::filetok::prompt_ids(&crate::gguf::tokenizer::FileTokenizer::from_tokenizers(t), n)?,
                 "prompt: Genesis 1-3 (KJV) through its tokenizer.json".into(),
             ),
             Err(e) => {
