@@ -44,23 +44,9 @@ pub fn dot_rows(rows: &[Q4Row; ROWS], a: &Q8Acts, out: &mut [f32; ROWS]) -> bool
 #[cfg(target_arch = "x86_64")]
 mod vnni512 {
     use super::{Q4Row, Q8Acts, ROWS};
+    use crate::kernels::quant::w4a8::vnni512::QUAD_IDX;
     use half::f16;
     use std::arch::x86_64::*;
-
-    /// Lane -> block index: lanes `4i..4i+4` of quad `q` belong to block `4q + i`.
-    const QUAD_IDX: [[i32; 16]; 4] = {
-        let mut t = [[0i32; 16]; 4];
-        let mut q = 0;
-        while q < 4 {
-            let mut l = 0;
-            while l < 16 {
-                t[q][l] = (4 * q + l / 4) as i32;
-                l += 1;
-            }
-            q += 1;
-        }
-        t
-    };
 
     fn parts<'a>(r: &Q4Row<'a>) -> (&'a [f16], Option<&'a [f16]>, &'a [u8]) {
         match *r {

@@ -132,28 +132,36 @@ fn model(cfg: &ModelConfig, tokens: Linear, blocks: Vec<Block>) -> Model {
     }
 }
 
+/// The blocks gpt2 and bert share (biased Q/K/V, output and two-matrix FFN,
+/// two LayerNorms), which differ only in their norms' names (`norms`: the
+/// first and second, whichever side of the sub-layer they sit on).
+fn biased_blocks(l: &Loader, cfg: &ModelConfig, norms: [&str; 2]) -> Result<Vec<Block>> {
+    let (h, f) = (cfg.hidden, cfg.ffn);
+    (0..cfg.layers)
+        .map(|i| {
+            let p = |s: &str| format!("blk.{i}.{s}");
+            let [q, k, v] = l.qkv(i, cfg)?;
+            Ok(Block {
+                q,
+                k,
+                v,
+                o: l.biased(&p("attn_output"), h, h)?,
+                gate: None,
+                up: l.biased(&p("ffn_up"), f, h)?,
+                down: l.biased(&p("ffn_down"), h, f)?,
+                n1: l.layer_norm(&p(norms[0]), h)?,
+                n2: l.layer_norm(&p(norms[1]), h)?,
+            })
+        })
+        .collect()
+}
+
 /// A `gpt2` GGUF model: pre-norm LayerNorm blocks, learned positions,
 /// tanh-GELU FFN, tied or untied output.
 pub(super) fn gpt2(l: &Loader, cfg: &ModelConfig) -> Result<Model> {
-    let (h, f, v) = (cfg.hidden, cfg.ffn, cfg.vocab);
+    let (h, v) = (cfg.hidden, cfg.vocab);
     let tokens = l.linear("token_embd.weight", v, h, None)?;
-    let mut blocks = Vec::with_capacity(cfg.layers);
-    for i in 0..cfg.layers {
-        let p = |s: &str| format!("blk.{i}.{s}");
-        let [q, k, vv] = l.qkv(i, cfg)?;
-        blocks.push(Block {
-            q,
-            k,
-            v: vv,
-            o: l.biased(&p("attn_output"), h, h)?,
-            gate: None,
-            up: l.biased(&p("ffn_up"), f, h)?,
-            down: l.biased(&p("ffn_down"), h, f)?,
-            n1: l.layer_norm(&p("attn_norm"), h)?,
-            n2: l.layer_norm(&p("ffn_norm"), h)?,
-        });
-    }
-    let mut m = model(cfg, tokens, blocks);
+    let mut m = model(cfg, tokens, biased_blocks(l, cfg, ["attn_norm", "ffn_norm"])?);
     m.positions = Some(l.table("position_embd.weight", cfg.max_positions, h)?);
     m.final_norm = Some(l.layer_norm("output_norm", h)?);
     if l.has("output.weight") {
@@ -164,25 +172,9 @@ pub(super) fn gpt2(l: &Loader, cfg: &ModelConfig) -> Result<Model> {
 
 /// A `bert` GGUF model: post-norm encoder, erf-GELU FFN, no pooler.
 pub(super) fn bert(l: &Loader, cfg: &ModelConfig) -> Result<Model> {
-    let (h, f, v) = (cfg.hidden, cfg.ffn, cfg.vocab);
+    let (h, v) = (cfg.hidden, cfg.vocab);
     let tokens = l.linear("token_embd.weight", v, h, None)?;
-    let mut blocks = Vec::with_capacity(cfg.layers);
-    for i in 0..cfg.layers {
-        let p = |s: &str| format!("blk.{i}.{s}");
-        let [q, k, vv] = l.qkv(i, cfg)?;
-        blocks.push(Block {
-            q,
-            k,
-            v: vv,
-            o: l.biased(&p("attn_output"), h, h)?,
-            gate: None,
-            up: l.biased(&p("ffn_up"), f, h)?,
-            down: l.biased(&p("ffn_down"), h, f)?,
-            n1: l.layer_norm(&p("attn_output_norm"), h)?,
-            n2: l.layer_norm(&p("layer_output_norm"), h)?,
-        });
-    }
-    let mut m = model(cfg, tokens, blocks);
+    let mut m = model(cfg, tokens, biased_blocks(l, cfg, ["attn_output_norm", "layer_output_norm"])?);
     m.positions = Some(l.table("position_embd.weight", cfg.max_positions, h)?);
     if cfg.type_vocab > 0 {
         m.types = Some(l.table("token_types.weight", cfg.type_vocab, h)?);
