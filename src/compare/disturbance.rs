@@ -16,7 +16,9 @@
 //! [`MIN_TAKEN_NS`], the counters' resolution). A comparison sets a
 //! disturbed round aside when the same side has an undisturbed round of
 //! that case to judge on; when it has none, the case is still compared but
-//! cannot be called regressed or improved (inconclusive, with the reason).
+//! cannot be called regressed or improved (inconclusive, with the reason)
+//! unless the change is larger than the disturbance could explain
+//! ([`explainable_factor`]).
 //! Results without load figures (older ones, other platforms) set nothing
 //! aside.
 
@@ -28,6 +30,16 @@ use std::collections::HashMap;
 /// take well under 1%; a compiler or another benchmark on the other core
 /// takes most of one.
 pub const DISTURBED_SHARE: f64 = 0.10;
+
+/// How much slower (or faster) other work taking `worst` of a core can make
+/// a case: `1 + 3 * worst`. A two-thread case waits for its slower half, and
+/// the A/A runs of docs/verdicts.md saw up to 3.6x with about one core
+/// taken; a change whose whole interval lies beyond this factor is not the
+/// disturbance's doing, and is still called (a 10x slowdown measured while
+/// a compiler ran is still a 10x slowdown).
+pub fn explainable_factor(worst: f64) -> f64 {
+    1.0 + 3.0 * worst.max(0.0)
+}
 
 /// Below this much taken time nothing is called disturbed: the kernel
 /// counts in 10 ms ticks, so a reading is good to about two of them.

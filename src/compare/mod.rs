@@ -385,8 +385,14 @@ pub fn compare_sets(
                 )
             };
             let disturbed = describe_disturbance(&c.aside);
+            // Unjudgeable on disturbed rounds alone, unless the whole
+            // interval lies beyond what the disturbance could explain.
+            let worst = c.aside.iter().map(|a| a.worst).fold(0.0, f64::max);
+            let explained = disturbance::explainable_factor(worst);
+            let beyond = ratio.lower > explained || ratio.upper < 1.0 / explained;
             if c.aside.iter().any(|a| a.all_disturbed)
                 && matches!(verdict, Verdict::Regressed | Verdict::Improved)
+                && !beyond
             {
                 verdict = Verdict::Inconclusive;
             }
@@ -419,7 +425,7 @@ pub fn compare_sets(
         let unjudged =
             changes.iter().filter(|c| c.disturbed.as_deref().is_some_and(|d| d.contains("every"))).count();
         notes.push(format!(
-            "{set_aside} case(s) had rounds measured while the machine was disturbed (other work took more than {:.0}% of a core from the run meanwhile): those rounds were set aside where a clean round remained; {unjudged} case(s) had no clean round on a side and are not called changed",
+            "{set_aside} case(s) had rounds measured while the machine was disturbed (other work took more than {:.0}% of a core from the run meanwhile): those rounds were set aside where a clean round remained; {unjudged} case(s) had no clean round on a side and are not called changed unless the change is beyond what the disturbance could explain (1 + 3 x the share of a core taken)",
             disturbance::DISTURBED_SHARE * 100.0
         ));
     }

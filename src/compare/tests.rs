@@ -553,7 +553,8 @@ fn rounds_run_while_another_process_held_a_core_are_set_aside() {
     slow(&mut new.cases[3], &[2, 3], 3.0);
     slow(&mut new.cases[7], &[0, 1, 2, 3], 3.0);
     slow(&mut new.cases[5], &[0, 1, 2, 3], 1.3);
-    let disturbed = |i: usize, r: u32| (i == 3 && r >= 2) || i == 7;
+    slow(&mut new.cases[9], &[0, 1, 2, 3], 10.0); // c09: 10x, all disturbed: beyond what 0.7 core explains
+    let disturbed = |i: usize, r: u32| (i == 3 && r >= 2) || i == 7 || i == 9;
     new.load = (0..4u32)
         .flat_map(|r| (0..names.len()).map(move |i| (r, i)))
         .map(|(r, i)| LoadSample {
@@ -589,6 +590,7 @@ fn rounds_run_while_another_process_held_a_core_are_set_aside() {
     assert!(
         !c07.beyond_limit && c07.disturbed.as_deref().is_some_and(|d| d.contains("every candidate round"))
     );
+    assert_eq!(called(&c, "synthetic/c09").verdict, Verdict::Regressed, "x10 > 1 + 3 x 0.7: still called");
     let c05 = called(&c, "synthetic/c05");
     assert_eq!(c05.verdict, Verdict::Regressed, "a real change on a quiet machine is still caught");
     assert!(c05.disturbed.is_none());
