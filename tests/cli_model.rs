@@ -80,8 +80,11 @@ fn arch_data() -> Option<PathBuf> {
 /// Runs `load`, `pp16` and `tg8` on one model through `--model`, as JSON.
 fn run_model(path: &Path) -> serde_json::Value {
     let dir = scratch("model-arch");
-    let cfg =
-        write(&dir, "g.toml", "[suites.inference.benchmarks.gguf]\ntest = [\"load\", \"pp16\", \"tg8\"]\n");
+    let cfg = write(
+        &dir,
+        "g.toml",
+        "[suites.inference.benchmarks.gguf]\ntest = [\"load\", \"pp16\", \"tg8\", \"tokenize\"]\n",
+    );
     let p = path.to_str().unwrap();
     let r = tfbench(&[
         "run",
@@ -115,7 +118,7 @@ fn gpt2_bert_and_hugging_face_models_run_verified_through_model() {
     for (rel, encoder, name) in models {
         let v = run_model(&arch.join(rel));
         let cases = v["cases"].as_array().unwrap();
-        assert_eq!(cases.len(), 3, "{rel}");
+        assert_eq!(cases.len(), 4, "{rel}");
         for c in cases {
             let (id, test) = (c["id"].as_str().unwrap(), c["params"]["test"].as_str().unwrap());
             // The id names the model and its type, so two files' baselines never mix.
@@ -125,7 +128,21 @@ fn gpt2_bert_and_hugging_face_models_run_verified_through_model() {
                 assert!(c["status"]["reason"].as_str().unwrap().contains("is an encoder"), "{id}");
                 continue;
             }
+            // gpt2-tiny's file carries no tokenizer and a directory's
+            // tokenizer.json is not timed: nothing to tokenize, said so.
+            if test == "tokenize" && !encoder {
+                assert_eq!(c["status"]["state"], "skipped", "{id}");
+                let why = c["status"]["reason"].as_str().unwrap();
+                assert!(
+                    why.contains("tokenizer.ggml.model is `none`") || why.contains("tokenizer.json"),
+                    "{why}"
+                );
+                continue;
+            }
             assert_eq!(c["status"]["state"], "ok", "{id}: {}", c["status"]);
+            if test == "tokenize" {
+                continue; // MiniLM's WordPiece, checked against llama.cpp's ids in filetok's tests
+            }
             let reference = c["verification"]["reference"].as_str().unwrap();
             assert!(reference.contains("f64"), "{id}: {reference}");
             assert!(metric(c, "params").unwrap() > 0.0, "{id}");

@@ -152,6 +152,16 @@ impl FileTokenizer {
     }
 }
 
+/// The `tokenizer.ggml.model` values tfbench builds a tokenizer for.
+pub const MODELS: &[&str] = &["gpt2", "llama", "bert"];
+
+/// `h`'s `tokenizer.ggml.model` (`(none)` when absent), and whether it is
+/// one of [`MODELS`]: a file without one is not an error, it has nothing to time.
+pub fn model_of(h: &Header) -> (&str, bool) {
+    let m = h.get("tokenizer.ggml.model").and_then(Value::as_str).unwrap_or("(none)");
+    (m, MODELS.contains(&m))
+}
+
 /// The tokenizer described by `h`'s `tokenizer.ggml.*` keys, parsing special
 /// tokens written in the text (what `llama-tokenize` does by default), or an
 /// error naming the key and the supported values.

@@ -239,6 +239,12 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
                 "tokenize runs on a GGUF file's own tokenizer; a Hugging Face directory's tokenizer.json is used for the prompts only",
             ));
         };
+        if let (m, false) = crate::gguf::tokenizer::model_of(&file.header) {
+            return Err(crate::suites::skip(format!(
+                "the file's tokenizer.ggml.model is `{m}`: tfbench builds {} (prompts use seeded ids)",
+                crate::gguf::tokenizer::MODELS.join(", ")
+            )));
+        }
         return super::filetok::prepare(&file.header)
             .map_err(|e| anyhow::anyhow!("model file {}: {e:#}", path.display()));
     }
@@ -387,18 +393,27 @@ impl Workload for FileCase {
 
     fn metrics(&mut self) -> Vec<Metric> {
         let mut m = Self::model_metrics(&self.info, self.load_ns);
-        let mut s = self.steps.clone();
-        s.sort_by(f64::total_cmp);
-        if !s.is_empty() {
-            let what = if self.test.lengths().1 > 0 { "tpot" } else { "per_prompt_token" };
-            for q in [50.0, 90.0, 99.0] {
-                m.push(Metric::new(format!("{what}_p{q}_ns"), super::percentile(&s, q), "ns"));
-            }
-            m.push(Metric::new("tokens_per_s_at_p50", 1e9 / super::percentile(&s, 50.0), "tokens/s"));
+        let what = if self.test.lengths().1 > 0 { "tpot" } else { "per_prompt_token" };
+        if let Some(p50) = step_percentiles(what, &self.steps, &mut m) {
+            m.push(Metric::new("tokens_per_s_at_p50", 1e9 / p50, "tokens/s"));
         }
         m.extend(self.extra.iter().cloned());
         m
     }
+}
+
+/// `{what}_p50/p90/p99_ns` of the recorded per-token `steps` pushed onto
+/// `m`; returns the median (`None`, pushing nothing, when none were recorded).
+pub(super) fn step_percentiles(what: &str, steps: &[f64], m: &mut Vec<Metric>) -> Option<f64> {
+    if steps.is_empty() {
+        return None;
+    }
+    let mut s = steps.to_vec();
+    s.sort_by(f64::total_cmp);
+    for q in [50.0, 90.0, 99.0] {
+        m.push(Metric::new(format!("{what}_p{q}_ns"), super::percentile(&s, q), "ns"));
+    }
+    Some(super::percentile(&s, 50.0))
 }
 
 #[cfg(test)]

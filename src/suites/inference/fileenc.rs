@@ -154,13 +154,7 @@ impl Workload for EncoderCase {
 
     fn metrics(&mut self) -> Vec<Metric> {
         let mut m = FileCase::model_metrics(&self.info, self.load_ns);
-        let mut s = self.steps.clone();
-        s.sort_by(f64::total_cmp);
-        if !s.is_empty() {
-            for q in [50.0, 90.0, 99.0] {
-                m.push(Metric::new(format!("per_prompt_token_p{q}_ns"), super::percentile(&s, q), "ns"));
-            }
-        }
+        super::file::step_percentiles("per_prompt_token", &self.steps, &mut m);
         m.extend(self.extra.iter().cloned());
         m
     }

@@ -293,19 +293,9 @@ pub fn load(file: &GgufFile, info: &FileInfo, positions: usize) -> Result<Model>
         None => None,
     };
     let rope = Some(Rope::new(positions.clamp(1, cfg.max_positions), hd, cfg.rope_theta));
-    Ok(Model {
-        cfg: cfg.clone(),
-        dtype: DType::F32,
-        tokens,
-        positions: None,
-        types: None,
-        emb_norm: None,
-        blocks,
-        final_norm,
-        lm_head,
-        pooler: None,
-        rope,
-    })
+    let mut m = super::gguf_arch::model(cfg, tokens, blocks);
+    (m.final_norm, m.lm_head, m.rope) = (final_norm, lm_head, rope);
+    Ok(m)
 }
 
 #[cfg(test)]

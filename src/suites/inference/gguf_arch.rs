@@ -116,7 +116,9 @@ pub(super) fn required(cfg: &ModelConfig, has: impl Fn(&str) -> bool) -> Vec<Str
     out
 }
 
-fn model(cfg: &ModelConfig, tokens: Linear, blocks: Vec<Block>) -> Model {
+/// A GGUF model's common frame: f32 activations, the token table and the
+/// blocks, every optional part empty for the architecture to fill in.
+pub(super) fn model(cfg: &ModelConfig, tokens: Linear, blocks: Vec<Block>) -> Model {
     Model {
         cfg: cfg.clone(),
         dtype: DType::F32,
