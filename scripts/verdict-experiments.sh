@@ -10,7 +10,10 @@
 # TIMING (extra run options, e.g. '--measurement-time 0.5 --warm-up-time 0.2'
 # to shorten every case; empty: configs/ci.toml as it is), PHASE (all, or
 # stored / paired to run one half: the halves share OUT_DIR, and each prints
-# its own rows of the table).
+# its own rows of the table; interleaved: per round one timed ci.toml run,
+# then one paired run each at 0%, +10% and +5%, so that a window of the host
+# that changes mid-experiment touches every kind alike and the cost ratio
+# compares runs of the same minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/verdict-experiments}
@@ -102,11 +105,46 @@ cat <<TXT
 TXT
 }
 
+interleaved_phase() {
+log "interleaved: $PAIRED rounds of (one ci.toml run, A/A, +10%, +5%)"
+local run_wall=0 ab_wall=0 aa_fail=0 p10_all=0 p10_cases=0 p5_all=0 p5_cases=0
+for i in $(seq 1 "$PAIRED"); do
+  local t=$(date +%s)
+  "${run[@]}" --save-baseline "cost$i" >/dev/null
+  run_wall=$((run_wall + $(date +%s) - t))
+  for kind in aa p10 p5; do
+    local env=() factor=""
+    [ "$kind" = p10 ] && factor=1.10
+    [ "$kind" = p5 ] && factor=1.05
+    [ -n "$factor" ] && env=(--head-env "TFBENCH_INJECT_SLOWDOWN=$INJECT=$factor")
+    t=$(date +%s)
+    local rc=0
+    "$B" ab --base "$B" --head "$B" --config configs/ci.toml --suite tensor "${timing[@]}" "${env[@]}" \
+      --fail-on-regression --format json -o "$out/ab-$kind-$i.json" -q "$SELECT" >/dev/null 2>>"$out/ab.log" || rc=$?
+    local n
+    n=$(python3 -c 'import json,re,sys; c=json.load(open(sys.argv[1]))["changes"]; r=re.compile(sys.argv[2]); print(sum(1 for x in c if r.search(x["id"]) and x["verdict"]=="regressed"))' "$out/ab-$kind-$i.json" "$INJECT")
+    case $kind in
+      aa) ab_wall=$((ab_wall + $(date +%s) - t)); [ "$rc" = 0 ] || aa_fail=$((aa_fail + 1)) ;;
+      p10) p10_cases=$((p10_cases + n)); [ "$n" = 5 ] && p10_all=$((p10_all + 1)) ;;
+      p5) p5_cases=$((p5_cases + n)); [ "$n" = 5 ] && p5_all=$((p5_all + 1)) ;;
+    esac
+    log "round $i $kind: exit $rc, $n of 5 injected cases regressed"
+  done
+done
+cat <<TXT
+| A/A paired, $PAIRED runs: 0 gate failures | $aa_fail failures |
+| +10% on 5 cases, paired: all 5 flagged in >= 9 of 10 | $p10_all of $PAIRED ($p10_cases of $((5 * PAIRED)) case verdicts) |
+| +5% on 5 cases, paired: all 5 flagged in >= 7 of 10 | $p5_all of $PAIRED ($p5_cases of $((5 * PAIRED)) case verdicts) |
+| cost: paired run <= 2.2x one ci.toml run | $((ab_wall / PAIRED))s vs $((run_wall / PAIRED))s ($(python3 -c "print(f'{$ab_wall/max($run_wall,1):.2f}x')")) |
+TXT
+}
+
 echo "| goal | measured |"
 echo "| --- | --- |"
 case "$PHASE" in
   stored) stored_phase ;;
   paired) paired_phase ;;
+  interleaved) interleaved_phase ;;
   all) stored_phase; paired_phase ;;
-  *) echo "PHASE must be all, stored or paired" >&2; exit 2 ;;
+  *) echo "PHASE must be all, stored, paired or interleaved" >&2; exit 2 ;;
 esac

@@ -32,6 +32,7 @@ use super::kquant::{Q4KTensor, QK_K};
 use super::q6k::Q6KTensor;
 use super::ternary::{self, TernaryMatrix};
 use super::w4a8::{self, ActLayout, Q4Row, Q8Acts};
+use super::lanes::{self, LaneCodes};
 use super::w4a8_rows;
 use crate::kernels::{Layout, SendPtr, matmul};
 use anyhow::{Result, bail};
@@ -85,6 +86,10 @@ pub struct QMatrix {
     store: Store,
     /// Whether decode quantizes activations to int8 (W4A8, W6A8, W8A8).
     act8: bool,
+    /// The decode-layout copy of a Q8_0 / Q4_0 / Q4_1 matrix's codes
+    /// ([`lanes`](super::lanes)), made on the first one-token call on a CPU
+    /// with VNNI, so prefill-only use and other CPUs never hold it.
+    lanes: std::sync::OnceLock<LaneCodes>,
 }
 
 impl QMatrix {
@@ -132,7 +137,7 @@ impl QMatrix {
             }
         };
         let act8 = act8_format(format);
-        Ok(Self { rows, cols, format, store, act8 })
+        Ok(Self { rows, cols, format, store, act8, lanes: Default::default() })
     }
 
     /// The same matrix with block-format decode on f32 activations: exactly the
@@ -329,8 +334,17 @@ impl QMatrix {
     /// row (W4A8, Q6_K's W6A8, Q8_0's W8A8).
     fn w4a8_matmul(&self, x: &[f32], m: usize, y: &mut [f32], simd: bool) {
         let (k, n) = (self.cols, self.rows);
-        let a = Q8Acts::new(x, m, k, self.act_layout());
         let vnni = simd && Int8Path::Avx512Vnni.available() && super::has_avx512();
+        // One token through Q8_0 / Q4_0 / Q4_1: the decode layout, copied
+        // from the codes on the first such call.
+        if m == 1
+            && vnni
+            && let Store::Block(t) = &self.store
+            && t.rows >= lanes::ROWS
+        {
+            return lanes::matvec(self.lanes.get_or_init(|| LaneCodes::pack(t)), t, x, y);
+        }
+        let a = Q8Acts::new(x, m, k, self.act_layout());
         let out = SendPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         // One token through Q4_0 / Q4_1 on VNNI: four rows per kernel call,

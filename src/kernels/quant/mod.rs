@@ -37,6 +37,7 @@ pub mod int8;
 pub mod kquant;
 pub mod linear;
 pub mod q6k;
+pub mod lanes;
 pub mod ternary;
 pub mod w4a8;
 pub mod w4a8_rows;

@@ -95,7 +95,7 @@ impl QMatrix {
             f => bail!("{} has no ggml layout", f.name()),
         };
         let act8 = act8_format(format);
-        Ok(Self { rows, cols, format, store, act8 })
+        Ok(Self { rows, cols, format, store, act8, lanes: Default::default() })
     }
 
     /// The matrix back in ggml's byte layout (tests round-trip through it).
