@@ -153,20 +153,36 @@ impl LaneActs {
 /// Rows per call of the VNNI kernel.
 pub const ROWS: usize = 4;
 
-/// `y = W x^` for one token `x` on the current rayon pool, with VNNI (the
-/// caller checked AVX-512 F/BW/VL, VNNI, F16C and FMA): `codes` is `t`'s
-/// decode copy, `t` has at least [`ROWS`] rows.
-pub fn matvec(codes: &LaneCodes, t: &BlockTensor, x: &[f32], y: &mut [f32]) {
+/// One matrix of a [`matvec_many`] call: its decode copy, its scales, its output.
+pub type Part<'a> = (&'a LaneCodes, &'a BlockTensor, &'a mut [f32]);
+
+/// `y_i = W_i x^` for one token `x` and every matrix `i` of `parts` (each
+/// `(codes, t, y_i)`: `codes` is `t`'s decode copy, `t` has `x.len()`
+/// columns and at least [`ROWS`] rows), with VNNI (the caller checked AVX-512
+/// F/BW/VL, VNNI, F16C and FMA). `x` is quantized once and all rows share
+/// one parallel loop on the current rayon pool: a layer's query, key and
+/// value projections (or gate and up) cost one hand-off to the pool, not
+/// three.
+pub fn matvec_many(parts: &mut [Part], x: &[f32]) {
     use rayon::prelude::*;
-    let n = t.rows;
-    assert!(n >= ROWS && x.len() == t.cols && y.len() == n, "lanes::matvec: shapes do not match");
+    for (codes, t, y) in parts.iter() {
+        assert!(
+            t.rows >= ROWS && x.len() == t.cols && y.len() == t.rows && codes.nb * QK == t.cols,
+            "lanes::matvec_many: shapes do not match"
+        );
+    }
     let a = LaneActs::new(x);
     // 16 rows per task, as the other decode paths.
     const TASK: usize = 16;
-    y.par_chunks_mut(TASK).enumerate().for_each(|(b, ys)| {
-        let r0 = b * TASK;
+    let mut tasks: Vec<(&LaneCodes, &BlockTensor, usize, &mut [f32])> = Vec::new();
+    for (codes, t, y) in parts.iter_mut() {
+        let (codes, t) = (*codes, *t);
+        tasks.extend(y.chunks_mut(TASK).enumerate().map(|(b, ys)| (codes, t, b * TASK, ys)));
+    }
+    tasks.into_par_iter().for_each(|(codes, t, r0, ys)| {
+        let (n, end) = (t.rows, r0 + ys.len());
         let mut r = r0;
-        while r < r0 + ys.len() {
+        while r < end {
             // A matrix whose rows are not a multiple of 4 ends with a call
             // that starts early and recomputes rows already written.
             let start = r.min(n - ROWS);
@@ -174,7 +190,7 @@ pub fn matvec(codes: &LaneCodes, t: &BlockTensor, x: &[f32], y: &mut [f32]) {
             dot_rows(codes, t, start, &a, true, &mut o);
             for (i, &v) in o.iter().enumerate() {
                 let row = start + i;
-                if row >= r && row < r0 + ys.len() {
+                if row >= r && row < end {
                     ys[row - r0] = v;
                 }
             }
@@ -310,8 +326,12 @@ mod vnni512 {
                     _mm512_maskz_loadu_epi32(lanes, a.sum.as_ptr().add(b0)),
                 )
             };
-            let sc: [__m512; ROWS] =
-                std::array::from_fn(|i| _mm512_mul_ps(unsafe { halfs(lanes, scales[i].add(b0)) }, ad));
+            // Loops, not `array::from_fn`: a closure does not inherit the
+            // target features, so the intrinsics in it would not inline.
+            let mut sc = [_mm512_setzero_ps(); ROWS];
+            for i in 0..ROWS {
+                sc[i] = _mm512_mul_ps(unsafe { halfs(lanes, scales[i].add(b0)) }, ad);
+            }
             for c in 0..(QK * r).div_ceil(64) {
                 let m = first(QK * r - 64 * c);
                 let idx = unsafe { tail_idx(a, c) };
@@ -395,8 +415,10 @@ mod vnni512 {
                     _mm512_maskz_loadu_epi32(lanes, a.sum.as_ptr().add(b0)),
                 )
             };
-            let sc: [__m512; ROWS] =
-                std::array::from_fn(|i| _mm512_mul_ps(unsafe { halfs(lanes, t.scales.as_ptr().add(at(i) + b0)) }, ad));
+            let mut sc = [_mm512_setzero_ps(); ROWS];
+            for i in 0..ROWS {
+                sc[i] = _mm512_mul_ps(unsafe { halfs(lanes, t.scales.as_ptr().add(at(i) + b0)) }, ad);
+            }
             // Low nibbles pair with quads 0-3 (the tail's first 16r
             // activation bytes), high ones with quads 4-7 (the next 16r).
             for c in 0..(16 * r).div_ceil(64) {

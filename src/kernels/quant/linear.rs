@@ -342,7 +342,7 @@ impl QMatrix {
             && let Store::Block(t) = &self.store
             && t.rows >= lanes::ROWS
         {
-            return lanes::matvec(self.lanes.get_or_init(|| LaneCodes::pack(t)), t, x, y);
+            return lanes::matvec_many(&mut [(self.lane_codes(t), t, y)], x);
         }
         let a = Q8Acts::new(x, m, k, self.act_layout());
         let out = SendPtr(y.as_mut_ptr());
@@ -387,6 +387,39 @@ impl QMatrix {
                 }
             }
         });
+    }
+
+    /// `y_i = x W_i^T` for matrices sharing one input `x` of `m` tokens (a
+    /// layer's query, key and value projections): one token of Q8_0 / Q4_0 /
+    /// Q4_1 on VNNI quantizes `x` once and runs every matrix's rows in one
+    /// parallel loop; anything else is one [`matmul`](Self::matmul) each.
+    pub fn matmul_many(parts: &mut [(&QMatrix, &mut [f32])], x: &[f32], m: usize) {
+        let lanes_ok = m == 1
+            && Int8Path::Avx512Vnni.available()
+            && super::has_avx512()
+            && parts.iter().all(|(q, y)| {
+                q.act8 && q.rows >= lanes::ROWS && x.len() == q.cols && y.len() == q.rows
+                    && matches!(q.store, Store::Block(_))
+            });
+        if !lanes_ok {
+            for (q, y) in parts.iter_mut() {
+                q.matmul(x, m, y);
+            }
+            return;
+        }
+        let mut lp: Vec<lanes::Part> = parts
+            .iter_mut()
+            .filter_map(|(q, y)| match &q.store {
+                Store::Block(t) => Some((q.lane_codes(t), t, &mut **y)),
+                _ => None,
+            })
+            .collect();
+        lanes::matvec_many(&mut lp, x);
+    }
+
+    /// The decode copy of block tensor `t` (this matrix's store), made once.
+    fn lane_codes(&self, t: &BlockTensor) -> &LaneCodes {
+        self.lanes.get_or_init(|| LaneCodes::pack(t))
     }
 
     /// Row `r` of a 4-bit matrix as the W4A8 kernels take it.

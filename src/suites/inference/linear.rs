@@ -261,6 +261,40 @@ impl Linear {
         }
     }
 
+    /// [`forward`](Self::forward) for layers sharing one input `x` (a
+    /// block's query, key and value projections; gate and up): quantized
+    /// layers go through [`QMatrix::matmul_many`], which runs one token's
+    /// products in a single parallel loop on one quantization of `x`.
+    pub fn forward_many(
+        threads: usize,
+        x: &[f32],
+        m: usize,
+        outs: &mut [(&Linear, &mut [f32])],
+        scratch: &mut LinearScratch,
+    ) {
+        if !outs.iter().all(|(l, _)| matches!(l.w, Weights::Quant(_))) {
+            for (l, y) in outs.iter_mut() {
+                l.forward(threads, x, m, y, scratch);
+            }
+            return;
+        }
+        let mut parts: Vec<(&QMatrix, &mut [f32])> = outs
+            .iter_mut()
+            .filter_map(|(l, y)| match &l.w {
+                Weights::Quant(q) => Some((q, &mut **y)),
+                _ => None,
+            })
+            .collect();
+        QMatrix::matmul_many(&mut parts, x, m);
+        for (l, y) in outs.iter_mut() {
+            if let Some(b) = &l.bias {
+                for row in y.chunks_mut(l.out) {
+                    row.iter_mut().zip(b).for_each(|(v, &bb)| *v += bb);
+                }
+            }
+        }
+    }
+
     /// `y[m x out] += x[m x in] W^T (+ b)`: a residual connection. Packed
     /// weights add straight into `y` from the kernel's store; other kinds go
     /// through `tmp` (`m x out`) and one more pass.

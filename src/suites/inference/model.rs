@@ -310,9 +310,12 @@ impl Model {
         for (l, blk) in self.blocks.iter().enumerate() {
             norm(&blk.n1, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
             let xn = &ws.xn[..rows * h];
-            blk.q.forward(t, xn, rows, &mut ws.q[..rows * h], &mut ws.lin);
-            blk.k.forward(t, xn, rows, &mut ws.k[..rows * kvd], &mut ws.lin);
-            blk.v.forward(t, xn, rows, &mut ws.v[..rows * kvd], &mut ws.lin);
+            let qkv: &mut [(&Linear, &mut [f32])] = &mut [
+                (&blk.q, &mut ws.q[..rows * h]),
+                (&blk.k, &mut ws.k[..rows * kvd]),
+                (&blk.v, &mut ws.v[..rows * kvd]),
+            ];
+            Linear::forward_many(t, xn, rows, qkv, &mut ws.lin);
             if let Some(rope) = &self.rope {
                 rope.apply(&mut ws.q[..rows * h], h, |r| past + r % n);
                 rope.apply(&mut ws.k[..rows * kvd], kvd, |r| past + r % n);
@@ -333,8 +336,9 @@ impl Model {
             let xn = &ws.xn[..rows * h];
             match &blk.gate {
                 Some(g) => {
-                    blk.up.forward(t, xn, rows, &mut ws.f2[..rows * f], &mut ws.lin);
-                    g.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
+                    let gate_up: &mut [(&Linear, &mut [f32])] =
+                        &mut [(&blk.up, &mut ws.f2[..rows * f]), (g, &mut ws.f1[..rows * f])];
+                    Linear::forward_many(t, xn, rows, gate_up, &mut ws.lin);
                     ops::swiglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
                 }
                 None => {
