@@ -289,6 +289,7 @@ mod vnni512 {
         let scales: [*const f16; ROWS] = std::array::from_fn(|i| unsafe { t.scales.as_ptr().add((r0 + i) * nb) });
         let mut f = [_mm512_setzero_ps(); ROWS];
         let full = nb / GROUP;
+        let ahead = ROWS * codes.row_bytes();
         // SAFETY (all loads): a row and the activations hold 32 nb bytes;
         // group g spans 512g..512(g+1), the tail 512 full..32 nb, and every
         // load is masked to the bytes (and scale lanes) inside those.
@@ -298,6 +299,7 @@ mod vnni512 {
             for q in 0..8 {
                 let av = unsafe { _mm512_loadu_si512(a.qs.as_ptr().add(base + 64 * q).cast()) };
                 for i in 0..ROWS {
+                    _mm_prefetch::<_MM_HINT_T0>(rows[i].as_ptr().wrapping_add(ahead + base + 64 * q).cast());
                     let w = unsafe { _mm512_loadu_si512(rows[i].as_ptr().add(base + 64 * q).cast()) };
                     acc[i] = _mm512_dpbusd_epi32(acc[i], w, av);
                 }
@@ -363,6 +365,7 @@ mod vnni512 {
         let nib = _mm512_set1_epi8(15);
         let mut f = [_mm512_setzero_ps(); ROWS];
         let full = nb / GROUP;
+        let ahead = ROWS * codes.row_bytes();
         // SAFETY (all loads): as in `q8`; a row holds 16 nb bytes, group g
         // spans 256g..256(g+1), the tail 256 full..16 nb.
         for g in 0..full {
@@ -376,6 +379,7 @@ mod vnni512 {
                     )
                 };
                 for i in 0..ROWS {
+                    _mm_prefetch::<_MM_HINT_T0>(rows[i].as_ptr().wrapping_add(ahead + wbase + 64 * q).cast());
                     let v = unsafe { _mm512_loadu_si512(rows[i].as_ptr().add(wbase + 64 * q).cast()) };
                     let lo = _mm512_and_si512(v, nib);
                     let hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nib);
