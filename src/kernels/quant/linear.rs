@@ -29,11 +29,10 @@ use super::blocks::{BlockFormat, BlockTensor, QK};
 use super::igemm::{I8Weights, Int8Path, gemm_i8};
 use super::int8::{self, Granularity, Scheme};
 use super::kquant::{Q4KTensor, QK_K};
+use super::lanes::{self, LaneCodes};
 use super::q6k::Q6KTensor;
 use super::ternary::{self, TernaryMatrix};
 use super::w4a8::{self, ActLayout, Q4Row, Q8Acts};
-use super::lanes::{self, LaneCodes};
-use super::w4a8_rows;
 use crate::kernels::{Layout, SendPtr, matmul};
 use anyhow::{Result, bail};
 use half::slice::HalfFloatSliceExt;
@@ -347,26 +346,10 @@ impl QMatrix {
         let a = Q8Acts::new(x, m, k, self.act_layout());
         let out = SendPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
-        // One token through Q4_0 / Q4_1 on VNNI: four rows per kernel call,
-        // sharing the activation loads (`w4a8_rows`).
-        let four = m == 1 && vnni && matches!(&self.store, Store::Block(t) if t.format != BlockFormat::Q8_0);
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
             let mut acc = [0.0f32; DECODE_MAX_M];
             let (r0, r1) = (b * ROWS, ((b + 1) * ROWS).min(n));
-            let mut r = r0;
-            while four && r + w4a8_rows::ROWS <= r1 {
-                let rows = std::array::from_fn(|i| self.q4_row(r + i));
-                let mut o = [0.0f32; w4a8_rows::ROWS];
-                if !w4a8_rows::dot_rows(&rows, &a, &mut o) {
-                    break;
-                }
-                for (i, &v) in o.iter().enumerate() {
-                    // SAFETY: row r + i < r1 <= n belongs to this task; m == 1.
-                    unsafe { *out.get().add(r + i) = v };
-                }
-                r += w4a8_rows::ROWS;
-            }
-            for r in r..r1 {
+            for r in r0..r1 {
                 match &self.store {
                     Store::Q6K(t) => super::q6k::dot_row(t, r, &a, vnni, &mut acc[..m]),
                     Store::Block(t) if t.format == BlockFormat::Q8_0 => {
@@ -398,7 +381,10 @@ impl QMatrix {
             && Int8Path::Avx512Vnni.available()
             && super::has_avx512()
             && parts.iter().all(|(q, y)| {
-                q.act8 && q.rows >= lanes::ROWS && x.len() == q.cols && y.len() == q.rows
+                q.act8
+                    && q.rows >= lanes::ROWS
+                    && x.len() == q.cols
+                    && y.len() == q.rows
                     && matches!(q.store, Store::Block(_))
             });
         if !lanes_ok {

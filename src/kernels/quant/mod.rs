@@ -35,12 +35,11 @@ pub mod halfs;
 pub mod igemm;
 pub mod int8;
 pub mod kquant;
+pub mod lanes;
 pub mod linear;
 pub mod q6k;
-pub mod lanes;
 pub mod ternary;
 pub mod w4a8;
-pub mod w4a8_rows;
 pub mod w8a8;
 
 pub use igemm::{I8Weights, Int8Path, gemm_i8};

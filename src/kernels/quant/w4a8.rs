@@ -235,12 +235,12 @@ fn portable(row: Q4Row, a: &Q8Acts, b0: usize, out: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub(super) mod vnni512 {
+mod vnni512 {
     use super::{Q4Row, Q8Acts, QB};
     use std::arch::x86_64::*;
 
     /// Lane -> block index vectors: lanes `4i..4i+4` of quad `q` belong to block `4q + i`.
-    pub(in crate::kernels::quant) const QUAD_IDX: [[i32; 16]; 4] = {
+    const QUAD_IDX: [[i32; 16]; 4] = {
         let mut t = [[0i32; 16]; 4];
         let mut q = 0;
         while q < 4 {
