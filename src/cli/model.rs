@@ -129,7 +129,8 @@ fn parse_count(s: &str, flag: &str, prefix: &str) -> Result<String, String> {
 
 /// `--pg N,M`.
 fn parse_pg(s: &str) -> Result<String, String> {
-    one_test(&format!("pg{}", s.trim())).map_err(|_| {
+    let pair = s.split(',').map(str::trim).collect::<Vec<_>>().join(",");
+    one_test(&format!("pg{pair}")).map_err(|_| {
         format!("`{s}` is not a prompt and generation pair for --pg: N,M with both at least 1 (e.g. 512,128)")
     })
 }
@@ -137,7 +138,9 @@ fn parse_pg(s: &str) -> Result<String, String> {
 /// `-d D`: a non-negative count of cached positions.
 fn parse_depth(s: &str) -> Result<i64, String> {
     s.trim().parse::<u32>().map(i64::from).map_err(|_| {
-        format!("`{s}` is not a depth for --n-depth: a whole number of tokens already in the KV cache, 0 or more")
+        format!(
+            "`{s}` is not a depth for --n-depth: a whole number of tokens already in the KV cache, 0 or more"
+        )
     })
 }
 

@@ -530,6 +530,31 @@ mod tests {
     }
 
     #[test]
+    fn model_flags_replace_the_configs_tests_and_need_a_model() {
+        let cfg = loaded("[suites.inference.benchmarks.gguf]\nfile = [\"m.gguf\"]\ntest = [\"tg64\"]\n");
+        let filter = Filter { pattern: Some("gguf/".into()), ..Default::default() };
+        let cli = CliOverrides { suites: vec!["inference".into()], filter, ..Default::default() };
+        let m = ModelTests {
+            tests: vec!["pp8".into(), "pg4,2".into()],
+            depths: vec![0, 16],
+            flag: Some("--tests"),
+        };
+        let r = resolve_model(suites::registry(), Some(&cfg), &cli, &m).unwrap();
+        let ids: Vec<&str> = r.cases.iter().map(|c| c.id.as_str()).collect();
+        let want: Vec<String> = [(0, "pp8"), (0, "pg4,2"), (16, "pp8"), (16, "pg4,2")]
+            .iter()
+            .map(|(d, t)| format!("inference/gguf/depth={d},file=m.gguf,model=from-file,test={t}"))
+            .collect();
+        assert_eq!(ids, want);
+        // No model to apply them to: refused, naming the flag.
+        let err = resolve_model(suites::registry(), None, &cli, &m).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--tests chooses the tests of a model") && err.contains("--model PATH"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn devices_multiply_only_the_benchmarks_that_run_there() {
         use crate::device::Device;
         let cpu =
