@@ -21,7 +21,8 @@
 #   .data/arch/          minilm-l6.{f32,f16,q8_0}.gguf (MiniLM above as a llama.cpp `bert` GGUF),
 #                        gpt2-tiny.{f32,f16,q8_0,q4_1}.gguf (seeded random `gpt2`) and the same GPT-2
 #                        as a Hugging Face directory gpt2-tiny-hf/, a seeded llama-tiny as a directory
-#                        and its F32 GGUF twin (scripts/make_arch_models.py)
+#                        and its F32 GGUF twin, a 512-token BPE tokenizer.json in both directories
+#                        (scripts/make_arch_models.py)
 #   .data/llama-vocab/   llama.cpp's tokenizer test vectors: ggml-vocab-{llama-spm,bert-bge,gpt-2}.gguf
 #                        (vocabulary-only GGUF files, no weights) with .inp (inputs) and .out (llama.cpp's
 #                        expected ids), from the llama.cpp that the llama-cpp-python 0.3.36 source
@@ -82,7 +83,7 @@ if [ ! -s "$data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf" ]; then
         "$data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf"
 fi
 
-if [ ! -s "$data/arch/llama-tiny-hf/model.safetensors" ]; then
+if [ ! -s "$data/arch/llama-tiny-hf/model.safetensors" ] || [ ! -s "$data/arch/llama-tiny-hf/tokenizer.json" ]; then
     echo "fetch-test-data: small bert/gpt2 GGUF files and a gpt2 directory (scripts/make_arch_models.py; gguf + numpy + safetensors from PyPI)"
     python3 -m venv "$tmp/archvenv"
     "$tmp/archvenv/bin/pip" install --quiet gguf==0.19.0 numpy safetensors

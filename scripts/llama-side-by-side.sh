@@ -38,7 +38,8 @@ LLAMA_TG_FLAGS=${LLAMA_TG_FLAGS:-}
 bash scripts/llama-bench.sh build
 mkdir -p "$out"
 rm -f "$out"/*.json
-# The two tests on this file, through a config (`--model` runs the default tests).
+# The two tests on this file, through a config (`--model FILE -p PP -n TG` says the same
+# on the command line, with the model's name in the case ids).
 cat >"$out/gguf.toml" <<TOML
 [suites.inference.benchmarks.gguf]
 file = ["$(realpath "$model")"]

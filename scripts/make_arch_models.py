@@ -18,6 +18,13 @@ into DATA/arch/, with the gguf, numpy and safetensors PyPI packages):
   continuation of random weights at GPT-2's init would be all near ties).
 - gpt2-tiny-hf/: the same GPT-2 weights as a Hugging Face directory
   (config.json, model.safetensors with GPT-2's Conv1D `[in, out]` layout).
+- tokenizer.json in both directories: a byte-level BPE of exactly the
+  models' 512 ids (the 256 bytes, then 256 merges learned here, in pure
+  Python, from Genesis 1-3, src/suites/inference/text/genesis.txt: the most
+  frequent adjacent pair, ties to the smallest pair, over the whole text as
+  one sequence), no pre-tokenizer regex, ByteLevel decoder; what tfbench's
+  `tokenize` case times for a directory (its reference ids:
+  scripts/hf_tokens_reference.py).
 - llama-tiny-hf/ and llama-tiny.f32.gguf: a seeded random LLaMA (2 layers,
   hidden 128, 4 heads / 2 KV heads, FFN 256, vocabulary 512, untied head)
   as a Hugging Face directory and as the GGUF llama.cpp's converter makes of
@@ -110,6 +117,58 @@ def minilm(src, dst, tyname):
             put(w, f"blk.{i}.{ours}.weight", g(p + hf + ".weight"), ty)
             put(w, f"blk.{i}.{ours}.bias", g(p + hf + ".bias"), ty)
     finish(w, path)
+
+
+def byte_chars():
+    """GPT-2's byte -> printable character table (the ByteLevel alphabet)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def bpe512():
+    """The vocabulary (token -> id) and merges of the module doc's BPE."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src", "suites", "inference", "text",
+                        "genesis.txt")
+    chars = byte_chars()
+    seq = [chars[b] for b in open(path, "rb").read()]
+    vocab = {chars[b]: b for b in range(256)}
+    merges = []
+    while len(vocab) < 512:
+        counts = {}
+        for pair in zip(seq, seq[1:]):
+            counts[pair] = counts.get(pair, 0) + 1
+        (a, b), _ = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        merges.append((a, b))
+        vocab.setdefault(a + b, len(vocab))
+        out, i = [], 0
+        while i < len(seq):
+            if i + 1 < len(seq) and seq[i] == a and seq[i + 1] == b:
+                out.append(a + b)
+                i += 2
+            else:
+                out.append(seq[i])
+                i += 1
+        seq = out
+    return vocab, merges
+
+
+def write_tokenizer(d, bpe):
+    vocab, merges = bpe
+    level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    tok = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": [], "normalizer": None,
+           "pre_tokenizer": level, "post_processor": None, "decoder": level,
+           "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+                     "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+                     "vocab": vocab, "merges": [[a, b] for a, b in merges]}}
+    with open(os.path.join(d, "tokenizer.json.partial"), "w", encoding="utf-8") as fh:
+        json.dump(tok, fh, ensure_ascii=False, indent=1)
+    os.replace(os.path.join(d, "tokenizer.json.partial"), os.path.join(d, "tokenizer.json"))
 
 
 GPT2 = dict(layers=2, hidden=128, heads=4, ffn=512, vocab=512, ctx=256, eps=1e-5)
@@ -264,6 +323,9 @@ def main(data):
         gpt2_gguf(dst, ty, t)
     gpt2_hf(dst, t)
     llama_tiny(dst)
+    bpe = bpe512()
+    for d in ["gpt2-tiny-hf", "llama-tiny-hf"]:
+        write_tokenizer(os.path.join(dst, d), bpe)
     print(f"make_arch_models: written to {dst}", file=sys.stderr)
 
 

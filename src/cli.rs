@@ -5,6 +5,8 @@ use crate::report::Format;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+pub mod model;
+
 /// Benchmark runner for the work of a transformer stack.
 #[derive(Debug, Parser)]
 #[command(name = "tfbench", version, about, long_about = None, propagate_version = true)]
@@ -12,9 +14,8 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
-    /// Folder of the real input files (MiniLM weights, vocabularies, the
-    /// corpus, OpenBLAS) [default: TFBENCH_DATA_DIR, else data/ beside the
-    /// executable, the XDG data directory, a checkout's .data/].
+    /// Folder of the real input files (MiniLM weights, vocabularies, the corpus, OpenBLAS)
+    /// [default: TFBENCH_DATA_DIR, else data/ beside the executable, the XDG data directory, .data/].
     #[arg(long, value_name = "DIR", global = true)]
     pub data_dir: Option<PathBuf>,
 }
@@ -38,14 +39,13 @@ pub enum Command {
     Report(ReportArgs),
     /// Join the results of shards (`run --shard I/N`) into one results file.
     Merge(MergeArgs),
-    /// Serve a live dashboard: the report of the stored baselines and
-    /// history, updated as runs stream their progress to it.
+    /// Serve a live dashboard: the report of the stored baselines and history, updated as runs
+    /// stream their progress to it.
     Serve(ServeArgs),
-    /// Paired A/B run: two tfbench builds run the same plan alternately on
-    /// this machine, judged on the paired ratios (drift cancels).
+    /// Paired A/B run: two tfbench builds run the same plan alternately on this machine, judged on
+    /// the paired ratios (drift cancels).
     Ab(Box<AbArgs>),
-    /// The measuring side of `tfbench ab` (driven over stdin/stdout; not for
-    /// people).
+    /// The measuring side of `tfbench ab` (driven over stdin/stdout; not for people).
     #[command(hide = true)]
     AbWorker(Box<AbWorkerArgs>),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
@@ -65,8 +65,8 @@ pub struct CompletionsArgs {
 /// `tfbench man`.
 #[derive(Debug, Args)]
 pub struct ManArgs {
-    /// Write tfbench.1 and a tfbench-SUBCOMMAND.1 page per subcommand into
-    /// DIR instead of printing tfbench.1 to stdout.
+    /// Write tfbench.1 and a tfbench-SUBCOMMAND.1 page per subcommand into DIR instead of printing
+    /// tfbench.1 to stdout.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
 }
@@ -101,9 +101,8 @@ pub struct GateArgs {
     /// Refuse to compare results from different machine fingerprints.
     #[arg(long)]
     pub strict_machine: bool,
-    /// Per-case significance level on the raw p-value, beside the
-    /// Benjamini-Hochberg q: a lone large change is never hidden by a large
-    /// plan (0 turns it off).
+    /// Per-case significance level on the raw p-value, beside the Benjamini-Hochberg q: a lone
+    /// large change is never hidden by a large plan (0 turns it off).
     #[arg(long, value_name = "ALPHA", default_value_t = 0.001)]
     pub case_alpha: f64,
     /// A case's noise band is at least K times its run-to-run spread learned
@@ -446,6 +445,9 @@ pub struct RunArgs {
     /// its `gguf` benchmark runs, on this model (checked before anything runs).
     #[arg(long, value_name = "PATH")]
     pub model: Option<PathBuf>,
+    /// The model's tests, depths and repetitions (llama-bench's flags).
+    #[command(flatten)]
+    pub model_tests: model::ModelTests,
     /// Output format on stdout (or in --output).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,
@@ -510,9 +512,8 @@ pub struct RunArgs {
     /// Do not stream to a dashboard, even one listening on port 8080.
     #[arg(long)]
     pub no_live: bool,
-    /// The full results table: every reason and note whole in its cell, as
-    /// wide as its content (default: fit the terminal or COLUMNS, long
-    /// reasons and notes shortened, given whole in footnotes).
+    /// The full results table: every reason and note whole in its cell, as wide as its content
+    /// (default: fit the terminal or COLUMNS, long reasons and notes shortened, whole in footnotes).
     #[arg(long)]
     pub wide: bool,
 }
@@ -567,9 +568,8 @@ pub struct BenchArgs {
     /// List the selected cases (`ID: benchmark`, as libtest lists) and exit.
     #[arg(long, conflicts_with_all = ["test", "profile_time"])]
     pub list: bool,
-    /// Run each selected case for about SECS seconds after its check,
-    /// with no analysis and nothing written (criterion's option, for a
-    /// profiler).
+    /// Run each selected case for about SECS seconds after its check, with no analysis and
+    /// nothing written (criterion's option, for a profiler).
     #[arg(long, value_name = "SECS", conflicts_with = "test")]
     pub profile_time: Option<f64>,
     /// criterion's spelling of --format: `criterion` is the table, and

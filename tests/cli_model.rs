@@ -128,13 +128,18 @@ fn gpt2_bert_and_hugging_face_models_run_verified_through_model() {
                 assert!(c["status"]["reason"].as_str().unwrap().contains("is an encoder"), "{id}");
                 continue;
             }
-            // gpt2-tiny's file carries no tokenizer and a directory's
-            // tokenizer.json is not timed: nothing to tokenize, said so.
+            // gpt2-tiny's file carries no tokenizer: nothing to tokenize,
+            // said so. The directory's tokenizer.json is timed (when the
+            // data folder's make_arch_models.py wrote one).
             if test == "tokenize" && !encoder {
+                if arch.join(rel).join("tokenizer.json").is_file() {
+                    assert_tokenizer_json_case(c);
+                    continue;
+                }
                 assert_eq!(c["status"]["state"], "skipped", "{id}");
                 let why = c["status"]["reason"].as_str().unwrap();
                 assert!(
-                    why.contains("tokenizer.ggml.model is `none`") || why.contains("tokenizer.json"),
+                    why.contains("tokenizer.ggml.model is `none`") || why.contains("has no tokenizer.json"),
                     "{why}"
                 );
                 continue;
@@ -147,6 +152,118 @@ fn gpt2_bert_and_hugging_face_models_run_verified_through_model() {
             assert!(reference.contains("f64"), "{id}: {reference}");
             assert!(metric(c, "params").unwrap() > 0.0, "{id}");
         }
+    }
+}
+
+/// A `tokenize` case of a directory's tokenizer.json: timed, its ids of the
+/// check text equal to the Python tokenizers library's.
+fn assert_tokenizer_json_case(c: &serde_json::Value) {
+    let id = c["id"].as_str().unwrap();
+    assert_eq!(c["status"]["state"], "ok", "{id}: {}", c["status"]);
+    let v = c["verification"].to_string();
+    assert!(v.contains("tokenizer.json") && v.contains("equal the tokenizers library's"), "{id}: {v}");
+    assert!(metric(c, "tokens").unwrap() > 0.0, "{id}");
+}
+
+/// llama-bench's flags choose the model's tests, depths and repetitions on
+/// the command line: `--tests`, `-p`, `-n`, `--pg`, `-d`, `-r` give exactly
+/// their cases (the depths apply to every test), over a config's tests.
+#[test]
+fn llama_bench_flags_choose_the_models_cases() {
+    let Some(arch) = arch_data() else { return };
+    let dir = arch.join("gpt2-tiny-hf");
+    // A config's test list is replaced by the flags.
+    let cfg =
+        write(&scratch("model-flags"), "g.toml", "[suites.inference.benchmarks.gguf]\ntest = [\"tg64\"]\n");
+    let r = tfbench(&[
+        "run",
+        "--model",
+        dir.to_str().unwrap(),
+        "--config",
+        &cfg,
+        "--tests",
+        "load,tokenize",
+        "-p",
+        "8,16",
+        "-n",
+        "4",
+        "--pg",
+        "8,4",
+        "-d",
+        "0,8",
+        "-r",
+        "2",
+        "--warm-up-time",
+        "0.01",
+        "--measurement-time",
+        "0.1",
+        "--no-probe",
+        "--threads",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = json(&r);
+    let cases = v["cases"].as_array().unwrap();
+    let mut got: Vec<String> = cases
+        .iter()
+        .map(|c| format!("{}@{}", c["params"]["test"].as_str().unwrap(), c["params"]["depth"]))
+        .collect();
+    got.sort();
+    let mut want: Vec<String> = ["load", "tokenize", "pp8", "pp16", "tg4", "pg8,4"]
+        .iter()
+        .flat_map(|t| [format!("{t}@0"), format!("{t}@8")])
+        .collect();
+    want.sort();
+    assert_eq!(got, want);
+    for c in cases {
+        let id = c["id"].as_str().unwrap();
+        assert!(id.starts_with("inference/gguf/") && id.contains(",model=gpt2-tiny-hf.f32,"), "{id}");
+        if c["params"]["test"] == "tokenize" && !dir.join("tokenizer.json").is_file() {
+            assert!(c["status"]["reason"].as_str().unwrap().contains("has no tokenizer.json"), "{id}");
+            eprintln!(
+                "SKIPPED part: {} has no tokenizer.json (bash scripts/fetch-test-data.sh)",
+                dir.display()
+            );
+            continue;
+        }
+        if c["params"]["test"] == "tokenize" {
+            assert_tokenizer_json_case(c);
+        } else {
+            assert_eq!(c["status"]["state"], "ok", "{id}: {}", c["status"]);
+        }
+        // -r 2: two timed samples per case, as llama-bench's repetitions.
+        assert_eq!(c["samples"].as_array().map(Vec::len), Some(2), "{id}");
+    }
+}
+
+/// A bad test, count or depth, or the flags with no model to apply to:
+/// exit 2 naming the flag and the valid forms, nothing written.
+#[test]
+fn bad_llama_bench_flags_are_refused_naming_the_flag() {
+    let dir = scratch("model-flags-bad");
+    let out = dir.join("out.json");
+    let o = out.to_str().unwrap();
+    let model = dir.join("m.gguf");
+    std::fs::write(&model, b"not read: the flags are refused first").unwrap();
+    let m = model.to_str().unwrap();
+    let cases: [(&[&str], &[&str]); 8] = [
+        (&["--model", m, "--tests", "load,xx5"], &["--tests", "`xx5` is not a test", "ppN, tgN or pgN,M"]),
+        (&["--model", m, "--tests", "pp0"], &["--tests", "`pp0` is not a test", "at least 1"]),
+        (&["--model", m, "-p", "0"], &["--n-prompt", "`0` is not a token count", "at least 1"]),
+        (&["--model", m, "-n", "x"], &["--n-gen", "`x` is not a token count"]),
+        (&["--model", m, "--pg", "512"], &["--pg", "N,M"]),
+        (&["--model", m, "-d", "deep"], &["--n-depth", "`deep` is not a depth", "0 or more"]),
+        (&["--model", m, "-r", "0"], &["--repetitions"]),
+        (&["--suite", "inference", "-p", "64"], &["--n-prompt chooses the tests of a model", "--model PATH"]),
+    ];
+    for (args, needles) in cases {
+        let mut a = vec!["run", "--no-probe", "--quick", "-o", o];
+        a.extend_from_slice(args);
+        let r = tfbench(&a);
+        assert_usage_error(&r, needles);
+        assert!(!out.exists(), "{args:?}: nothing is written");
     }
 }
 

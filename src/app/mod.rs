@@ -104,9 +104,14 @@ fn resolve_in(
             crate::suites::inference::source::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
         model_name = Some(info.cfg.name);
     }
+    let tests = run.map(|r| &r.model_tests);
+    let mut harness = harness;
+    // llama-bench's -r: the model's repetitions are the harness's samples.
+    harness.sample_size = harness.sample_size.or(tests.and_then(|t| t.repetitions).map(|r| r as usize));
     let cli = CliOverrides {
         model: model.map(|p| p.to_string_lossy().into_owned()),
         model_name,
+
         suites: sel.suites.clone(),
         filter: Filter { pattern: sel.filter.clone(), exact: sel.exact, skip: sel.skip.clone() },
         harness,
@@ -117,7 +122,12 @@ fn resolve_in(
         shard: run.and_then(|r| r.shard),
         devices: crate::device::parse_list(&sel.devices)?,
     };
-    let resolved = config::resolve_in(registry, loaded.as_ref(), &cli)?;
+    let model_tests = config::ModelTests {
+        tests: tests.map(|t| t.test_list()).unwrap_or_default(),
+        depths: tests.map(|t| t.n_depth.clone()).unwrap_or_default(),
+        flag: tests.and_then(|t| t.first_flag()),
+    };
+    let resolved = config::resolve_model(registry, loaded.as_ref(), &cli, &model_tests)?;
     Ok((resolved, loaded))
 }
 

@@ -97,7 +97,9 @@ pub use file::{
     parse_yaml,
 };
 pub use locate::line_col;
-pub use resolve::{CliOverrides, Resolved, Shard, default_threads, resolve, resolve_in};
+pub use resolve::{
+    CliOverrides, ModelTests, Resolved, Shard, default_threads, resolve, resolve_in, resolve_model,
+};
 
 /// The `--quick` profile, shipped as `configs/quick.toml`.
 pub const QUICK_PROFILE: &str = include_str!("../../configs/quick.toml");

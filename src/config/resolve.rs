@@ -36,6 +36,20 @@ pub struct CliOverrides {
     pub model_name: Option<String>,
 }
 
+/// `run`'s llama-bench flags for the model of `--model` or of the config
+/// (`--tests`, `-p`, `-n`, `--pg`, `-d`), kept apart from [`CliOverrides`]
+/// so the commands without them build it as before.
+#[derive(Debug, Clone, Default)]
+pub struct ModelTests {
+    /// The `gguf` benchmark's `test` values (empty: the config's, else the suite file's).
+    pub tests: Vec<String>,
+    /// Its `depth` values (empty: not given).
+    pub depths: Vec<i64>,
+    /// The first of these flags given (`--tests`, `--n-depth`, also
+    /// `--repetitions`), for the error when there is no model for them.
+    pub flag: Option<&'static str>,
+}
+
 /// One of N deterministic slices of a plan (`--shard I/N`, 1-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Shard {
@@ -104,6 +118,17 @@ pub fn resolve_in(
     registry: &[&'static dyn Suite],
     config: Option<&LoadedConfig>,
     cli: &CliOverrides,
+) -> Result<Resolved> {
+    resolve_model(registry, config, cli, &ModelTests::default())
+}
+
+/// [`resolve_in`] with the model's tests and depths from `run`'s
+/// llama-bench flags, which replace the config's.
+pub fn resolve_model(
+    registry: &[&'static dyn Suite],
+    config: Option<&LoadedConfig>,
+    cli: &CliOverrides,
+    model: &ModelTests,
 ) -> Result<Resolved> {
     let empty = ConfigFile::default();
     let file = config.map_or(&empty, |c| &c.config);
@@ -254,6 +279,19 @@ pub fn resolve_in(
             spec.override_params(suite.name(), "gguf", &file)?;
             spec.benchmarks.retain(|b| b.name == "gguf");
         }
+        // llama-bench's flags replace the model's tests and depths, over the config's.
+        if suite.name() == "inference" {
+            let mut p = BTreeMap::new();
+            if !model.tests.is_empty() {
+                p.insert("test".to_string(), model.tests.iter().cloned().map(ParamValue::Str).collect());
+            }
+            if !model.depths.is_empty() {
+                p.insert("depth".to_string(), model.depths.iter().copied().map(ParamValue::Int).collect());
+            }
+            if !p.is_empty() {
+                spec.override_params(suite.name(), "gguf", &p)?;
+            }
+        }
         // What is left unchecked came from the built-in suite file.
         for b in &spec.benchmarks {
             for grid in &b.grids {
@@ -289,6 +327,21 @@ pub fn resolve_in(
     }
     if cli.model.is_some() && !selected.iter().any(|s| s.name() == "inference") {
         bail!("--model runs in the inference suite; add `--suite inference`");
+    }
+    if let Some(flag) = model.flag {
+        let in_config = file
+            .suites
+            .get("inference")
+            .and_then(|s| s.benchmarks.get("gguf"))
+            .is_some_and(|p| p.contains_key("file"));
+        if cli.model.is_none() && !in_config {
+            bail!(
+                "{flag} chooses the tests of a model of your own: give --model PATH (a GGUF file or a Hugging Face directory), or a --config whose [suites.inference.benchmarks.gguf] sets `file`"
+            );
+        }
+        if !selected.iter().any(|s| s.name() == "inference") {
+            bail!("{flag} chooses the tests of the inference suite's model; add `--suite inference`");
+        }
     }
     let threads = cli.threads.or(file.run.threads).unwrap_or_else(default_threads);
     if threads == 0 {
@@ -474,6 +527,31 @@ mod tests {
         let alone = CliOverrides { suites: vec!["command".into()], ..Default::default() };
         let err = resolve(None, &alone).unwrap_err().to_string();
         assert!(err.contains("[[command]]"), "{err}");
+    }
+
+    #[test]
+    fn model_flags_replace_the_configs_tests_and_need_a_model() {
+        let cfg = loaded("[suites.inference.benchmarks.gguf]\nfile = [\"m.gguf\"]\ntest = [\"tg64\"]\n");
+        let filter = Filter { pattern: Some("gguf/".into()), ..Default::default() };
+        let cli = CliOverrides { suites: vec!["inference".into()], filter, ..Default::default() };
+        let m = ModelTests {
+            tests: vec!["pp8".into(), "pg4,2".into()],
+            depths: vec![0, 16],
+            flag: Some("--tests"),
+        };
+        let r = resolve_model(suites::registry(), Some(&cfg), &cli, &m).unwrap();
+        let ids: Vec<&str> = r.cases.iter().map(|c| c.id.as_str()).collect();
+        let want: Vec<String> = [(0, "pp8"), (0, "pg4,2"), (16, "pp8"), (16, "pg4,2")]
+            .iter()
+            .map(|(d, t)| format!("inference/gguf/depth={d},file=m.gguf,model=from-file,test={t}"))
+            .collect();
+        assert_eq!(ids, want);
+        // No model to apply them to: refused, naming the flag.
+        let err = resolve_model(suites::registry(), None, &cli, &m).unwrap_err().to_string();
+        assert!(
+            err.starts_with("--tests chooses the tests of a model") && err.contains("--model PATH"),
+            "{err}"
+        );
     }
 
     #[test]

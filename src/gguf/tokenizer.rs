@@ -120,8 +120,14 @@ pub struct FileTokenizer {
 
 impl FileTokenizer {
     /// A `tokenizers` pipeline as it is (a Hugging Face directory's
-    /// `tokenizer.json`), encoding without added special tokens.
-    pub fn from_tokenizers(t: Tokenizer) -> Self {
+    /// `tokenizer.json`, whatever its model), encoding without added special
+    /// tokens and without the file's truncation or padding: those fit a
+    /// model's inputs (sentence-transformers cut at 128 ids), while tfbench
+    /// encodes whole texts.
+    pub fn from_tokenizers(mut t: Tokenizer) -> Self {
+        // Turning both off cannot fail (only a bad stride can).
+        let _ = t.with_truncation(None);
+        t.with_padding(None);
         let vocab = t.get_vocab_size(true);
         Self { engine: Engine::Bpe(Box::new(t)), kind: "tokenizer.json".into(), vocab }
     }
@@ -146,9 +152,13 @@ impl FileTokenizer {
 
     /// Whether decode gives every text back byte for byte. WordPiece does
     /// not: it lowercases, drops accents and whitespace, and spells unknown
-    /// words `[UNK]`.
+    /// words `[UNK]` (llama.cpp's, or a `tokenizer.json` of that model).
     pub fn round_trips(&self) -> bool {
-        !matches!(self.engine, Engine::Wpm(_))
+        match &self.engine {
+            Engine::Bpe(t) => !matches!(t.get_model(), tokenizers::models::ModelWrapper::WordPiece(_)),
+            Engine::Spm(_) => true,
+            Engine::Wpm(_) => false,
+        }
     }
 }
 

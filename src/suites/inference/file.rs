@@ -234,10 +234,18 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
         bail!("case {}: {} now holds model `{}`, not `{want}`", case.id, path.display(), info.cfg.name);
     }
     if test == Test::Tokenize {
-        let Source::Gguf(file) = &src else {
-            return Err(crate::suites::skip(
-                "tokenize runs on a GGUF file's own tokenizer; a Hugging Face directory's tokenizer.json is used for the prompts only",
-            ));
+        let file = match &src {
+            Source::Gguf(file) => file,
+            Source::Hf(d) => {
+                let json = d.dir.join("tokenizer.json");
+                if !json.is_file() {
+                    return Err(crate::suites::skip(format!(
+                        "{} has no tokenizer.json (prompts use seeded ids)",
+                        d.dir.display()
+                    )));
+                }
+                return super::filetok::prepare_json(&json, info.params, info.bytes);
+            }
         };
         if let (m, false) = crate::gguf::tokenizer::model_of(&file.header) {
             return Err(crate::suites::skip(format!(

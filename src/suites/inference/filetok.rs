@@ -2,13 +2,18 @@
 //! tokenizer, `crate::gguf::tokenizer`, timed on its own and never inside
 //! prefill) and the real-text prompts of the `pp`/`tg`/`pg` cases.
 //!
+//! The tokenizer is a GGUF file's (`tokenizer.ggml.*`) or a Hugging Face
+//! directory's `tokenizer.json` (through the `tokenizers` crate as it is).
+//!
 //! Verified before timing: the round trip (decode of encode gives the text
 //! back, byte for byte) of a check text full of edge cases and of the timed
 //! text (for WordPiece, which lowercases and drops whitespace, the timed
-//! text's letters back, ignoring case and whitespace), and, when the file's
+//! text's letters back, ignoring case and whitespace), and, when the
 //! vocabulary is one with a committed reference, the check text's ids equal
-//! llama.cpp's (`llama-tokenize` of build 0c1e570, made by
-//! `scripts/gguf_tokens_reference.py`).
+//! the reference's: llama.cpp's for a GGUF file (`llama-tokenize` of build
+//! 0c1e570, made by `scripts/gguf_tokens_reference.py`), the Python
+//! `tokenizers` library's for a `tokenizer.json`
+//! (`scripts/hf_tokens_reference.py`).
 
 use crate::gguf::Header;
 use crate::gguf::tokenizer::{self, FileTokenizer};
@@ -23,29 +28,44 @@ pub const CHECK_TEXT: &str = include_str!("text/check.txt");
 /// Genesis 1-3 of the King James Bible (public domain): the timed text and
 /// the source of the prompts.
 pub const PROMPT_TEXT: &str = include_str!("text/genesis.txt");
-/// llama.cpp's ids of [`CHECK_TEXT`], one file per vocabulary.
+/// Reference ids of [`CHECK_TEXT`], one file per vocabulary: llama.cpp's
+/// for GGUF files, the `tokenizers` library's for `tokenizer.json` files
+/// (the test directories' 512-token BPE of `scripts/make_arch_models.py`,
+/// and the MiniLM directory's WordPiece).
 const REFERENCES: &[&str] = &[
     include_str!("text/smollm2_tokens.json"),
     include_str!("text/llama_spm_tokens.json"),
     include_str!("text/bert_bge_tokens.json"),
+    include_str!("text/bpe512_tokens.json"),
+    include_str!("text/minilm_hf_tokens.json"),
 ];
 
-/// FNV-1a (64 bits) over the vocabulary's tokens then its merges, each
-/// followed by a zero byte: which committed reference applies to a file.
-pub fn fingerprint(h: &Header) -> String {
+/// FNV-1a (64 bits) over `chunks`, each followed by a zero byte.
+fn fnv1a<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> String {
     let mut x: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |b: &[u8]| {
+    for b in chunks {
         for &c in b.iter().chain(&[0u8]) {
             x ^= u64::from(c);
             x = x.wrapping_mul(0x0000_0100_0000_01b3);
         }
-    };
-    for key in ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"] {
-        for v in h.get(key).and_then(|v| v.as_array()).unwrap_or(&[]) {
-            eat(v.as_str().unwrap_or("").as_bytes());
-        }
     }
     format!("{x:016x}")
+}
+
+/// FNV-1a over the vocabulary's tokens then its merges, each followed by a
+/// zero byte: which committed reference applies to a file.
+pub fn fingerprint(h: &Header) -> String {
+    let strings = ["tokenizer.ggml.tokens", "tokenizer.ggml.merges"]
+        .into_iter()
+        .flat_map(|key| h.get(key).and_then(|v| v.as_array()).unwrap_or(&[]))
+        .map(|v| v.as_str().unwrap_or("").as_bytes());
+    fnv1a(strings)
+}
+
+/// The same for a `tokenizer.json`: FNV-1a over the file's bytes then a
+/// zero byte (a reference applies to exactly the file it was made from).
+pub fn fingerprint_json(bytes: &[u8]) -> String {
+    fnv1a([bytes])
 }
 
 /// The committed reference ids of [`CHECK_TEXT`] for `fp`, with where they came from.
@@ -90,22 +110,25 @@ pub fn verify(t: &FileTokenizer, fp: &str) -> Result<Verification> {
     let got = t.encode(CHECK_TEXT)?;
     Ok(match reference(fp)? {
         Some((want, source)) => {
+            let who =
+                if source.starts_with("llama.cpp") { "llama.cpp's" } else { "the tokenizers library's" };
             let mut v = Verification::equal(format!("ids of the check text from {source}"), &got, &want);
             if !v.passed {
                 let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(got.len().min(want.len()));
                 v.detail = format!(
-                    "ids differ from llama.cpp's at index {at} of {} (got {:?}, want {:?})",
+                    "ids differ from {who} at index {at} of {} (got {:?}, want {:?})",
                     want.len(),
                     &got[at..(at + 4).min(got.len())],
                     &want[at..(at + 4).min(want.len())]
                 );
                 return v.into_result();
             }
-            v.detail = format!("{} ids equal llama.cpp's; round trips exact", got.len());
+            let trip = if t.round_trips() { "exact" } else { "of the prompt text's words" };
+            v.detail = format!("{} ids equal {who}; round trips {trip}", got.len());
             v
         }
         None => Verification::pass(format!(
-            "round trips {} ({} ids for the check text); no committed llama.cpp reference for this vocabulary (fingerprint {fp})",
+            "round trips {} ({} ids for the check text); no committed reference ids for this vocabulary (fingerprint {fp})",
             if t.round_trips() { "exact" } else { "of the prompt text's words" },
             got.len()
         )),
@@ -138,15 +161,25 @@ pub fn prepare(h: &Header) -> Result<Box<dyn Workload>> {
     let t = std::time::Instant::now();
     let ft = tokenizer::from_header(h)?;
     let build_ns = t.elapsed().as_nanos() as f64;
+    case(ft, fingerprint(h), build_ns, h.params(), h.data_bytes())
+}
+
+/// Builds a Hugging Face directory's tokenizer from its `tokenizer.json`
+/// (read and parsed in the timed `build_ns`); `params` and `bytes` are the
+/// directory's model's.
+pub fn prepare_json(path: &std::path::Path, params: u64, bytes: u64) -> Result<Box<dyn Workload>> {
+    let t = std::time::Instant::now();
+    let raw = std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let tk =
+        tokenizers::Tokenizer::from_bytes(&raw).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    let ft = FileTokenizer::from_tokenizers(tk);
+    let build_ns = t.elapsed().as_nanos() as f64;
+    case(ft, fingerprint_json(&raw), build_ns, params, bytes)
+}
+
+fn case(ft: FileTokenizer, fp: String, build_ns: f64, params: u64, bytes: u64) -> Result<Box<dyn Workload>> {
     let tokens = ft.encode(PROMPT_TEXT)?.len();
-    Ok(Box::new(TokenizeCase {
-        ft,
-        fp: fingerprint(h),
-        tokens,
-        build_ns,
-        params: h.params(),
-        bytes: h.data_bytes(),
-    }))
+    Ok(Box::new(TokenizeCase { ft, fp, tokens, build_ns, params, bytes }))
 }
 
 impl Workload for TokenizeCase {
@@ -234,6 +267,28 @@ mod tests {
                 "{name}: {:?}",
                 ft.decode(&ids[..8])
             );
+        }
+    }
+
+    /// A Hugging Face directory's tokenizer.json: the test directories'
+    /// byte-level BPE (exact round trip) and MiniLM's WordPiece give the
+    /// Python tokenizers library's ids of the check text (the fixtures of
+    /// scripts/hf_tokens_reference.py).
+    #[test]
+    fn tokenizer_json_files_match_the_tokenizers_library() {
+        for (rel, exact) in [("arch/gpt2-tiny-hf/tokenizer.json", true), ("minilm/tokenizer.json", false)] {
+            let Ok(path) = crate::data::find(rel) else {
+                eprintln!("skipped: {rel} not in the data folder (bash scripts/fetch-test-data.sh)");
+                continue;
+            };
+            let raw = std::fs::read(&path).unwrap();
+            let fp = fingerprint_json(&raw);
+            let (want, _) = reference(&fp).unwrap().unwrap_or_else(|| panic!("{rel}: no fixture for {fp}"));
+            let ft = FileTokenizer::from_tokenizers(tokenizers::Tokenizer::from_bytes(&raw).unwrap());
+            assert_eq!(ft.round_trips(), exact, "{rel}");
+            let v = verify(&ft, &fp).unwrap();
+            assert!(v.passed && v.detail.contains("equal the tokenizers library's"), "{rel}: {}", v.detail);
+            assert_eq!(ft.encode(CHECK_TEXT).unwrap(), want, "{rel}");
         }
     }
 

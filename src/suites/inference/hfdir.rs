@@ -2,7 +2,8 @@
 //! `model_type`: `llama`, `gpt2` or `bert`) and `*.safetensors` (every file
 //! of the directory, memory-mapped; the header is read first, so a model
 //! over the memory budget is refused before a page is touched), and an
-//! optional `tokenizer.json` (the tokenizers crate) for the prompts.
+//! optional `tokenizer.json` (the tokenizers crate) for the prompts and the
+//! `tokenize` case (`filetok.rs`).
 //!
 //! Tensors are read by their Hugging Face names into the catalogue's
 //! ([`ModelConfig::weights`], [`Model::build`]): LLaMA's `model.layers.N.
