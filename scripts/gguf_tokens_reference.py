@@ -24,20 +24,12 @@ import subprocess
 import sys
 
 from gguf import GGUFReader
+from tokref import fnv1a
 
 
 def strings(reader, key):
     f = reader.fields[key]
     return [bytes(f.parts[i]) for i in f.data]
-
-
-def fnv1a(chunks):
-    x = 0xCBF29CE484222325
-    for c in chunks:
-        for b in c + b"\0":
-            x ^= b
-            x = (x * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return f"{x:016x}"
 
 
 def main():

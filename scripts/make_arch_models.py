@@ -45,6 +45,7 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFWriter, PoolingType, TokenType
 from gguf.quants import quantize
 from safetensors.numpy import load_file, save_file
+from tokref import byte_chars
 
 TYPES = {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_1": T.Q4_1}
 
@@ -117,18 +118,6 @@ def minilm(src, dst, tyname):
             put(w, f"blk.{i}.{ours}.weight", g(p + hf + ".weight"), ty)
             put(w, f"blk.{i}.{ours}.bias", g(p + hf + ".bias"), ty)
     finish(w, path)
-
-
-def byte_chars():
-    """GPT-2's byte -> printable character table (the ByteLevel alphabet)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs, n = bs[:], 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
 
 
 def bpe512():
