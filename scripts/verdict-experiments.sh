@@ -120,7 +120,7 @@ for i in $(seq 1 "$PAIRED"); do
     t=$(date +%s)
     local rc=0
     "$B" ab --base "$B" --head "$B" --config configs/ci.toml --suite tensor "${timing[@]}" "${env[@]}" \
-      --fail-on-regression --format json -o "$out/ab-$kind-$i.json" -q "$SELECT" >/dev/null 2>>"$out/ab.log" || rc=$?
+      --fail-on-regression --format json -o "$out/ab-$kind-$i.json" --pairs-output "$out/pairs-$kind-$i.json" -q "$SELECT" >/dev/null 2>>"$out/ab.log" || rc=$?
     local n
     n=$(python3 -c 'import json,re,sys; c=json.load(open(sys.argv[1]))["changes"]; r=re.compile(sys.argv[2]); print(sum(1 for x in c if r.search(x["id"]) and x["verdict"]=="regressed"))' "$out/ab-$kind-$i.json" "$INJECT")
     case $kind in

@@ -175,6 +175,10 @@ pub struct AbArgs {
     /// Also write the comparison to FILE (.md markdown, .json JSON, else the --format).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Also write every case's raw paired samples (ns per iteration, with
+    /// the round of each pair) to FILE as JSON, for analysis elsewhere.
+    #[arg(long, value_name = "FILE")]
+    pub pairs_output: Option<PathBuf>,
     /// No progress output on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,

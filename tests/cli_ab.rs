@@ -50,12 +50,26 @@ fn a_build_against_itself_shows_no_large_change() {
     // whole life (memory layout, the core they got): each round has fresh
     // processes and the intervals rest on the spread between rounds, so the
     // default gate holds against the build itself.
-    let r = ab(&["--fail-on-regression"]);
+    let pairs = scratch("ab-pairs").join("pairs.json");
+    let r = ab(&["--fail-on-regression", "--pairs-output", pairs.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
     let v = json(&r);
     assert_eq!(v["method"], "paired");
     let notes = v["notes"].to_string();
-    assert!(notes.contains("6 rounds, each with fresh worker processes"), "{notes}");
+    assert!(notes.contains("12 rounds, each with fresh worker processes"), "{notes}");
+    // The raw pairs: per case, one base and one head time per pair, each
+    // with its round, every round represented.
+    let p = json_file(&pairs);
+    assert_eq!(p["rounds"], 12);
+    assert_eq!(p["cases"].as_array().map(Vec::len), Some(2));
+    for c in p["cases"].as_array().unwrap() {
+        let len = |k: &str| c[k].as_array().map_or(0, Vec::len);
+        assert!(len("base") >= 5 * 12 && len("base") == len("head") && len("head") == len("round"), "{c}");
+        let rounds: std::collections::BTreeSet<u64> =
+            c["round"].as_array().unwrap().iter().filter_map(|r| r.as_u64()).collect();
+        assert_eq!(rounds.len(), 12, "{c}");
+        assert!(c["base"].as_array().unwrap().iter().all(|t| t.as_f64().is_some_and(|t| t > 0.0)), "{c}");
+    }
     assert!(!notes.contains("fewer than 3 rounds"), "{notes}");
     assert_eq!(v["changes"].as_array().map(Vec::len), Some(2));
     for c in v["changes"].as_array().unwrap() {

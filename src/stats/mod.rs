@@ -35,4 +35,4 @@ pub use hierarchical::{Levels, hierarchical_ratio_ci};
 pub use hypothesis::{MannWhitney, benjamini_hochberg, mann_whitney_u};
 pub use outliers::{OutlierClass, TukeyFences, tukey};
 pub use summary::{Summary, mad, mean, median, quantile_sorted, std_dev};
-pub use ttest::{OneSampleT, one_sample_t};
+pub use ttest::{OneSampleT, blocked_t, one_sample_t};

@@ -27,7 +27,7 @@ use crate::cli::AbArgs;
 use crate::compare::{self, paired::PairedCase};
 use crate::config::Settings;
 use anyhow::{Result, bail};
-use pairing::{CaseRun, RoundShare, pair_case};
+use pairing::{CaseRun, RoundShare, pair_case, warm_up};
 use process::{Worker, check_executable, parse_env};
 use rand::seq::SliceRandom;
 use std::time::Instant;
@@ -41,9 +41,14 @@ pub use protocol::{Hello, PROTOCOL};
 use protocol::{plan_args, resolve_plan};
 pub use worker::ab_worker;
 
-/// Rounds (fresh worker pairs) when `--rounds` is not given: enough for a
-/// Student t interval over the rounds to be useful (t(0.975, 5) = 2.57).
-pub const DEFAULT_ROUNDS: u32 = 6;
+/// Rounds (fresh worker pairs) when `--rounds` is not given. A process's
+/// luck is the largest noise a paired ratio has here (7-10% SD on small
+/// two-thread cases), so the number of rounds decides what `ab` can call:
+/// at `p < 0.001` a t test over 6 rounds needs `t > 6.87`, over 12 rounds
+/// `t > 4.44`, so 12 rounds call a change 2.2x smaller at the same noise.
+/// With later rounds warming up briefly ([`pairing::LATER_WARM_UP`]), 12 fit
+/// in the cost of about two runs; 16 did not (2.3x one `ci.toml` run).
+pub const DEFAULT_ROUNDS: u32 = 12;
 
 /// Per case: the paired times so far (with each pair's round), or why it
 /// cannot be judged.
@@ -95,8 +100,10 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     check_executable(&args.head, "--head")?;
     let base_env = parse_env(&args.base_env, "--base-env")?;
     let head_env = parse_env(&args.head_env, "--head-env")?;
-    if let Some(p) = &args.output {
-        check_writable(p, "--output")?;
+    for (p, flag) in [(&args.output, "--output"), (&args.pairs_output, "--pairs-output")] {
+        if let Some(p) = p {
+            check_writable(p, flag)?;
+        }
     }
     let d = Settings::default();
     let opts = compare_options(&args.gate, d.confidence_level, d.seed)?;
@@ -117,6 +124,9 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
             Tally::Pairs(PairedCase { id: id.clone(), base: Vec::new(), head: Vec::new(), round: Vec::new() })
         })
         .collect();
+    // Per case, the slower build's per-iteration time in its last round:
+    // later rounds reuse it to warm up briefly.
+    let mut seen: Vec<Option<f64>> = vec![None; hb.cases.len()];
     let mut reasons: Vec<String> = Vec::new();
     let total = hb.cases.len() * rounds as usize;
     let mut done = 0;
@@ -151,8 +161,19 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
                 RoundShare::new(&hb.settings.get(suite).cloned().unwrap_or_default(), hb.rounds, rounds);
             // Round 0 verified every case still in the running, in both builds.
             let verified = round > 0;
-            match pair_case(&mut base, &mut head, id, &share, round as usize + ci, min_sample_ns, verified)? {
-                CaseRun::Pairs(b, h) => {
+            let warm = warm_up(&share, seen[ci]);
+            match pair_case(
+                &mut base,
+                &mut head,
+                id,
+                &share,
+                warm,
+                round as usize + ci,
+                min_sample_ns,
+                verified,
+            )? {
+                CaseRun::Pairs(b, h, per_iter) => {
+                    seen[ci] = Some(per_iter);
                     case.round.extend(std::iter::repeat_n(round, b.len()));
                     case.base.extend(b);
                     case.head.extend(h);
@@ -179,6 +200,10 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
             Tally::Skipped => skipped.push(id.clone()),
             Tally::Failed => failed.push(id.clone()),
         }
+    }
+    if let Some(p) = &args.pairs_output {
+        let doc = serde_json::json!({ "base": hb.build, "head": hh.build, "rounds": rounds, "cases": cases });
+        crate::util::write_atomic(p, serde_json::to_string_pretty(&doc)?.as_bytes())?;
     }
     let mut c = compare::paired::compare_paired(
         &args.base.display().to_string(),

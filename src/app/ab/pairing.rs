@@ -10,6 +10,16 @@ use std::time::{Duration, Instant};
 /// The least warm-up a round gets, seconds: enough to size the iterations.
 const MIN_WARM_UP: f64 = 0.05;
 
+/// Warm-up of a case in rounds after its first, seconds: the first round
+/// already sized its iterations, so a fresh process only needs its pages
+/// touched, its caches filled and its threads awake. A full warm-up in every
+/// round was a fifth of `ab`'s time and bought nothing the pairs need.
+pub(super) const LATER_WARM_UP: f64 = 0.01;
+
+/// Iterations a later round's warm-up runs at least (of the per-iteration
+/// time the first round saw), so a slow case still runs a few unmeasured.
+const LATER_WARM_UP_ITERS: f64 = 3.0;
+
 /// The least pairs a round takes.
 const MIN_PAIRS: usize = 5;
 
@@ -25,6 +35,17 @@ pub(super) struct RoundShare {
     pub max_time: Option<f64>,
     /// Pairs to take (fewer if the budget runs out first).
     pub pairs: usize,
+}
+
+/// The warm-up of one case's round, seconds: the share's in its first round
+/// (`seen` is `None`), else [`LATER_WARM_UP`] or a few iterations of the
+/// slower build's `seen` per-iteration time (ns), whichever is longer, never
+/// more than the share's.
+pub(super) fn warm_up(s: &RoundShare, seen: Option<f64>) -> f64 {
+    match seen {
+        None => s.warm_up,
+        Some(ns) => (LATER_WARM_UP_ITERS * ns * 1e-9).max(LATER_WARM_UP).min(s.warm_up),
+    }
 }
 
 impl RoundShare {
@@ -43,7 +64,9 @@ impl RoundShare {
 
 /// What one case's round gave.
 pub(super) enum CaseRun {
-    Pairs(Vec<f64>, Vec<f64>),
+    /// The base and head per-iteration times (ns) of each pair, and the
+    /// slower build's warm-up per-iteration time.
+    Pairs(Vec<f64>, Vec<f64>, f64),
     Skipped(String),
     Failed(String),
 }
@@ -56,6 +79,7 @@ pub(super) fn pair_case(
     head: &mut Worker,
     id: &str,
     s: &RoundShare,
+    warm_up: f64,
     parity: usize,
     min_sample_ns: f64,
     verified: bool,
@@ -88,7 +112,7 @@ pub(super) fn pair_case(
                 }
                 other => bail!("unexpected reply {other:?}"),
             }
-            per_iter[k] = match w.ask(&Request::WarmUp(s.warm_up))? {
+            per_iter[k] = match w.ask(&Request::WarmUp(warm_up))? {
                 Reply::PerIter(ns) => ns,
                 Reply::Failed { phase, reason } => {
                     return Ok(CaseRun::Failed(format!("{} build, {phase}: {reason}", w.label)));
@@ -134,7 +158,7 @@ pub(super) fn pair_case(
         for w in [&mut *base, &mut *head] {
             w.ask(&Request::Finish)?;
         }
-        Ok(CaseRun::Pairs(tb, th))
+        Ok(CaseRun::Pairs(tb, th, per_iter[0].max(per_iter[1])))
     })();
     match outcome {
         Ok(r) => {
@@ -181,5 +205,17 @@ mod tests {
         // Many rounds: floors on warm-up and pairs.
         let tiny = RoundShare::new(&s, 1, 100);
         assert_eq!((tiny.warm_up, tiny.pairs), (MIN_WARM_UP, MIN_PAIRS));
+    }
+
+    #[test]
+    fn later_rounds_warm_up_briefly() {
+        let s = RoundShare { warm_up: 0.2, measurement: 0.5, max_time: None, pairs: 10 };
+        assert_eq!(warm_up(&s, None), 0.2);
+        // A 1 us case: the floor.
+        assert_eq!(warm_up(&s, Some(1e3)), LATER_WARM_UP);
+        // A 20 ms case: three iterations.
+        assert!((warm_up(&s, Some(2e7)) - 0.06).abs() < 1e-12);
+        // A 1 s case: never more than the first round's.
+        assert_eq!(warm_up(&s, Some(1e9)), 0.2);
     }
 }
