@@ -354,3 +354,68 @@ fn a_gguf_file_missing_a_tensor_is_refused_naming_it() {
     );
     assert!(!out.exists(), "nothing is written");
 }
+
+/// Whether this CPU decodes through tfbench's one-token layout (and so makes
+/// a decode copy of Q8_0/Q4_0/Q4_1 matrices): AVX-512 VNNI with BW and VL.
+fn cpu_makes_decode_copies() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// A model over the memory budget is refused before a tensor page is read,
+/// with the figures; on a CPU that makes a decode copy of the Q8_0 matrices
+/// when generating, the budget counts that copy too.
+#[test]
+fn a_model_over_the_memory_budget_is_refused_with_the_figures() {
+    let Some(arch) = arch_data() else { return };
+    let file = arch.join("gpt2-tiny.q8_0.gguf");
+    let size = std::fs::metadata(&file).unwrap().len() as f64;
+    let run = |gib: f64| {
+        tfbench_env(
+            &[("TFBENCH_MEM_AVAILABLE_GIB", &format!("{gib:e}"))],
+            &[
+                "run",
+                "--suite",
+                "inference",
+                "--model",
+                file.to_str().unwrap(),
+                "--tests",
+                "tg4",
+                "--quick",
+                "--no-probe",
+                "--sample-size",
+                "3",
+                "--format",
+                "json",
+            ],
+        )
+    };
+    // Refused when the model is resolved, before any case runs: exit 2
+    // with the figures, nothing written.
+    let refused = |r: &Run, needles: &[&str]| {
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stdout.trim().is_empty(), "{}", r.stdout);
+        for n in needles {
+            assert!(r.stderr.contains(n), "{n}: {}", r.stderr);
+        }
+    };
+    // Half the file's size: refused whatever the CPU.
+    let r = run(0.5 * size / 0.9 / f64::from(1u32 << 30));
+    refused(&r, &["--model", "memory budget", "nothing was loaded"]);
+    // Room for the file and 2% more: enough without a decode copy, not with
+    // one (the copy is about 94% of the Q8_0 matrices' bytes).
+    let r = run(1.02 * size / 0.9 / f64::from(1u32 << 30));
+    if cpu_makes_decode_copies() {
+        refused(&r, &["decode copy", "AVX-512 VNNI", "memory budget", "nothing was loaded"]);
+    } else {
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        assert_eq!(json(&r)["cases"][0]["status"]["state"], "ok", "{}", r.stdout);
+    }
+}

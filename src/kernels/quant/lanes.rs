@@ -64,6 +64,19 @@ pub struct LaneCodes {
     pub codes: Vec<u8>,
 }
 
+/// Whether this CPU decodes one token through the layout, and so makes a
+/// copy of every Q8_0 / Q4_0 / Q4_1 matrix it decodes with: AVX-512 VNNI.
+pub fn in_use() -> bool {
+    super::Int8Path::Avx512Vnni.available() && super::has_avx512()
+}
+
+/// Bytes of the decode copy of a `rows x cols` matrix in `format` (the
+/// length of [`LaneCodes::pack`]'s codes; none below [`ROWS`] rows, which
+/// decode without it).
+pub fn copy_bytes(format: BlockFormat, rows: usize, cols: usize) -> usize {
+    if rows < ROWS { 0 } else { rows * (cols / QK) * format.code_bytes() }
+}
+
 impl LaneCodes {
     /// The decode copy of `t`'s codes.
     pub fn pack(t: &BlockTensor) -> Self {
@@ -519,6 +532,7 @@ mod tests {
                 let mut wd = vec![0.0f32; ROWS * k];
                 t.dequantize_into(&mut wd);
                 let codes = LaneCodes::pack(&t);
+                assert_eq!(codes.codes.len(), copy_bytes(f, ROWS, k));
                 let a = LaneActs::new(&x);
                 let xd = a.dequantized();
                 for use_vnni in [false, vnni] {

@@ -107,9 +107,47 @@ pub fn resolve(file: &str) -> Result<PathBuf> {
 pub fn open(path: &std::path::Path) -> Result<(GgufFile, FileInfo)> {
     let budget = super::available_bytes().map(|b| (0.9 * b) as u64);
     let f = GgufFile::open(path, budget)?;
+    if let Some(b) = budget
+        && crate::kernels::quant::lanes::in_use()
+    {
+        let copy = decode_copy_bytes(&f.header);
+        let need = f.header.data_bytes() + copy;
+        if copy > 0 && need > b {
+            let mib = |v: u64| v as f64 / 1048576.0;
+            bail!(
+                "model file {}: its tensors need {:.1} MiB, and generating on this CPU (AVX-512 VNNI) adds a decode copy of its Q8_0/Q4_0/Q4_1 matrices of up to {:.1} MiB: {:.1} MiB in all, over the memory budget of {:.1} MiB; nothing was loaded",
+                path.display(),
+                mib(f.header.data_bytes()),
+                mib(copy),
+                mib(need),
+                mib(b)
+            );
+        }
+    }
     let info =
         ggufmodel::describe(&f).map_err(|e| anyhow::anyhow!("model file {}: {e:#}", path.display()))?;
     Ok((f, info))
+}
+
+/// Bytes of the decode copies a generating case may make of `h`'s matrices
+/// on a CPU that decodes through the layout ([`crate::kernels::quant::lanes`]):
+/// every two-dimensional Q8_0, Q4_0 or Q4_1 tensor (an upper bound: a token
+/// table that is only looked up gets none).
+fn decode_copy_bytes(h: &crate::gguf::Header) -> u64 {
+    use crate::kernels::quant::{blocks::BlockFormat, lanes};
+    h.tensors
+        .iter()
+        .filter(|t| t.dims.len() == 2)
+        .map(|t| {
+            let format = match t.ty.name {
+                "Q8_0" => BlockFormat::Q8_0,
+                "Q4_0" => BlockFormat::Q4_0,
+                "Q4_1" => BlockFormat::Q4_1,
+                _ => return 0,
+            };
+            lanes::copy_bytes(format, t.dims[1] as usize, t.dims[0] as usize) as u64
+        })
+        .sum()
 }
 
 /// Sets every 4-bit matrix to int8 (`true`, llama.cpp's decode arithmetic)
