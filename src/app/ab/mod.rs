@@ -161,17 +161,9 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
                 RoundShare::new(&hb.settings.get(suite).cloned().unwrap_or_default(), hb.rounds, rounds);
             // Round 0 verified every case still in the running, in both builds.
             let verified = round > 0;
-            let warm = warm_up(&share, seen[ci]);
-            match pair_case(
-                &mut base,
-                &mut head,
-                id,
-                &share,
-                warm,
-                round as usize + ci,
-                min_sample_ns,
-                verified,
-            )? {
+            // Later rounds warm up briefly (see `pairing::warm_up`).
+            let share = RoundShare { warm_up: warm_up(&share, seen[ci]), ..share };
+            match pair_case(&mut base, &mut head, id, &share, round as usize + ci, min_sample_ns, verified)? {
                 CaseRun::Pairs(b, h, per_iter) => {
                     seen[ci] = Some(per_iter);
                     case.round.extend(std::iter::repeat_n(round, b.len()));

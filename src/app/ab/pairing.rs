@@ -79,7 +79,6 @@ pub(super) fn pair_case(
     head: &mut Worker,
     id: &str,
     s: &RoundShare,
-    warm_up: f64,
     parity: usize,
     min_sample_ns: f64,
     verified: bool,
@@ -112,7 +111,7 @@ pub(super) fn pair_case(
                 }
                 other => bail!("unexpected reply {other:?}"),
             }
-            per_iter[k] = match w.ask(&Request::WarmUp(warm_up))? {
+            per_iter[k] = match w.ask(&Request::WarmUp(s.warm_up))? {
                 Reply::PerIter(ns) => ns,
                 Reply::Failed { phase, reason } => {
                     return Ok(CaseRun::Failed(format!("{} build, {phase}: {reason}", w.label)));
