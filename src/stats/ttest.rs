@@ -32,9 +32,14 @@ pub fn one_sample_t(x: &[f64], level: f64) -> Option<OneSampleT> {
     if n < 2 {
         return None;
     }
-    let mean = super::mean(x);
     let se = super::std_dev(x) / (n as f64).sqrt();
-    let df = n - 1;
+    t_of(super::mean(x), se, n - 1, level)
+}
+
+/// The t test of "the mean is 0" and the `level` interval, from a mean, its
+/// standard error and degrees of freedom. A zero standard error gives a
+/// zero-width interval and a p-value of 0 (mean not 0) or 1.
+fn t_of(mean: f64, se: f64, df: usize, level: f64) -> Option<OneSampleT> {
     let dist = StudentsT::new(0.0, 1.0, df as f64).ok()?;
     let q = dist.inverse_cdf(0.5 + level / 2.0);
     let p_value = if se > 0.0 {
@@ -70,16 +75,7 @@ pub fn blocked_t(a: &[f64], b: &[f64], level: f64) -> Option<OneSampleT> {
     let df = na + nb - 2;
     let var = ss / df as f64;
     let se = (var / 4.0 * (1.0 / na as f64 + 1.0 / nb as f64)).sqrt();
-    let dist = StudentsT::new(0.0, 1.0, df as f64).ok()?;
-    let q = dist.inverse_cdf(0.5 + level / 2.0);
-    let p_value = if se > 0.0 {
-        (2.0 * (1.0 - dist.cdf((mean / se).abs()))).clamp(0.0, 1.0)
-    } else if mean == 0.0 {
-        1.0
-    } else {
-        0.0
-    };
-    Some(OneSampleT { mean, lower: mean - q * se, upper: mean + q * se, p_value, df })
+    t_of(mean, se, df, level)
 }
 
 #[cfg(test)]
