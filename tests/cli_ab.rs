@@ -64,7 +64,8 @@ fn a_build_against_itself_shows_no_large_change() {
     assert_eq!(p["cases"].as_array().map(Vec::len), Some(2));
     for c in p["cases"].as_array().unwrap() {
         let len = |k: &str| c[k].as_array().map_or(0, Vec::len);
-        assert!(len("base") >= 5 * 12 && len("base") == len("head") && len("head") == len("round"), "{c}");
+        // At least a pair per round (a round's budget may end its pairs early).
+        assert!(len("base") >= 12 && len("base") == len("head") && len("head") == len("round"), "{c}");
         let rounds: std::collections::BTreeSet<u64> =
             c["round"].as_array().unwrap().iter().filter_map(|r| r.as_u64()).collect();
         assert_eq!(rounds.len(), 12, "{c}");
