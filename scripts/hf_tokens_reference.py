@@ -24,7 +24,7 @@ import json
 import sys
 
 import tokenizers
-from tokref import byte_chars, fnv1a
+from tokref import byte_chars, fnv1a, merge_pair
 
 
 def textbook_bpe(spec, text):
@@ -43,15 +43,7 @@ def textbook_bpe(spec, text):
         if not ranked:
             break
         a, b = merges[min(ranked)]
-        out, i = [], 0
-        while i < len(seq):
-            if i + 1 < len(seq) and seq[i] == a and seq[i + 1] == b:
-                out.append(a + b)
-                i += 2
-            else:
-                out.append(seq[i])
-                i += 1
-        seq = out
+        seq = merge_pair(seq, a, b)
     return [m["vocab"][t] for t in seq]
 
 

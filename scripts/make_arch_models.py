@@ -45,7 +45,7 @@ from gguf import GGMLQuantizationType as T
 from gguf import GGUFWriter, PoolingType, TokenType
 from gguf.quants import quantize
 from safetensors.numpy import load_file, save_file
-from tokref import byte_chars
+from tokref import byte_chars, merge_pair
 
 TYPES = {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_1": T.Q4_1}
 
@@ -135,15 +135,7 @@ def bpe512():
         (a, b), _ = min(counts.items(), key=lambda kv: (-kv[1], kv[0]))
         merges.append((a, b))
         vocab.setdefault(a + b, len(vocab))
-        out, i = [], 0
-        while i < len(seq):
-            if i + 1 < len(seq) and seq[i] == a and seq[i + 1] == b:
-                out.append(a + b)
-                i += 2
-            else:
-                out.append(seq[i])
-                i += 1
-        seq = out
+        seq = merge_pair(seq, a, b)
     return vocab, merges
 
 

@@ -1,6 +1,7 @@
 """Helpers the tokenizer scripts share: the fingerprint a committed token
 reference is keyed by (FNV-1a 64 over NUL-terminated chunks, as
-`src/suites/inference/filetok.rs` computes it) and GPT-2's byte alphabet."""
+`src/suites/inference/filetok.rs` computes it), GPT-2's byte alphabet and
+one BPE merge step."""
 
 
 def fnv1a(chunks):
@@ -22,3 +23,17 @@ def byte_chars():
             cs.append(256 + n)
             n += 1
     return {b: chr(c) for b, c in zip(bs, cs)}
+
+
+def merge_pair(seq, a, b):
+    """`seq` with every non-overlapping adjacent (a, b), left to right,
+    replaced by the merged token a + b (one BPE merge)."""
+    out, i = [], 0
+    while i < len(seq):
+        if i + 1 < len(seq) and seq[i] == a and seq[i + 1] == b:
+            out.append(a + b)
+            i += 2
+        else:
+            out.append(seq[i])
+            i += 1
+    return out

@@ -356,11 +356,14 @@ fn a_gguf_file_missing_a_tensor_is_refused_naming_it() {
 }
 
 /// Whether this CPU decodes through tfbench's one-token layout (and so makes
-/// a decode copy of Q8_0/Q4_0/Q4_1 matrices): AVX-512 VNNI with BW and VL.
+/// a decode copy of Q8_0/Q4_0/Q4_1 matrices): AVX-512 VNNI with BW and VL,
+/// and F16C and FMA (the kernel's whole feature list).
 fn cpu_makes_decode_copies() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
-        std::arch::is_x86_feature_detected!("avx512f")
+        std::arch::is_x86_feature_detected!("f16c")
+            && std::arch::is_x86_feature_detected!("fma")
+            && std::arch::is_x86_feature_detected!("avx512f")
             && std::arch::is_x86_feature_detected!("avx512bw")
             && std::arch::is_x86_feature_detected!("avx512vl")
             && std::arch::is_x86_feature_detected!("avx512vnni")
