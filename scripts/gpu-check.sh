@@ -41,9 +41,10 @@ if has unit; then
 fi
 if has cli; then
   log cli_cuda
-  # The integration test runs the binary at the path it was built with.
-  bin=$(strings .gpu/cli_cuda | grep -o -m1 -E '/[A-Za-z0-9_/.-]*/target/release/tfbench' || true); mkdir -p "$(dirname "$bin")/../tmp"
-  [ -n "$bin" ] && mkdir -p "$(dirname "$bin")" && cp .gpu/tfbench "$bin"
+  # The integration test runs the binary at the path it was built with
+  # (CARGO_BIN_EXE_tfbench), its scratch under CARGO_TARGET_TMPDIR.
+  tmp=$(grep -a -o -m1 -E '/[A-Za-z0-9_/.-]*/target/tmp' .gpu/cli_cuda | head -1)
+  if [ -n "$tmp" ]; then mkdir -p "$tmp" "$(dirname "$tmp")/release" && cp .gpu/tfbench "$(dirname "$tmp")/release/tfbench"; fi
   timeout ${CLI_TIMEOUT:-150} .gpu/cli_cuda --test-threads 1 > "$OUT/cli_cuda.txt" 2>&1; echo "cli_cuda rc=$?"
   grep -E 'FAILED|test result|panicked' "$OUT/cli_cuda.txt" | head -20
 fi
@@ -59,9 +60,20 @@ if has run; then
 fi
 if has peer; then
   log torch peer
-  PYTHONUNBUFFERED=1 timeout ${PEER_TIMEOUT:-240} python3 scripts/torch_peer.py --device cuda "$OUT/ours.json" "$OUT/torch.json" > "$OUT/peer.txt" 2>&1; echo "peer rc=$?"
+  PYTHONUNBUFFERED=1 timeout ${PEER_TIMEOUT:-240} python3 scripts/torch_peer.py --device cuda ${PEER_ARGS:---secs 0.5} "$OUT/ours.json" "$OUT/torch.json" > "$OUT/peer.txt" 2>&1; echo "peer rc=$?"
   tail -30 "$OUT/peer.txt"
   timeout 60 .gpu/tfbench compare --baseline "$OUT/torch.json" --against "$OUT/ours.json" > "$OUT/compare.txt" 2>&1
   tail -60 "$OUT/compare.txt"
+fi
+if has alloc; then
+  log pageable transfers with each allocator
+  for a in system mimalloc; do
+    echo "TFBENCH_ALLOCATOR=$a"
+    TFBENCH_ALLOCATOR=$a timeout 60 .gpu/tfbench run --suite tensor --device cuda --quick 'transfer/bytes=268435456,direction=(h2d|d2h),memory=pageable' 2>&1 | grep -E 'tensor/transfer' | cut -c1-140
+  done
+fi
+if has h2d && [ -f .gpu/h2d.py ]; then
+  log host-to-device experiments
+  timeout 120 python3 .gpu/h2d.py 2>&1 | tail -20
 fi
 log done

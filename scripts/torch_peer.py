@@ -326,6 +326,7 @@ def main():
     except (OSError, ValueError, KeyError, TypeError) as e:
         sys.exit(f"torch_peer.py: {a.template} is not a readable tfbench results file: {e}")
     cases, skipped, failed = [], 0, 0
+    started = time.time()
     for c in report["cases"]:
         run = SUITES.get(c["suite"])
         on_gpu = "device=cuda" in c["id"]
@@ -369,6 +370,13 @@ def main():
         print(f"{c['id']}: {est['median']['point'] / 1e6:.3f} ms")
     report["cases"] = cases
     report["targets"] = []
+    # A run of its own: `compare` must not take it for the template's run
+    # (same id: "a run compared with itself"), and the template's drift
+    # canaries and load records describe tfbench's run, not PyTorch's.
+    report["run_id"] = f"{report.get('run_id', 'run')}-torch-peer-{os.getpid()}"
+    report["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
+    report["canaries"] = []
+    report["load"] = []
     tmp = a.output + ".tmp"
     with open(tmp, "w") as f:
         json.dump(report, f, indent=1)

@@ -29,15 +29,18 @@ pub fn reduce_grid(n: usize) -> u32 {
 }
 
 /// The longest chain of f32 additions any input value goes through in the
-/// two-pass sum of `n` values over `grid` blocks of `block` threads: the
-/// serial grid-stride terms of one thread, the block's tree (log2 block),
-/// the second pass's serial terms over the `grid` partials and its tree,
-/// and the final scaling. Times the unit roundoff and `sum |x|`, it bounds
-/// the error (to first order).
+/// two-pass sum of `n` values over `grid` blocks of `block` threads. In each
+/// pass a thread adds its float4 vectors into four lane accumulators (the
+/// serial grid-stride terms), its scalar tail into the first lane (one more
+/// term), combines the lanes as a pair tree (two levels), then the block's
+/// tree (log2 block); the second pass does the same over the `grid`
+/// partials with one block, and the mean's scaling is one more rounding.
+/// Times the unit roundoff and `sum |x|`, it bounds the error (to first
+/// order).
 pub fn sum_error_levels(n: usize, grid: u32, block: u32) -> f64 {
-    let threads = grid as usize * block as usize;
     let tree = block.max(2).ilog2() as f64;
-    n.div_ceil(threads) as f64 + tree + (grid as usize).div_ceil(block as usize) as f64 + tree + 1.0
+    let pass = |m: usize, threads: usize| (m / 4).div_ceil(threads) as f64 + 1.0 + 2.0 + tree;
+    pass(n, grid as usize * block as usize) + pass(grid as usize, block as usize) + 1.0
 }
 
 /// Replays the elementwise kernels' index math (float4 body, scalar tail,
@@ -87,9 +90,13 @@ mod tests {
         assert_eq!(reduce_grid(1), 1);
         assert_eq!(reduce_grid(16 << 20), MAX_REDUCE_BLOCKS);
         assert_eq!(reduce_grid(1_000_000), 489);
-        // 16M over 1024 x 256: 64 serial terms, two trees of 8, 4 serial
-        // terms in the second pass, one scaling.
-        assert_eq!(sum_error_levels(16 << 20, 1024, 256), 64.0 + 8.0 + 4.0 + 8.0 + 1.0);
+        // 16M over 1024 x 256: 16 serial float4 terms per lane, the tail,
+        // the lanes' pair tree and the block's tree of 8; then 1 serial
+        // term over the 1024 partials, the same three steps; one scaling.
+        assert_eq!(
+            sum_error_levels(16 << 20, 1024, 256),
+            (16.0 + 1.0 + 2.0 + 8.0) + (1.0 + 1.0 + 2.0 + 8.0) + 1.0
+        );
         // The bound grows with n for a fixed grid.
         assert!(sum_error_levels(1 << 24, 8, 256) > sum_error_levels(1 << 20, 8, 256));
     }

@@ -3,8 +3,8 @@
 //!
 //! One module, [`TENSOR`], holds the tensor suite's kernels. The launch
 //! shapes they expect come from [`super::grid`]: elementwise kernels are
-//! grid-stride loops (any grid works), the two-pass reductions need
-//! `REDUCE_BLOCK` threads per block, the row kernels one block of
+//! grid-stride loops (any grid works), the reductions need `REDUCE_BLOCK`
+//! threads per block and a zeroed ticket word, the row kernels one block of
 //! `ROW_BLOCK` threads per row.
 //!
 //! Why they are written this way:
@@ -12,8 +12,9 @@
 //!   bandwidth; the scalar tail handles lengths not divisible by 4, and
 //!   cudaMalloc'd buffers are 256-byte aligned);
 //! - the sum's partial sums are plain per-thread accumulations plus a tree,
-//!   deterministic (no atomics), so its error bound is known
-//!   (`super::grid::sum_error_levels`);
+//!   deterministic (no floating-point atomics: an integer ticket only picks
+//!   the block that adds the partials, in a fixed order), so its error bound
+//!   is known (`super::grid::sum_error_levels`);
 //! - unary math uses CUDA's IEEE-accurate `expf`/`logf`/`tanhf`/`sqrtf`
 //!   (no fast-math), GELU as `x * sigmoid(2u)` like the CPU kernel, which
 //!   avoids the cancellation of `1 + tanh(u)` for negative inputs.
@@ -63,9 +64,21 @@ extern "C" __global__ void binary_f32(const float* __restrict__ a, const float* 
     for (u64 i = n4 * 4 + gid(); i < n; i += gstride()) out[i] = binop(op, a[i], b[i]);
 }
 
-// out[r][c] = a[r][c] + row[c]
+// out[r][c] = a[r][c] + row[c]; float4 vectors when rows are a multiple of
+// 4 long (then a vector never crosses a row and the row vector is aligned).
 extern "C" __global__ void broadcast_add_f32(const float* __restrict__ a, const float* __restrict__ row,
                                              float* __restrict__ out, u64 n, u64 cols) {
+    if (cols % 4 == 0) {
+        u64 n4 = n / 4, c4 = cols / 4;
+        const float4* a4 = reinterpret_cast<const float4*>(a);
+        const float4* r4 = reinterpret_cast<const float4*>(row);
+        float4* o4 = reinterpret_cast<float4*>(out);
+        for (u64 i = gid(); i < n4; i += gstride()) {
+            float4 x = a4[i], y = r4[i % c4];
+            o4[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w);
+        }
+        return;
+    }
     for (u64 i = gid(); i < n; i += gstride()) out[i] = a[i] + row[i % cols];
 }
 
@@ -140,29 +153,73 @@ __device__ float block_max(float v, float* sh) {
     return sh[0];
 }
 
-// ---- whole-tensor reductions, two passes: partial[blockIdx] then one block ----
-// kind 0 sum, 1 max. Pass 2 runs the same kernel over the partials with one
-// block and writes out[0] * scale (scale = 1/n for a mean).
-extern "C" __global__ void reduce_f32(const float* __restrict__ x, float* __restrict__ out, u64 n,
-                                      int kind, float scale) {
+// ---- whole-tensor reductions, one launch ----
+// Each block reduces its grid-stride share into partial[blockIdx.x]; the
+// last block to finish (a ticket taken after a fence) reduces the partials,
+// in a fixed order, into out[0] and resets the ticket for the next launch.
+// So the result is deterministic (no floating-point atomics) and no second
+// launch waits on the first. kind 0 sum, 1 max; out[0] is scaled by
+// `scale` (1/n for a mean).
+//
+// A thread reads float4 vectors, four at a time before using them (more
+// bytes in flight per thread), into four lane accumulators in index order,
+// adds the scalar tail to its first lane, then combines the lanes as a pair
+// tree; the error bound in `grid::sum_error_levels` follows exactly this
+// order. The last block reads the partials through L2 (`__ldcg`): other
+// blocks wrote them during this launch.
+__device__ __forceinline__ float rop(int kind, float a, float b) { return kind == 0 ? a + b : fmaxf(a, b); }
+__device__ __forceinline__ float4 rop4(int kind, float4 a, float4 v) {
+    return make_float4(rop(kind, a.x, v.x), rop(kind, a.y, v.y), rop(kind, a.z, v.z), rop(kind, a.w, v.w));
+}
+__device__ __forceinline__ float4 ld4(const float4* p, bool l2) { return l2 ? __ldcg(p) : __ldg(p); }
+__device__ __forceinline__ float ld1(const float* p, bool l2) { return l2 ? __ldcg(p) : __ldg(p); }
+__device__ float thread_reduce(const float* x, u64 n, int kind, u64 tid, u64 stride, bool l2) {
+    float id = kind == 0 ? 0.0f : NEG_INF;
+    float4 acc = make_float4(id, id, id, id);
+    u64 n4 = n / 4;
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    u64 i = tid;
+    for (; i + 3 * stride < n4; i += 4 * stride) {
+        float4 v0 = ld4(x4 + i, l2), v1 = ld4(x4 + i + stride, l2);
+        float4 v2 = ld4(x4 + i + 2 * stride, l2), v3 = ld4(x4 + i + 3 * stride, l2);
+        acc = rop4(kind, acc, v0); acc = rop4(kind, acc, v1);
+        acc = rop4(kind, acc, v2); acc = rop4(kind, acc, v3);
+    }
+    for (; i < n4; i += stride) acc = rop4(kind, acc, ld4(x4 + i, l2));
+    for (u64 j = n4 * 4 + tid; j < n; j += stride) acc.x = rop(kind, acc.x, ld1(x + j, l2));
+    return rop(kind, rop(kind, acc.x, acc.y), rop(kind, acc.z, acc.w));
+}
+// Whether this block is the last of the grid to finish (thread 0 has
+// written the block's partial; every thread gets the answer).
+__device__ bool last_block(unsigned* ticket) {
+    __shared__ bool last;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(ticket, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    return last;
+}
+extern "C" __global__ void reduce_f32(const float* __restrict__ x, float* partial, float* out, u64 n,
+                                      int kind, float scale, unsigned* ticket) {
     __shared__ float sh[32];
-    float acc = kind == 0 ? 0.0f : NEG_INF;
-    for (u64 i = gid(); i < n; i += gstride()) acc = kind == 0 ? acc + x[i] : fmaxf(acc, x[i]);
-    acc = kind == 0 ? block_sum(acc, sh) : block_max(acc, sh);
-    if (threadIdx.x == 0) out[blockIdx.x] = gridDim.x == 1 ? acc * scale : acc;
+    float a = thread_reduce(x, n, kind, gid(), gstride(), false);
+    a = kind == 0 ? block_sum(a, sh) : block_max(a, sh);
+    if (threadIdx.x == 0) partial[blockIdx.x] = a;
+    if (!last_block(ticket)) return;
+    a = thread_reduce(partial, gridDim.x, kind, threadIdx.x, blockDim.x, true);
+    a = kind == 0 ? block_sum(a, sh) : block_max(a, sh);
+    if (threadIdx.x == 0) { out[0] = a * scale; *ticket = 0; }
 }
 
-// argmax: (value, index) pairs, the first index among equal maxima.
+// argmax: (value, index) pairs, the first index among equal maxima, in the
+// same one-launch shape: float4 reads in the first phase, the partials'
+// values and indices (through L2) in the last block.
 __device__ __forceinline__ void am_take(float& v, u64& i, float v2, u64 i2) {
     if (v2 > v || (v2 == v && i2 < i)) { v = v2; i = i2; }
 }
-extern "C" __global__ void argmax_f32(const float* __restrict__ x, const u64* __restrict__ xi,
-                                      float* __restrict__ out_v, u64* __restrict__ out_i, u64 n) {
-    __shared__ float sv[REDUCE_BLOCK];
-    __shared__ u64 si[REDUCE_BLOCK];
-    float v = NEG_INF;
-    u64 idx = ~0ull;
-    for (u64 i = gid(); i < n; i += gstride()) am_take(v, idx, x[i], xi ? xi[i] : i);
+// The block's (value, index) into sv[0], si[0].
+__device__ void block_argmax(float v, u64 idx, float* sv, u64* si) {
     sv[threadIdx.x] = v; si[threadIdx.x] = idx;
     __syncthreads();
     for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -174,14 +231,86 @@ extern "C" __global__ void argmax_f32(const float* __restrict__ x, const u64* __
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) { out_v[blockIdx.x] = sv[0]; out_i[blockIdx.x] = si[0]; }
+}
+extern "C" __global__ void argmax_f32(const float* __restrict__ x, float* part_v, u64* part_i,
+                                      float* out_v, u64* out_i, u64 n, unsigned* ticket) {
+    __shared__ float sv[REDUCE_BLOCK];
+    __shared__ u64 si[REDUCE_BLOCK];
+    float v = NEG_INF;
+    u64 idx = ~0ull;
+    u64 n4 = n / 4;
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    u64 i = gid(), st = gstride();
+    for (; i + 3 * st < n4; i += 4 * st) {
+        float4 q[4] = {__ldg(x4 + i), __ldg(x4 + i + st), __ldg(x4 + i + 2 * st), __ldg(x4 + i + 3 * st)};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            u64 j = 4 * (i + k * st);
+            am_take(v, idx, q[k].x, j); am_take(v, idx, q[k].y, j + 1);
+            am_take(v, idx, q[k].z, j + 2); am_take(v, idx, q[k].w, j + 3);
+        }
+    }
+    for (; i < n4; i += st) {
+        float4 q = __ldg(x4 + i);
+        am_take(v, idx, q.x, 4 * i); am_take(v, idx, q.y, 4 * i + 1);
+        am_take(v, idx, q.z, 4 * i + 2); am_take(v, idx, q.w, 4 * i + 3);
+    }
+    for (u64 j = n4 * 4 + gid(); j < n; j += st) am_take(v, idx, x[j], j);
+    block_argmax(v, idx, sv, si);
+    if (threadIdx.x == 0) { part_v[blockIdx.x] = sv[0]; part_i[blockIdx.x] = si[0]; }
+    if (!last_block(ticket)) return;
+    v = NEG_INF; idx = ~0ull;
+    for (u64 i = threadIdx.x; i < gridDim.x; i += blockDim.x) am_take(v, idx, __ldcg(part_v + i), __ldcg(part_i + i));
+    __syncthreads();
+    block_argmax(v, idx, sv, si);
+    if (threadIdx.x == 0) { out_v[0] = sv[0]; out_i[0] = si[0]; *ticket = 0; }
 }
 
 // ---- row kernels: one block per row ----
+// A row of up to ROW_CACHE float4 vectors per thread (8192 columns with 256
+// threads) whose length is a multiple of 4 is read once into registers
+// (float4 loads, indices fixed at compile time so the array stays in
+// registers) and written once: one pass over memory instead of three.
+// Other rows take the plain loops, which re-read the row from cache.
+#define ROW_CACHE 8
+__device__ __forceinline__ bool row_cached(u64 cols) {
+    return cols % 4 == 0 && cols / 4 <= (u64)ROW_CACHE * blockDim.x;
+}
+
 extern "C" __global__ void softmax_rows_f32(const float* __restrict__ x, float* __restrict__ out, u64 cols) {
     __shared__ float sh[32];
     const float* r = x + (u64)blockIdx.x * cols;
     float* o = out + (u64)blockIdx.x * cols;
+    if (row_cached(cols)) {
+        const float4* r4 = reinterpret_cast<const float4*>(r);
+        float4* o4 = reinterpret_cast<float4*>(o);
+        u64 c4 = cols / 4;
+        float4 v[ROW_CACHE];
+        float m = NEG_INF;
+#pragma unroll
+        for (int k = 0; k < ROW_CACHE; k++) {
+            u64 c = threadIdx.x + (u64)k * blockDim.x;
+            if (c < c4) { v[k] = r4[c]; m = fmaxf(m, fmaxf(fmaxf(v[k].x, v[k].y), fmaxf(v[k].z, v[k].w))); }
+        }
+        m = block_max(m, sh);
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ROW_CACHE; k++) {
+            u64 c = threadIdx.x + (u64)k * blockDim.x;
+            if (c < c4) {
+                v[k].x = expf(v[k].x - m); v[k].y = expf(v[k].y - m);
+                v[k].z = expf(v[k].z - m); v[k].w = expf(v[k].w - m);
+                s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+            }
+        }
+        float inv = 1.0f / block_sum(s, sh);
+#pragma unroll
+        for (int k = 0; k < ROW_CACHE; k++) {
+            u64 c = threadIdx.x + (u64)k * blockDim.x;
+            if (c < c4) o4[c] = make_float4(v[k].x * inv, v[k].y * inv, v[k].z * inv, v[k].w * inv);
+        }
+        return;
+    }
     float m = NEG_INF;
     for (u64 c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, r[c]);
     m = block_max(m, sh);
@@ -198,6 +327,41 @@ extern "C" __global__ void layernorm_rows_f32(const float* __restrict__ x, const
     __shared__ float sh[32];
     const float* r = x + (u64)blockIdx.x * cols;
     float* o = out + (u64)blockIdx.x * cols;
+    if (row_cached(cols)) {
+        const float4* r4 = reinterpret_cast<const float4*>(r);
+        const float4* g4 = reinterpret_cast<const float4*>(gamma);
+        const float4* b4 = reinterpret_cast<const float4*>(beta);
+        float4* o4 = reinterpret_cast<float4*>(o);
+        u64 c4 = cols / 4;
+        float4 v[ROW_CACHE];
+        float s = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ROW_CACHE; k++) {
+            u64 c = threadIdx.x + (u64)k * blockDim.x;
+            if (c < c4) { v[k] = r4[c]; s += (v[k].x + v[k].y) + (v[k].z + v[k].w); }
+        }
+        float mean = block_sum(s, sh) / (float)cols;
+        float q = 0.0f;
+#pragma unroll
+        for (int k = 0; k < ROW_CACHE; k++) {
+            u64 c = threadIdx.x + (u64)k * blockDim.x;
+            if (c < c4) {
+                float a = v[k].x - mean, b = v[k].y - mean, d = v[k].z - mean, e = v[k].w - mean;
+                q += (a * a + b * b) + (d * d + e * e);
+            }
+        }
+        float rstd = rsqrtf(block_sum(q, sh) / (float)cols + eps);
+#pragma unroll
+        for (int k = 0; k < ROW_CACHE; k++) {
+            u64 c = threadIdx.x + (u64)k * blockDim.x;
+            if (c < c4) {
+                float4 g = g4[c], b = b4[c];
+                o4[c] = make_float4((v[k].x - mean) * rstd * g.x + b.x, (v[k].y - mean) * rstd * g.y + b.y,
+                                    (v[k].z - mean) * rstd * g.z + b.z, (v[k].w - mean) * rstd * g.w + b.w);
+            }
+        }
+        return;
+    }
     float s = 0.0f;
     for (u64 c = threadIdx.x; c < cols; c += blockDim.x) s += r[c];
     float mean = block_sum(s, sh) / (float)cols;

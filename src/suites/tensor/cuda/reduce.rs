@@ -1,5 +1,6 @@
-//! `reduction` on the GPU: sum, mean, max and argmax in two passes (block
-//! partials, then one block), softmax and layernorm with one block per row.
+//! `reduction` on the GPU: sum, mean, max and argmax in one launch (block
+//! partials, then the last block to finish adds them), softmax and
+//! layernorm with one block per row.
 //! Inputs, work counts and references are the CPU case's.
 
 use super::super::reduction::LN_EPS;
@@ -38,6 +39,8 @@ struct Reduce {
     /// argmax's partial and final indices.
     idx: CudaSlice<u64>,
     idx_final: CudaSlice<u64>,
+    /// The reductions' ticket: which block finishes last (zero between launches).
+    ticket: CudaSlice<u32>,
     grid: u32,
 }
 
@@ -51,7 +54,7 @@ pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
     let rowwise = matches!(op, Op::Softmax | Op::LayerNorm);
     let grid = if rowwise { u32::try_from(rows)? } else { reduce_grid(n) };
     let out_len = if rowwise { n } else { grid as usize };
-    let bytes = (4 * (n + out_len + 2 * gamma_host.len() + 1) + 8 * (grid as usize + 1)) as u64;
+    let bytes = (4 * (n + out_len + 2 * gamma_host.len() + 2) + 8 * (grid as usize + 1)) as u64;
     super::check_fits(&gpu, case, bytes)?;
     let t = std::time::Instant::now();
     let name = match op {
@@ -70,6 +73,7 @@ pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
     let out = zeros(&gpu, out_len)?;
     let scalar = zeros(&gpu, 1)?;
     let (idx, idx_final) = (zeros(&gpu, grid as usize)?, zeros(&gpu, 1)?);
+    let ticket = zeros(&gpu, 1)?;
     gpu.sync()?;
     let r = Reduce {
         op,
@@ -86,6 +90,7 @@ pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
         scalar,
         idx,
         idx_final,
+        ticket,
         grid,
     };
     workload(gpu, r, t.elapsed(), bytes)
@@ -103,13 +108,12 @@ impl GpuOp for Reduce {
     fn launch(&mut self, gpu: &Gpu) -> Result<()> {
         let n = (self.rows * self.cols) as u64;
         let cols = self.cols as u64;
-        let g = self.grid as u64;
         let (kind, scale) = match self.op {
             Op::Max => (1i32, 1.0f32),
             Op::Mean => (0, 1.0 / n as f32),
             _ => (0, 1.0),
         };
-        let (one, eps, null) = (1.0f32, LN_EPS, 0u64);
+        let eps = LN_EPS;
         let s = &gpu.stream;
         let e = |e| gpu.err("launch", e);
         // SAFETY (every launch below): arguments match the kernel signatures
@@ -117,19 +121,15 @@ impl GpuOp for Reduce {
         match self.op {
             Op::Sum | Op::Mean | Op::Max => {
                 let mut b = s.launch_builder(&self.f);
-                b.arg(&self.x).arg(&mut self.out).arg(&n).arg(&kind).arg(&one);
+                b.arg(&self.x).arg(&mut self.out).arg(&mut self.scalar).arg(&n).arg(&kind).arg(&scale);
+                b.arg(&mut self.ticket);
                 unsafe { b.launch(cfg(self.grid, REDUCE_BLOCK)) }.map_err(e)?;
-                let mut b = s.launch_builder(&self.f);
-                b.arg(&self.out).arg(&mut self.scalar).arg(&g).arg(&kind).arg(&scale);
-                unsafe { b.launch(cfg(1, REDUCE_BLOCK)) }.map_err(e)?;
             }
             Op::Argmax => {
                 let mut b = s.launch_builder(&self.f);
-                b.arg(&self.x).arg(&null).arg(&mut self.out).arg(&mut self.idx).arg(&n);
+                b.arg(&self.x).arg(&mut self.out).arg(&mut self.idx).arg(&mut self.scalar);
+                b.arg(&mut self.idx_final).arg(&n).arg(&mut self.ticket);
                 unsafe { b.launch(cfg(self.grid, REDUCE_BLOCK)) }.map_err(e)?;
-                let mut b = s.launch_builder(&self.f);
-                b.arg(&self.out).arg(&self.idx).arg(&mut self.scalar).arg(&mut self.idx_final).arg(&g);
-                unsafe { b.launch(cfg(1, REDUCE_BLOCK)) }.map_err(e)?;
             }
             Op::Softmax => {
                 let mut b = s.launch_builder(&self.f);
