@@ -18,8 +18,8 @@ estimates and throughput with PyTorch's timings and drops the rest:
   thread count; filter your run to one impl);
 - with `--device cuda`: the tensor suite's GPU cases (ids ending in
   `device=cuda:N`: creation, binary, unary, reduction, gpu_gemm, gpu_bmm,
-  transfer, launch) on the same GPU, from scripts/torch_peer_cuda.py (NOT YET
-  RUN ON A GPU; see docs/cuda.md). Without it, GPU cases are left out.
+  transfer, launch) on the same GPU, from scripts/torch_peer_cuda.py (run on
+  an H100; figures in docs/cuda.md). Without it, GPU cases are left out.
 
     cargo run --release -- run --suite inference 'model=(bert-base|gpt2),' -o ours.json
     pip install torch   # the PyPI wheel, about 540 MB plus its CUDA libraries

@@ -1,6 +1,6 @@
 """PyTorch twins of tfbench's GPU tensor cases (`device=cuda:N` ids), for
-scripts/torch_peer.py --device cuda. NOT YET RUN ON A GPU: written beside
-tfbench's GPU cases (docs/cuda.md) in a session without one.
+scripts/torch_peer.py --device cuda. Run on an H100 with PyTorch 2.11 on
+2026-11-25: every twin verified (docs/cuda.md has the figures).
 
 Each twin builds the case's inputs on the GPU, checks PyTorch's result
 against an f64 reference on the CPU with tfbench's tolerances, and times

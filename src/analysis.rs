@@ -11,7 +11,7 @@ use crate::results::{
 };
 use crate::stats::{self, OutlierClass};
 use crate::suites::{Limit, TargetMatch, TargetSpec};
-use crate::workload::{Throughput, ThroughputKind};
+use crate::workload::{Roof, Throughput, ThroughputKind};
 
 /// IQR/median above this marks a case as noisy.
 pub const NOISY_IQR_RATIO: f64 = 0.10;
@@ -22,10 +22,15 @@ pub use crate::harness::runner::CaseOutcome;
 
 /// Turns one case's raw outcome into its result.
 pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) -> CaseResult {
-    // The probed limits are the CPU's: a case on another device (a GPU) gets
-    // no "% of peak" or roofline class against them (there is no GPU probe
-    // yet, docs/cuda.md).
-    let limits = limits.filter(|_| o.case.device == crate::device::Device::Cpu);
+    // The probed limits are the CPU's: a case on another device (a GPU) is
+    // measured against that device's own roof, which its workload reports
+    // from the device's probe (none: no "% of peak", no roofline class).
+    let one_core = matches!(o.case.params.get("threads"), Some(ParamValue::Int(1)));
+    let roof = if o.case.device == crate::device::Device::Cpu {
+        limits.map(|l| cpu_roof(l, one_core))
+    } else {
+        o.roof
+    };
     let samples: Vec<_> = o.measurements.iter().flat_map(|m| m.samples.iter().copied()).collect();
     let mut r = CaseResult {
         id: o.case.id.clone(),
@@ -94,9 +99,8 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
             _ => {}
         }
     }
-    let one_core = matches!(o.case.params.get("threads"), Some(ParamValue::Int(1)));
-    r.throughput = o.throughput.iter().map(|t| rate(t, &est.median, limits, one_core)).collect();
-    r.bound = limits.and_then(|l| classify(&o.throughput, est.median.point, l, one_core));
+    r.throughput = o.throughput.iter().map(|t| rate(t, &est.median, roof)).collect();
+    r.bound = roof.and_then(|roof| classify_roof(&o.throughput, est.median.point, roof));
     r.outliers = Some(counts);
     r.estimates = Some(est);
     r
@@ -161,22 +165,26 @@ fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
-fn peak_for(kind: ThroughputKind, l: &MachineLimits, one_core: bool) -> Option<f64> {
-    match (kind, one_core) {
-        (ThroughputKind::Flops, true) => Some(l.peak_flops_one_core),
-        (ThroughputKind::Flops, false) => Some(l.peak_flops_all_cores),
-        (ThroughputKind::Bytes, true) => Some(l.triad_bandwidth_one_thread),
-        (ThroughputKind::Bytes, false) => Some(l.triad_bandwidth_all_threads),
-        _ => None,
+/// The CPU's roof from its probe: all cores, or one core for `threads=1`
+/// cases (triad bandwidth: the probe's streaming figure).
+fn cpu_roof(l: &MachineLimits, one_core: bool) -> Roof {
+    if one_core {
+        Roof { flops_per_sec: l.peak_flops_one_core, bytes_per_sec: l.triad_bandwidth_one_thread }
+    } else {
+        Roof { flops_per_sec: l.peak_flops_all_cores, bytes_per_sec: l.triad_bandwidth_all_threads }
     }
 }
 
-fn rate(
-    t: &Throughput,
-    median: &Estimate,
-    limits: Option<&MachineLimits>,
-    one_core: bool,
-) -> ThroughputEstimate {
+fn peak_for(kind: ThroughputKind, roof: Roof) -> Option<f64> {
+    match kind {
+        ThroughputKind::Flops => Some(roof.flops_per_sec),
+        ThroughputKind::Bytes => Some(roof.bytes_per_sec),
+        _ => None,
+    }
+    .filter(|&p| p > 0.0)
+}
+
+fn rate(t: &Throughput, median: &Estimate, roof: Option<Roof>) -> ThroughputEstimate {
     let per_sec = |ns: f64| if ns > 0.0 { t.per_iteration * 1e9 / ns } else { f64::INFINITY };
     let point = per_sec(median.point);
     ThroughputEstimate {
@@ -189,19 +197,25 @@ fn rate(
             upper: per_sec(median.lower),
             level: median.level,
         },
-        pct_of_peak: limits.and_then(|l| peak_for(t.kind, l, one_core)).map(|p| point / p * 100.0),
+        pct_of_peak: roof.and_then(|r| peak_for(t.kind, r)).map(|p| point / p * 100.0),
     }
 }
 
-/// Roofline: compute- or memory-bound by arithmetic intensity against the
-/// machine balance; latency-bound when the case reaches under 10% of the
-/// roof that should limit it (overheads, not the machine, set its time).
+/// Roofline against the CPU's probed limits ([`classify_roof`]).
 pub fn classify(decl: &[Throughput], median_ns: f64, l: &MachineLimits, one_core: bool) -> Option<Bound> {
+    classify_roof(decl, median_ns, cpu_roof(l, one_core))
+}
+
+/// Roofline: compute- or memory-bound by arithmetic intensity against the
+/// device's balance (peak FLOP/s over bandwidth); latency-bound when the
+/// case reaches under 10% of the roof that should limit it (overheads, not
+/// the device, set its time).
+pub fn classify_roof(decl: &[Throughput], median_ns: f64, roof: Roof) -> Option<Bound> {
     let get = |k| decl.iter().find(|t| t.kind == k).map(|t| t.per_iteration).filter(|&v| v > 0.0);
     let flops = get(ThroughputKind::Flops);
     let bytes = get(ThroughputKind::Bytes);
-    let peak = peak_for(ThroughputKind::Flops, l, one_core)?;
-    let bw = peak_for(ThroughputKind::Bytes, l, one_core)?;
+    let peak = peak_for(ThroughputKind::Flops, roof)?;
+    let bw = peak_for(ThroughputKind::Bytes, roof)?;
     let secs = median_ns / 1e9;
     let (bound, attainable_secs) = match (flops, bytes) {
         (Some(f), Some(b)) => {
@@ -316,6 +330,7 @@ mod tests {
             throughput: decl,
             skipped: None,
             metrics: Vec::new(),
+            roof: None,
             measurements: vec![Measurement {
                 samples,
                 warm_up_ns: 1.0,
@@ -348,13 +363,23 @@ mod tests {
     }
 
     #[test]
-    fn a_gpu_case_is_not_measured_against_the_cpus_limits() {
+    fn a_gpu_case_is_measured_against_its_own_roof_not_the_cpus() {
         let times: Vec<f64> = (0..50).map(|i| 1000.0 + (i % 5) as f64).collect();
         let mut o = outcome(&times, vec![Throughput::flops(100_000.0)]);
         o.case = o.case.clone().on(crate::device::Device::Cuda(0));
         let r = analyze(&o, &Settings::default(), Some(&limits()));
         assert!(r.throughput[0].rate.point > 0.0);
         assert_eq!((r.throughput[0].pct_of_peak, r.bound), (None, None));
+        // With its own GPU's roof it gets both, against that roof.
+        o.roof = Some(Roof { flops_per_sec: 200e9, bytes_per_sec: 1e12 });
+        let r = analyze(&o, &Settings::default(), Some(&limits()));
+        let t = &r.throughput[0];
+        assert!((t.pct_of_peak.unwrap() - t.rate.point / 200e9 * 100.0).abs() < 1e-9);
+        assert_eq!(r.bound, Some(Bound::Compute));
+        // 100 kFLOP at 200 GFLOP/s is 0.5 us: 1 us is 50%, compute-bound;
+        // a roof 100x higher makes the same time latency-bound.
+        o.roof = Some(Roof { flops_per_sec: 20e12, bytes_per_sec: 1e12 });
+        assert_eq!(analyze(&o, &Settings::default(), None).bound, Some(Bound::Latency));
     }
 
     #[test]

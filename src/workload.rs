@@ -9,6 +9,8 @@
 //! - [`Verification`]: the self-check's outcome against a reference;
 //! - [`Throughput`] / [`ThroughputKind`]: the work one iteration does;
 //! - [`Metric`]: a named figure beside the timings;
+//! - [`Roof`]: the limits of a device other than the CPU, for "% of peak"
+//!   and the roofline class;
 //! - [`SkipCase`] / [`skip`]: refusing a case on this machine.
 
 use anyhow::Result;
@@ -28,6 +30,13 @@ pub trait Workload: Send {
     /// Called once after the last measured round.
     fn metrics(&mut self) -> Vec<Metric> {
         Vec::new()
+    }
+    /// The roofline of the device this workload runs on, when that is not
+    /// the CPU (whose limits the harness probes itself): its own probed peak
+    /// rates for this case's kind of work. `None` (the default): the CPU's
+    /// limits apply, or none are known.
+    fn roof(&self) -> Option<Roof> {
+        None
     }
     /// Waits until the work of the last `run` call has finished on its
     /// device; the harness calls it before reading the clock. A CPU workload
@@ -267,4 +276,15 @@ impl Metric {
     pub fn new(name: impl Into<String>, value: f64, unit: impl Into<String>) -> Self {
         Self { name: name.into(), value, unit: unit.into() }
     }
+}
+
+/// Peak rates of a device for one kind of work (a GPU's probed GEMM rate for
+/// the case's dtype and its copy bandwidth, say): what a case's throughput
+/// is a percentage of, and where its roofline ridge lies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Roof {
+    /// Peak FLOP/s for this case's arithmetic.
+    pub flops_per_sec: f64,
+    /// Peak bytes/s for this case's memory traffic.
+    pub bytes_per_sec: f64,
 }

@@ -23,6 +23,7 @@ fn outcome(name: &str, measurements: Vec<Measurement>, failure: Option<(String, 
         measurements,
         skipped: None,
         metrics: Vec::new(),
+        roof: None,
     }
 }
 

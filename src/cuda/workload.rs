@@ -12,7 +12,8 @@
 
 use super::Gpu;
 use super::probe::{GpuLimits, Limit};
-use crate::workload::{Metric, Throughput, ThroughputKind, Verification, Workload};
+use crate::kernels::cuda::gemm::GemmDtype;
+use crate::workload::{Metric, Roof, Throughput, ThroughputKind, Verification, Workload};
 use anyhow::Result;
 use cudarc::driver::CudaEvent;
 use std::sync::Arc;
@@ -99,6 +100,10 @@ impl<O: GpuOp> Workload for GpuWorkload<O> {
         self.gpu.sync()
     }
 
+    fn roof(&self) -> Option<Roof> {
+        gpu_roof(self.limits.as_ref()?, self.op.limit()?)
+    }
+
     fn after_sample(&mut self, measured: bool) -> Result<()> {
         if let Some(iters) = self.pending.take()
             && measured
@@ -132,6 +137,21 @@ impl<O: GpuOp> Workload for GpuWorkload<O> {
     }
 }
 
+/// A GPU case's roof from its GPU's probe: the probed limit that matches the
+/// case (`GpuOp::limit`) for its kind of work, and for the other kind the
+/// GPU's general figure (f32 GEMM FLOP/s, device copy bandwidth), so the
+/// roofline ridge is the GPU's. `None` where the probe lacks a figure.
+pub fn gpu_roof(l: &GpuLimits, (limit, kind): (Limit, ThroughputKind)) -> Option<Roof> {
+    let own = l.rate(limit).filter(|&r| r > 0.0)?;
+    let flops = l.rate(Limit::Gemm(GemmDtype::F32)).filter(|&r| r > 0.0);
+    let copy = l.rate(Limit::DeviceCopy).filter(|&r| r > 0.0);
+    match kind {
+        ThroughputKind::Flops => Some(Roof { flops_per_sec: own, bytes_per_sec: copy? }),
+        ThroughputKind::Bytes => Some(Roof { flops_per_sec: flops?, bytes_per_sec: own }),
+        _ => None,
+    }
+}
+
 /// The rate of `work` units per iteration in `ns_per_iter` nanoseconds, as
 /// a percentage of `limit` units per second (device time: the CUDA-event
 /// median, so host overheads the limit's probe did not pay are left out).
@@ -158,6 +178,35 @@ mod tests {
         assert_eq!(super::pct_of_limit(1e9, 1e6, 2e12), Some(50.0));
         assert_eq!(super::pct_of_limit(1e9, 0.0, 2e12), None);
         assert_eq!(super::pct_of_limit(1e9, 1e6, 0.0), None);
+    }
+
+    #[test]
+    fn a_gpu_roof_takes_the_matching_probed_limit() {
+        use super::*;
+        let l = GpuLimits {
+            uuid: "00ff".into(),
+            name: "test GPU".into(),
+            measured_at: "2026-11-25T00:00:00Z".into(),
+            gemm_flops: [("f32".to_string(), 50e12), ("bf16".to_string(), 800e12)].into_iter().collect(),
+            d2d_bytes_per_sec: 3e12,
+            h2d_pinned_bytes_per_sec: 50e9,
+            h2d_pageable_bytes_per_sec: 8e9,
+            d2h_pinned_bytes_per_sec: 51e9,
+            d2h_pageable_bytes_per_sec: 0.0,
+            launch_sync_ns: 6e3,
+        };
+        // A bf16 GEMM: its dtype's peak, the GPU's copy bandwidth.
+        let gemm = gpu_roof(&l, (Limit::Gemm(GemmDtype::Bf16), ThroughputKind::Flops));
+        assert_eq!(gemm, Some(Roof { flops_per_sec: 800e12, bytes_per_sec: 3e12 }));
+        // Elementwise: the copy bandwidth, the f32 peak for its arithmetic.
+        let ew = gpu_roof(&l, (Limit::DeviceCopy, ThroughputKind::Bytes));
+        assert_eq!(ew, Some(Roof { flops_per_sec: 50e12, bytes_per_sec: 3e12 }));
+        // A pageable upload: its own bandwidth.
+        let up = gpu_roof(&l, (Limit::HostToDevice(false), ThroughputKind::Bytes));
+        assert_eq!(up.map(|r| r.bytes_per_sec), Some(8e9));
+        // Unmeasured figures give no roof rather than a bogus one.
+        assert_eq!(gpu_roof(&l, (Limit::DeviceToHost(false), ThroughputKind::Bytes)), None);
+        assert_eq!(gpu_roof(&l, (Limit::Gemm(GemmDtype::F16), ThroughputKind::Flops)), None);
     }
 
     #[test]

@@ -134,6 +134,9 @@ impl Workload for Slowed {
     fn sync(&mut self) -> Result<()> {
         self.inner.sync()
     }
+    fn roof(&self) -> Option<crate::workload::Roof> {
+        self.inner.roof()
+    }
     fn fixed_iterations(&self) -> Option<u64> {
         self.inner.fixed_iterations()
     }

@@ -30,6 +30,9 @@ pub struct CaseOutcome {
     pub skipped: Option<String>,
     /// Figures the workload reported after its last measured round.
     pub metrics: Vec<crate::results::Metric>,
+    /// The limits of the device the case ran on, when not the CPU's
+    /// ([`crate::workload::Workload::roof`]).
+    pub roof: Option<crate::workload::Roof>,
 }
 
 /// Hooks for progress display; every method has an empty default.
@@ -138,6 +141,7 @@ fn execute_quietly(
             measurements: Vec::new(),
             skipped: None,
             metrics: Vec::new(),
+            roof: None,
         })
         .collect();
     let mut results: Vec<Option<CaseResult>> = vec![None; n];
@@ -279,6 +283,7 @@ fn run_one(
         return Err(("verify", format!("wrong result {detail}")));
     }
     o.throughput = w.throughput();
+    o.roof = w.roof();
     let mut m: Measurement = guarded(|| sampler::on_pool(|| sampler::measure(w.as_mut(), s, timer, round)))
         .map_err(|e| ("measure", e))?;
     m.prepare_ns = prepare_ns;
