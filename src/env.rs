@@ -79,6 +79,38 @@ pub struct Environment {
     /// if any: results carrying it are not real measurements.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub injected_slowdown: Option<String>,
+    /// The GPUs the run's GPU cases ran on (empty when none did): a GPU
+    /// case's figures belong to its GPU as much as a CPU case's to the CPU.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<GpuEnvironment>,
+}
+
+/// One GPU a run used, as its results record it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(default)]
+pub struct GpuEnvironment {
+    /// `cuda:N`.
+    pub device: String,
+    /// The GPU's name (`NVIDIA H100 80GB HBM3`).
+    pub name: String,
+    /// Its UUID: which card, not which kind.
+    pub uuid: String,
+    /// Compute capability, `major.minor`.
+    pub compute_capability: String,
+    /// Device memory in bytes.
+    pub memory_bytes: u64,
+    /// The driver's CUDA version (`13.0`), if known.
+    pub driver_cuda_version: Option<String>,
+}
+
+impl GpuEnvironment {
+    /// What makes two GPUs the same kind for comparing figures: name,
+    /// compute capability and memory (GiB), like the CPU fingerprint's
+    /// model, not the card's serial.
+    pub fn kind(&self) -> String {
+        let gib = (self.memory_bytes as f64 / (1u64 << 30) as f64).round() as u64;
+        format!("{} (compute {}, {gib} GiB)", self.name, self.compute_capability)
+    }
 }
 
 impl Environment {
@@ -132,7 +164,15 @@ impl Environment {
             // Set by `run` from the hook it parsed (the environment module
             // reads the machine, not the harness's hooks).
             injected_slowdown: None,
+            gpus: Vec::new(),
         }
+    }
+
+    /// The GPUs of the run as `device: kind` lines, sorted (empty: none).
+    pub fn gpu_kinds(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.gpus.iter().map(|g| format!("{}: {}", g.device, g.kind())).collect();
+        v.sort();
+        v
     }
 
     /// A stable identifier of the machine, used to key cached probe results.

@@ -84,6 +84,19 @@ fn run_on_cpu_and_cuda_skips_or_verifies_every_gpu_case() {
         }
     }
     assert_eq!((cpu, gpu), (2, 6), "{}", r.stderr);
+    // The results record the GPU the GPU cases ran on (none without one).
+    let gpus = &v["environment"]["gpus"];
+    match &no_gpu {
+        Some(_) => assert!(gpus.is_null(), "{gpus}"),
+        None => {
+            let g = &gpus[0];
+            assert_eq!(g["device"], "cuda:0", "{gpus}");
+            assert!(
+                g["name"].as_str().is_some_and(|n| !n.is_empty()) && g["memory_bytes"].as_u64() > Some(0),
+                "{g}"
+            );
+        }
+    }
 }
 
 #[test]

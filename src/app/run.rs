@@ -226,6 +226,18 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
         .context("cannot build the worker thread pool")?;
     let mut environment = Environment::gather();
     environment.injected_slowdown = ctx.injection.as_ref().map(|i| i.spec.clone());
+    // The GPUs this plan's GPU cases run on (CUDA is not touched otherwise).
+    let mut gpus: Vec<u32> = plan
+        .cases
+        .iter()
+        .filter_map(|c| match c.device {
+            crate::device::Device::Cuda(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    gpus.sort_unstable();
+    gpus.dedup();
+    environment.gpus = crate::cuda::info::environment(&gpus);
     let limits = machine_limits(args.probe, args.no_probe, plan.threads, ctx.quiet());
     let clock = timer::calibrate();
     let started_at = probe::now_rfc3339();

@@ -86,6 +86,10 @@ pub fn check_same_build_and_machine(source: &str, runs: &[RunReport]) -> Result<
         if a != b {
             bail!("{source}: its runs come from different machines (fingerprints {a} and {b})");
         }
+        let (ga, gb) = (first.environment.gpu_kinds(), r.environment.gpu_kinds());
+        if !ga.is_empty() && !gb.is_empty() && ga != gb {
+            bail!("{source}: its runs come from different GPUs ({} and {})", ga.join(", "), gb.join(", "));
+        }
     }
     Ok(())
 }

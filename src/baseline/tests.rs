@@ -207,3 +207,23 @@ fn load_results_reads_results_and_baseline_files() {
     let err = err_text(load_results(&missing));
     assert!(err.starts_with(&format!("cannot read {}", missing.display())), "{err}");
 }
+
+#[test]
+fn runs_on_different_kinds_of_gpu_cannot_stand_together() {
+    let gpu = |name: &str| crate::env::GpuEnvironment {
+        device: "cuda:0".into(),
+        name: name.into(),
+        uuid: format!("{name}-uuid"),
+        compute_capability: "9.0".into(),
+        memory_bytes: 80 << 30,
+        driver_cuda_version: Some("13.0".into()),
+    };
+    let mut a = fixture();
+    let mut b = fixture();
+    a.environment.gpus = vec![gpu("NVIDIA H100 80GB HBM3")];
+    // A run that records no GPU (CPU cases only, or older results) is fine.
+    check_same_build_and_machine("main", &[a.clone(), b.clone()]).unwrap();
+    b.environment.gpus = vec![gpu("NVIDIA A100-SXM4-80GB")];
+    let e = err_text(check_same_build_and_machine("main", &[a, b]));
+    assert!(e.contains("main: its runs come from different GPUs") && e.contains("A100"), "{e}");
+}

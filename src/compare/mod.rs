@@ -535,16 +535,28 @@ fn vacuous_reason(
     same_samples.then(|| "both sides hold identical samples: a run compared with itself".into())
 }
 
-/// Describes the two machines when their fingerprints differ.
+/// Describes the two machines when their fingerprints differ, or when
+/// their GPU cases ran on different kinds of GPU (where both sides record
+/// their GPUs: results from before that was recorded are not judged).
 fn machine_mismatch(old: &[RunReport], new: &[RunReport]) -> Option<String> {
     let (o, n) = (old.first()?, new.first()?);
+    let mut why = Vec::new();
     let (a, b) = (o.environment.fingerprint(), n.environment.fingerprint());
-    (a != b).then(|| {
-        format!(
+    if a != b {
+        why.push(format!(
             "baseline ran on `{}` (fingerprint {a}), candidate on `{}` (fingerprint {b})",
             o.environment.cpu_model, n.environment.cpu_model
-        )
-    })
+        ));
+    }
+    let (ga, gb) = (o.environment.gpu_kinds(), n.environment.gpu_kinds());
+    if !ga.is_empty() && !gb.is_empty() && ga != gb {
+        why.push(format!(
+            "GPU cases ran on {} in the baseline, on {} in the candidate",
+            ga.join(", "),
+            gb.join(", ")
+        ));
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 /// FNV-1a, 64-bit: a stable hash of case ids for per-case seeds (std's

@@ -232,6 +232,32 @@ fn machine_mismatch_is_reported() {
 }
 
 #[test]
+fn gpu_cases_on_another_kind_of_gpu_are_a_machine_mismatch() {
+    let gpu = |name: &str, uuid: &str| crate::env::GpuEnvironment {
+        device: "cuda:0".into(),
+        name: name.into(),
+        uuid: uuid.into(),
+        compute_capability: "9.0".into(),
+        memory_bytes: 80 << 30,
+        driver_cuda_version: Some("13.0".into()),
+    };
+    let mut old = report(vec![timed("op", 1.0, 1)]);
+    let mut new = report(vec![timed("op", 1.0, 2)]);
+    // Another card of the same kind is the same machine, as another CPU of
+    // the same model is; a side that records no GPU is not judged.
+    old.environment.gpus = vec![gpu("NVIDIA H100 80GB HBM3", "aa")];
+    assert_eq!(compare("base", &old, "cand", &new, &opts()).machine_mismatch, None);
+    new.environment.gpus = vec![gpu("NVIDIA H100 80GB HBM3", "bb")];
+    assert_eq!(compare("base", &old, "cand", &new, &opts()).machine_mismatch, None);
+    new.environment.gpus = vec![gpu("NVIDIA A100-SXM4-80GB", "cc")];
+    let m = compare("base", &old, "cand", &new, &opts()).machine_mismatch.expect("mismatch");
+    assert!(
+        m.contains("GPU cases ran on cuda:0: NVIDIA H100") && m.contains("on cuda:0: NVIDIA A100"),
+        "{m}"
+    );
+}
+
+#[test]
 fn comparisons_are_reproducible_and_seeded() {
     let (old, new) = (report(vec![timed("op", 1.0, 1)]), report(vec![timed("op", 1.05, 2)]));
     let a = compare("base", &old, "cand", &new, &opts());

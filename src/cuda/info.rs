@@ -56,6 +56,29 @@ pub fn version_string(v: i32) -> String {
     format!("{}.{}", v / 1000, (v % 1000) / 10)
 }
 
+/// The GPUs among `ordinals` that exist and answer, as a run's results
+/// record them ([`crate::env::GpuEnvironment`]). A GPU that cannot be
+/// described is left out: its cases were skipped with the reason.
+pub fn environment(ordinals: &[u32]) -> Vec<crate::env::GpuEnvironment> {
+    if ordinals.is_empty() {
+        return Vec::new();
+    }
+    let info = gather();
+    let wanted = |g: &&GpuInfo| ordinals.iter().any(|n| g.device == format!("cuda:{n}"));
+    info.gpus
+        .iter()
+        .filter(wanted)
+        .map(|g| crate::env::GpuEnvironment {
+            device: g.device.clone(),
+            name: g.name.clone(),
+            uuid: g.uuid.clone(),
+            compute_capability: g.compute_capability.clone(),
+            memory_bytes: g.memory_bytes,
+            driver_cuda_version: info.driver_cuda_version.clone(),
+        })
+        .collect()
+}
+
 /// Gathers [`CudaInfo`]; never fails (failures become `unavailable`).
 pub fn gather() -> CudaInfo {
     let mut info = CudaInfo {
