@@ -115,6 +115,35 @@ extern "C" __global__ void fill_f32(float* __restrict__ out, u64 n, float value)
     for (u64 i = gid(); i < n; i += gstride()) out[i] = value;
 }
 
+// ---- randn: counter-based standard normals ----
+// Output pair i (2i, 2i+1) comes from one splitmix64 hash of
+// seed + (i + 1) * golden: 24 bits make u1 in (0, 1], 24 more u2 in [0, 1),
+// both exact in f32, and Box-Muller turns them into two normals. Stateless,
+// so any grid gives the same values, and `random::pair_uniforms` replays the
+// uniforms on the CPU bit for bit.
+__device__ __forceinline__ u64 mix64(u64 z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+extern "C" __global__ void randn_f32(float* __restrict__ out, u64 n, u64 seed) {
+    const float ulp = 1.0f / 16777216.0f;
+    u64 pairs = (n + 1) / 2;
+    for (u64 i = gid(); i < pairs; i += gstride()) {
+        u64 h = mix64(seed + (i + 1) * 0x9e3779b97f4a7c15ull);
+        float u1 = (float)((h >> 40) + 1) * ulp;
+        float u2 = (float)(h & 0xffffffull) * ulp;
+        float r = sqrtf(-2.0f * logf(u1));
+        float s, c;
+        sincospif(2.0f * u2, &s, &c);
+        if (2 * i + 1 < n) {
+            reinterpret_cast<float2*>(out)[i] = make_float2(r * c, r * s);
+        } else {
+            out[2 * i] = r * c;
+        }
+    }
+}
+
 // ---- empty kernel (launch latency) ----
 extern "C" __global__ void empty_kernel() {}
 

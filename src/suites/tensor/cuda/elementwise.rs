@@ -9,9 +9,10 @@ use crate::cuda::Gpu;
 use crate::cuda::probe::Limit;
 use crate::cuda::workload::GpuOp;
 use crate::kernels::cuda::grid::{ELEMENTWISE_BLOCK, elementwise_grid};
+use crate::kernels::cuda::random;
 use crate::plan::Case;
 use crate::suites::tensor::{choice, elements, seed, shape2};
-use crate::suites::{Throughput, ThroughputKind, Verification, Workload, skip};
+use crate::suites::{Throughput, ThroughputKind, Verification, Workload};
 use anyhow::Result;
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -21,8 +22,12 @@ use std::sync::Arc;
 enum Kind {
     Zeros,
     Ones,
+    /// Standard normals from the counter-based kernel, fresh every launch.
+    Randn,
     Binary(BinOp),
-    Broadcast { cols: usize },
+    Broadcast {
+        cols: usize,
+    },
     Unary(UnOp),
 }
 
@@ -35,6 +40,10 @@ struct Elementwise {
     dev: Vec<CudaSlice<f32>>,
     out: CudaSlice<f32>,
     n: usize,
+    /// randn: the case's seed and the launches so far (each launch draws
+    /// with its own seed, as the CPU case does each iteration).
+    seed: u64,
+    launches: u64,
 }
 
 fn config(n: usize) -> LaunchConfig {
@@ -52,6 +61,7 @@ fn build(gpu: Arc<Gpu>, case: &Case, kind: Kind, n: usize, host: Vec<Vec<f32>>) 
     let name = match kind {
         Kind::Zeros => None,
         Kind::Ones => Some("fill_f32"),
+        Kind::Randn => Some("randn_f32"),
         Kind::Binary(_) => Some("binary_f32"),
         Kind::Broadcast { .. } => Some("broadcast_add_f32"),
         Kind::Unary(_) => Some("unary_f32"),
@@ -60,22 +70,18 @@ fn build(gpu: Arc<Gpu>, case: &Case, kind: Kind, n: usize, host: Vec<Vec<f32>>) 
     let dev = host.iter().map(|h| upload(&gpu, h)).collect::<Result<Vec<_>>>()?;
     let out = zeros(&gpu, n)?;
     gpu.sync()?;
-    let op = Elementwise { kind, f, host, dev, out, n };
+    let op = Elementwise { kind, f, host, dev, out, n, seed: seed(case), launches: 0 };
     workload(gpu, op, t.elapsed(), bytes)
 }
 
-/// `creation` on the GPU: zeros (cuMemsetD8Async) and ones (a fill
-/// kernel); randn is skipped: no GPU random generator is built in.
+/// `creation` on the GPU: zeros (cuMemsetD8Async), ones (a fill kernel)
+/// and randn (tfbench's counter-based generator, `random`; not the CPU
+/// case's ziggurat, so checked against its own f64 twin and the moments).
 pub(super) fn prepare_creation(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
     let kind = match choice(case, "op", super::super::creation::OPS)? {
         "zeros" => Kind::Zeros,
         "ones" => Kind::Ones,
-        _ => {
-            return Err(skip(format!(
-                "{}: randn has no GPU kernel yet (cuRAND is not in the build)",
-                case.id
-            )));
-        }
+        _ => Kind::Randn,
     };
     let n = elements(case)?;
     build(gpu, case, kind, n, Vec::new())
@@ -134,10 +140,13 @@ impl GpuOp for Elementwise {
             Kind::Broadcast { cols } => cols as u64,
             _ => 0,
         };
+        self.launches += 1;
+        let seed = self.launch_seed();
         let mut b = gpu.stream.launch_builder(f);
         match self.kind {
             Kind::Zeros => unreachable!("zeros has no kernel"),
             Kind::Ones => b.arg(&mut self.out).arg(&n).arg(&one),
+            Kind::Randn => b.arg(&mut self.out).arg(&n).arg(&seed),
             Kind::Binary(_) => b.arg(&self.dev[0]).arg(&self.dev[1]).arg(&mut self.out).arg(&n).arg(&op),
             Kind::Broadcast { .. } => {
                 b.arg(&self.dev[0]).arg(&self.dev[1]).arg(&mut self.out).arg(&n).arg(&cols)
@@ -162,6 +171,7 @@ impl GpuOp for Elementwise {
                 let v = if matches!(self.kind, Kind::Zeros) { 0.0 } else { 1.0 };
                 Verification::compare("every value equal to the fill value", &got, &vec![v; self.n], 0.0, 0.0)
             }
+            Kind::Randn => self.check_randn(gpu, &got)?,
             Kind::Binary(op) => {
                 let want: Vec<f32> =
                     h[0].iter().zip(&h[1]).map(|(&x, &y)| op.f64(x as f64, y as f64) as f32).collect();
@@ -199,7 +209,9 @@ impl GpuOp for Elementwise {
     fn throughput(&self) -> Vec<Throughput> {
         let n = self.n as f64;
         match self.kind {
-            Kind::Zeros | Kind::Ones => vec![Throughput::elements(n), Throughput::bytes(4.0 * n)],
+            Kind::Zeros | Kind::Ones | Kind::Randn => {
+                vec![Throughput::elements(n), Throughput::bytes(4.0 * n)]
+            }
             Kind::Binary(_) => {
                 vec![Throughput::flops(n), Throughput::bytes(12.0 * n), Throughput::elements(n)]
             }
@@ -212,5 +224,48 @@ impl GpuOp for Elementwise {
             }
             Kind::Unary(_) => vec![Throughput::elements(n), Throughput::bytes(8.0 * n)],
         }
+    }
+}
+
+impl Elementwise {
+    /// The seed of the latest launch (randn).
+    fn launch_seed(&self) -> u64 {
+        self.seed.wrapping_add(self.launches.wrapping_mul(0xd1b5_4a32_d192_ed03))
+    }
+
+    /// randn's output `got` (of the latest launch) against the f64 twin of
+    /// the generator: every value up to 1M, else 65 536 sampled ones,
+    /// within the accuracy of f32 `logf`, `sqrtf` and `sincospif` (a few
+    /// ulp of values under 6); then the N(0, 1) moments over all of them,
+    /// and a second launch must draw other values.
+    fn check_randn(&mut self, gpu: &Gpu, got: &[f32]) -> Result<Verification> {
+        let seed = self.launch_seed();
+        let idx: Vec<usize> = if got.len() <= 1 << 20 {
+            (0..got.len()).collect()
+        } else {
+            super::super::reference::sample_indices(got.len(), 1 << 16, seed)
+        };
+        let g: Vec<f32> = idx.iter().map(|&i| got[i]).collect();
+        let want: Vec<f32> = idx.iter().map(|&i| random::normal_f64(seed, i as u64) as f32).collect();
+        let twin = Verification::compare(
+            format!("f64 Box-Muller of the kernel's own uniforms at {} of {} values", idx.len(), got.len()),
+            &g,
+            &want,
+            4e-6,
+            1e-5,
+        );
+        if !twin.passed {
+            return Ok(twin);
+        }
+        let moments = super::super::reference::check_standard_normal(got, 1);
+        if !moments.passed {
+            return Ok(moments);
+        }
+        self.launch(gpu)?;
+        let again = download(gpu, &self.out)?;
+        if again[..again.len().min(64)] == got[..got.len().min(64)] {
+            return Ok(Verification::check(&twin.reference, false, "two launches drew identical values"));
+        }
+        Ok(Verification { detail: format!("{}; {}", twin.detail, moments.detail), ..twin })
     }
 }

@@ -55,10 +55,12 @@ fn gpu_cases_skip_with_the_drivers_reason_or_verify() {
             for case in &cases {
                 let mut w = match TensorSuite.prepare(case) {
                     Ok(w) => w,
+                    // Every default-grid case fits an H100; a smaller GPU
+                    // may skip the largest with the figures.
                     Err(e) => {
                         let skip =
                             e.downcast_ref::<SkipCase>().unwrap_or_else(|| panic!("{}: {e:#}", case.id));
-                        assert!(skip.0.contains("randn"), "{}: skipped: {}", case.id, skip.0);
+                        assert!(skip.0.contains("device memory"), "{}: skipped: {}", case.id, skip.0);
                         continue;
                     }
                 };
