@@ -25,17 +25,23 @@
 /// Name of the transformer kernels' module in the per-GPU cache.
 pub const TRANSFORMER_MODULE: &str = "tfbench_transformer";
 
-/// Threads per block of the attention kernel (four warps; a multiple of 32).
-pub const ATTN_BLOCK: u32 = 128;
-/// Threads per block of the row kernels (norm, embedding, rope, argmax).
+/// Threads per block of the attention kernel (a multiple of 32): one key per
+/// thread for the scores, so a decode step's few blocks (one per head) keep
+/// many keys' loads in flight.
+pub const ATTN_BLOCK: u32 = 256;
+/// Threads per block of the row kernels (norm, embedding, rope).
 pub const ROW_BLOCK: u32 = 256;
+/// Threads per block of `argmax` (one block per sequence over the whole
+/// vocabulary: as many loads in flight as a block can have).
+pub const ARGMAX_BLOCK: u32 = 1024;
 /// Threads per block of the grid-stride elementwise kernels.
 pub const ELEM_BLOCK: u32 = 256;
 /// Most blocks an elementwise launch uses (grid-stride loops cover the rest).
 pub const ELEM_MAX_BLOCKS: u32 = 4096;
 /// Widest attention head the attention kernel supports (its output
-/// reduction gives each of [`ATTN_BLOCK`] threads at most one dimension).
-pub const MAX_HEAD_DIM: usize = ATTN_BLOCK as usize;
+/// reduction gives each of [`ATTN_BLOCK`] threads at most one dimension,
+/// and at least two key groups share the sum).
+pub const MAX_HEAD_DIM: usize = ATTN_BLOCK as usize / 2;
 
 /// Dynamic shared memory of one attention block, in bytes: the scaled
 /// query (`head_dim`), the scores of up to `capacity` keys and
@@ -234,7 +240,7 @@ __device__ void rope_append(T* qkv, int W, T* kc, T* vc, const float* cos, const
     }
 }
 
-// One block per (query t, head, sequence b): softmax(q k^T / sqrt(hd)) v over
+// One block per (query t, head, sequence b), ATTN_BLOCK threads: softmax(q k^T / sqrt(hd)) v over
 // the keys 0..past+n (causal: 0..past+t), masked keys (mask[b*keys + j] == 0)
 // left out. q of (b, t) at q + b*q_sb + t*q_sj + head*hd; key j of kv head kh
 // at k + b*k_sb + kh*k_sh + j*k_sj (v likewise). out is [b*n + t][heads*hd].
@@ -254,14 +260,16 @@ __device__ void attention(const T* q, u64 q_sb, u64 q_sj, const T* k, const T* v
     const T* qr = q + b * q_sb + t * q_sj + (u64)head * hd;
     for (int d = tid; d < hd; d += blockDim.x) qs[d] = ld(qr[d]) * scale;
     __syncthreads();
-    int lane = tid & 31, w = tid >> 5, nw = blockDim.x >> 5;
+    // One key per thread: each thread reads its key's row (contiguous) with q
+    // broadcast from shared memory; a warp per key serialised a long cache
+    // into hundreds of dependent shuffle rounds.
     const T* kb = k + b * k_sb + kh * k_sh;
-    for (int j = w; j < limit; j += nw) {
+    for (int j = tid; j < limit; j += blockDim.x) {
         const T* kr = kb + j * k_sj;
         float s = 0.0f;
-        for (int d = lane; d < hd; d += 32) s += qs[d] * ld(kr[d]);
-        s = warp_sum(s);
-        if (lane == 0) sc[j] = (mask && mask[(u64)b * keys + j] == 0) ? NEG_INF : s;
+#pragma unroll 8
+        for (int d = 0; d < hd; d++) s += qs[d] * ld(kr[d]);
+        sc[j] = (mask && mask[(u64)b * keys + j] == 0) ? NEG_INF : s;
     }
     __syncthreads();
     float m = NEG_INF;
@@ -279,6 +287,7 @@ __device__ void attention(const T* q, u64 q_sb, u64 q_sj, const T* k, const T* v
     const T* vb = v + b * k_sb + kh * k_sh;
     if (g < groups) {
         float acc = 0.0f;
+#pragma unroll 4
         for (int j = g; j < limit; j += groups) acc += sc[j] * ld(vb[j * k_sj + d]);
         part[g * hd + d] = acc;
     }
@@ -407,7 +416,7 @@ mod tests {
 
     #[test]
     fn attention_fits_in_default_shared_memory_up_to_thousands_of_keys() {
-        assert_eq!(attention_smem_bytes(64, 128), 4 * (64 + 128 + 128));
+        assert_eq!(attention_smem_bytes(64, 128), 4 * (64 + 128 + 256));
         assert!(attention_smem_bytes(MAX_HEAD_DIM, 4096) <= DEFAULT_SMEM_LIMIT);
         assert!(attention_smem_bytes(64, 16384) > DEFAULT_SMEM_LIMIT);
     }

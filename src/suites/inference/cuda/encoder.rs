@@ -48,7 +48,12 @@ pub(super) fn prepare(case: &Case, gpu: &Arc<Gpu>) -> Result<(Box<dyn GpuOp>, Du
     }
     // The check's two sequences of up to 6 tokens must fit too.
     let check_len = 6.min(cfg.max_positions);
-    let cap = Capacity { rows: (batch * seq).max(2 * check_len), batch: batch.max(2), cache: 0 };
+    let cap = Capacity {
+        rows: (batch * seq).max(2 * check_len),
+        batch: batch.max(2),
+        cache: 0,
+        keys: seq.max(check_len),
+    };
     let plan = super::device_plan(&cfg, dt.bytes(), cap.rows, cap.batch, 0);
     let (free, total) = gpu.memory()?;
     if let Some(why) = super::device_refusal(&plan, &format!("cuda:{}", gpu.ordinal), free, total) {

@@ -74,7 +74,8 @@ fn build(
         bail!("case {}: {capacity} positions exceed the {} of {}", case.id, cfg.max_positions, cfg.name);
     }
     // The reference check runs 2 sequences of up to 3 + 1 tokens.
-    let cap = Capacity { rows: rows.max(batch).max(6), batch: batch.max(2), cache: capacity.max(4) };
+    let cache = capacity.max(4);
+    let cap = Capacity { rows: rows.max(batch).max(6), batch: batch.max(2), cache, keys: cache };
     let plan = super::device_plan(&cfg, dt.bytes(), cap.rows, cap.batch, cap.cache);
     let (free, total) = gpu.memory()?;
     if let Some(why) = super::device_refusal(&plan, &format!("cuda:{}", gpu.ordinal), free, total) {

@@ -120,6 +120,9 @@ pub(super) struct Capacity {
     pub batch: usize,
     /// KV-cache positions per sequence (0: none).
     pub cache: usize,
+    /// Most keys one attention call sees (the encoder's sequence length;
+    /// for decoders the cache's positions).
+    pub keys: usize,
 }
 
 /// One kernel argument.
@@ -196,11 +199,11 @@ impl Net {
         if hd > tk::MAX_HEAD_DIM {
             bail!("head dimension {hd} exceeds the GPU attention kernel's {}", tk::MAX_HEAD_DIM);
         }
-        let smem = tk::attention_smem_bytes(hd, cap.cache.max(cap.rows));
+        let smem = tk::attention_smem_bytes(hd, cap.keys);
         if smem > tk::DEFAULT_SMEM_LIMIT || cfg.hidden * 4 > tk::DEFAULT_SMEM_LIMIT {
             bail!(
                 "{} keys of head dimension {hd} (or width {}) exceed the 48 KiB of shared memory the GPU kernels use",
-                cap.cache.max(cap.rows),
+                cap.keys,
                 cfg.hidden
             );
         }
@@ -416,7 +419,7 @@ impl Net {
     }
 
     fn check(&self, batch: usize, n: usize) -> Result<()> {
-        if batch * n > self.cap.rows || batch > self.cap.batch {
+        if batch * n > self.cap.rows || batch > self.cap.batch || n > self.cap.keys {
             bail!(
                 "forward of {batch} x {n} tokens: buffers hold {} rows, {} sequences",
                 self.cap.rows,
@@ -623,10 +626,12 @@ impl Net {
         // Only each sequence's last position feeds the LM head.
         self.norm(self.x, self.last, fnorm, batch, n, n - 1)?;
         self.gemm(self.last, &self.head, self.logits, batch)?;
+        // 1024 threads: one block per sequence reads the whole vocabulary,
+        // and with 256 a 50257-token row took ~200 dependent rounds.
         self.launch(
             "argmax",
             (batch as u32, 1, 1),
-            ROW_BLOCK,
+            tk::ARGMAX_BLOCK,
             0,
             &[A::P(self.logits), A::I(c.vocab as i32), A::P(self.next), A::P(self.pos), A::I(n as i32)],
         )
