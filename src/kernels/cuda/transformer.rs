@@ -25,9 +25,9 @@
 /// Name of the transformer kernels' module in the per-GPU cache.
 pub const TRANSFORMER_MODULE: &str = "tfbench_transformer";
 
-/// Threads per block of the attention kernel (a multiple of 32): one key per
-/// thread for the scores, so a decode step's few blocks (one per head) keep
-/// many keys' loads in flight.
+/// Threads per block of the attention kernel (a multiple of 32): eight lanes
+/// per key for the scores, so a decode step's few blocks (one per head) keep
+/// 32 keys' loads in flight.
 pub const ATTN_BLOCK: u32 = 256;
 /// Threads per block of the row kernels (norm, embedding, rope).
 pub const ROW_BLOCK: u32 = 256;
@@ -260,16 +260,24 @@ __device__ void attention(const T* q, u64 q_sb, u64 q_sj, const T* k, const T* v
     const T* qr = q + b * q_sb + t * q_sj + (u64)head * hd;
     for (int d = tid; d < hd; d += blockDim.x) qs[d] = ld(qr[d]) * scale;
     __syncthreads();
-    // One key per thread: each thread reads its key's row (contiguous) with q
-    // broadcast from shared memory; a warp per key serialised a long cache
-    // into hundreds of dependent shuffle rounds.
+    // Eight lanes per key, so a block scores 32 keys at once: a warp per key
+    // serialised a long cache into hundreds of dependent shuffle rounds, and
+    // one thread per key made every load touch 32 rows (slow when K is read
+    // out of the encoder's wide fused projection). The loop bound is uniform
+    // across the warp (the shuffles need every lane).
     const T* kb = k + b * k_sb + kh * k_sh;
-    for (int j = tid; j < limit; j += blockDim.x) {
-        const T* kr = kb + j * k_sj;
+    int sub = tid & 7, slot = tid >> 3, slots = blockDim.x >> 3;
+    for (int j0 = 0; j0 < limit; j0 += slots) {
+        int j = j0 + slot;
         float s = 0.0f;
-#pragma unroll 8
-        for (int d = 0; d < hd; d++) s += qs[d] * ld(kr[d]);
-        sc[j] = (mask && mask[(u64)b * keys + j] == 0) ? NEG_INF : s;
+        if (j < limit) {
+            const T* kr = kb + j * k_sj;
+            for (int d = sub; d < hd; d += 8) s += qs[d] * ld(kr[d]);
+        }
+        s += __shfl_xor_sync(0xffffffffu, s, 4);
+        s += __shfl_xor_sync(0xffffffffu, s, 2);
+        s += __shfl_xor_sync(0xffffffffu, s, 1);
+        if (sub == 0 && j < limit) sc[j] = (mask && mask[(u64)b * keys + j] == 0) ? NEG_INF : s;
     }
     __syncthreads();
     float m = NEG_INF;
