@@ -21,17 +21,18 @@ const PREFILL_CHUNK: usize = 128;
 /// buffer is reserved in `prepare` so recording never allocates.
 const MAX_STEPS: usize = 1 << 16;
 
-/// Step latencies in nanoseconds, a fixed-capacity ring.
-struct Steps {
+/// Step latencies in nanoseconds, a fixed-capacity ring (the GPU cases
+/// record theirs from CUDA events into the same summary).
+pub(super) struct Steps {
     ns: Vec<f64>,
     next: usize,
 }
 
 impl Steps {
-    fn new() -> Self {
+    pub(super) fn new() -> Self {
         Self { ns: Vec::with_capacity(MAX_STEPS), next: 0 }
     }
-    fn push(&mut self, v: f64) {
+    pub(super) fn push(&mut self, v: f64) {
         if self.ns.len() < MAX_STEPS {
             self.ns.push(v);
         } else {
@@ -39,7 +40,7 @@ impl Steps {
             self.next = (self.next + 1) % MAX_STEPS;
         }
     }
-    fn summary(&self, prefix: &str) -> Vec<Metric> {
+    pub(super) fn summary(&self, prefix: &str) -> Vec<Metric> {
         let mut s = self.ns.clone();
         s.sort_by(f64::total_cmp);
         if s.is_empty() {

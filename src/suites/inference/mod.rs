@@ -7,6 +7,7 @@
 //! | `embed`   | `encoder.rs`  | the same with real MiniLM-L6 weights from safetensors   |
 //! | `prefill` | `generate.rs` | a prompt of `prompt` tokens into an empty KV cache, first token |
 //! | `decode`  | `generate.rs` | `gen` greedy tokens after a cache holding `depth` tokens |
+//! | `decode_graph` | `cuda/` | CUDA only: `decode` with each step replayed from a CUDA Graph |
 //! | `gguf`    | `file.rs`, `fileenc.rs`, `filetok.rs` | a GGUF file or Hugging Face directory (`--model`; `source.rs`, `gguf*.rs`, `hfdir.rs`): llama-bench's `load`, `ppN`, `tgN`, `pgN,M` at depth `d`; `tokenize` |
 //!
 //! The model (`model.rs`) is written once and configured by shape from the
@@ -22,6 +23,7 @@ use crate::suites::{Limit, Suite, TargetMatch, TargetSpec, ThroughputKind, Workl
 use anyhow::{Result, bail};
 
 pub mod accuracy;
+pub mod cuda;
 mod encoder;
 pub mod file;
 #[cfg(test)]
@@ -45,7 +47,14 @@ pub mod workspace;
 pub struct InferenceSuite;
 
 /// Benchmarks of `suites/inference.toml`, in file order.
-pub const BENCHMARKS: &[&str] = &["encoder", "embed", "prefill", "decode", "gguf"];
+pub const BENCHMARKS: &[&str] = &["encoder", "embed", "prefill", "decode", "decode_graph", "gguf"];
+
+/// Benchmarks that run on the CPU and on CUDA GPUs (same grids and ids,
+/// `device=cuda:N` added on the GPU).
+const CPU_AND_CUDA: &[crate::device::DeviceKind] =
+    &[crate::device::DeviceKind::Cpu, crate::device::DeviceKind::Cuda];
+/// Benchmarks of GPU work only (`cuda::GPU_ONLY`).
+const CUDA_ONLY: &[crate::device::DeviceKind] = &[crate::device::DeviceKind::Cuda];
 
 /// Keys the `shape` parameter may override, as `key:value` pairs joined by `+`.
 pub const SHAPE_KEYS: &[&str] = &["hidden", "heads", "kv_heads", "ffn", "vocab", "positions"];
@@ -110,7 +119,19 @@ impl Suite for InferenceSuite {
             _ => return None,
         })
     }
+    fn devices(&self, benchmark: &str) -> &'static [crate::device::DeviceKind] {
+        match benchmark {
+            "encoder" | "prefill" | "decode" => CPU_AND_CUDA,
+            b if cuda::GPU_ONLY.contains(&b) => CUDA_ONLY,
+            _ => crate::device::CPU_ONLY,
+        }
+    }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+        if case.device.kind() == crate::device::DeviceKind::Cuda
+            || cuda::GPU_ONLY.contains(&case.benchmark.as_str())
+        {
+            return cuda::prepare(case);
+        }
         match case.benchmark.as_str() {
             "encoder" => encoder::prepare(case, false),
             "embed" => encoder::prepare(case, true),

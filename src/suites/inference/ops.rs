@@ -122,6 +122,12 @@ impl Rope {
         });
     }
 
+    /// The `cos` and `sin` tables, `[positions x head_dim/2]` each (the
+    /// GPU model uploads these very values, so both rotate alike).
+    pub fn tables(&self) -> (&[f32], &[f32]) {
+        (&self.cos, &self.sin)
+    }
+
     /// Bytes held by the tables.
     pub fn bytes(&self) -> usize {
         (self.cos.len() + self.sin.len()) * 4
