@@ -4,7 +4,8 @@
 # cuda and (with PEER=1) PyTorch's twins. Built here, carried in .gpu/:
 #   .gpu/tfbench        target/release/tfbench, stripped
 #   .gpu/unit           target/release/deps/tfbench-<hash> (lib unit tests), stripped
-#   .gpu/cli_cuda       target/release/deps/cli_cuda-<hash>, stripped
+#   .gpu/cli_*          target/release/deps/cli_cuda-<hash> and
+#                       cli_cuda_inference-<hash> (integration tests), stripped
 # Logs and results go to $OUT (or ./gpu-out). STEPS picks steps (default all).
 set -u
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -40,13 +41,17 @@ if has unit; then
   grep -E '^test .*(FAILED|ok)$|test result|panicked' "$OUT/unit.txt" | grep -v ' ok$' | head -40
 fi
 if has cli; then
-  log cli_cuda
-  # The integration test runs the binary at the path it was built with
-  # (CARGO_BIN_EXE_tfbench), its scratch under CARGO_TARGET_TMPDIR.
-  tmp=$(grep -a -o -m1 -E '/[A-Za-z0-9_/.-]*/target/tmp' .gpu/cli_cuda | head -1)
-  if [ -n "$tmp" ]; then mkdir -p "$tmp" "$(dirname "$tmp")/release" && cp .gpu/tfbench "$(dirname "$tmp")/release/tfbench"; fi
-  timeout ${CLI_TIMEOUT:-150} .gpu/cli_cuda --test-threads 1 > "$OUT/cli_cuda.txt" 2>&1; echo "cli_cuda rc=$?"
-  grep -E 'FAILED|test result|panicked' "$OUT/cli_cuda.txt" | head -20
+  for t in .gpu/cli_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    log "$name"
+    # The integration tests run the binary at the path they were built with
+    # (CARGO_BIN_EXE_tfbench), their scratch under CARGO_TARGET_TMPDIR.
+    tmp=$(grep -a -o -m1 -E '/[A-Za-z0-9_/.-]*/target/tmp' "$t" | head -1)
+    if [ -n "$tmp" ]; then mkdir -p "$tmp" "$(dirname "$tmp")/release" && cp .gpu/tfbench "$(dirname "$tmp")/release/tfbench"; fi
+    timeout ${CLI_TIMEOUT:-150} "$t" --test-threads 1 > "$OUT/$name.txt" 2>&1; echo "$name rc=$?"
+    grep -E 'FAILED|test result|panicked' "$OUT/$name.txt" | head -20
+  done
 fi
 if has probe; then
   log probe

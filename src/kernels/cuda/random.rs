@@ -27,7 +27,7 @@ pub fn normal_f64(seed: u64, k: u64) -> f64 {
     let (u1, u2) = pair_uniforms(seed, k / 2);
     let r = (-2.0 * (u1 as f64).ln()).sqrt();
     let t = 2.0 * std::f64::consts::PI * u2 as f64;
-    if k % 2 == 0 { r * t.cos() } else { r * t.sin() }
+    if k.is_multiple_of(2) { r * t.cos() } else { r * t.sin() }
 }
 
 #[cfg(test)]

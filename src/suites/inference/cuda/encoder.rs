@@ -8,10 +8,11 @@ use super::super::{reference, weights};
 use super::net::{Capacity, Net};
 use super::{Comparison, Tolerance};
 use crate::cuda::Gpu;
+use crate::cuda::probe::Limit;
 use crate::cuda::workload::GpuOp;
 use crate::models::Arch;
 use crate::plan::Case;
-use crate::workload::{Metric, Throughput, Verification};
+use crate::workload::{Metric, Throughput, ThroughputKind, Verification};
 use anyhow::{Result, bail};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -127,6 +128,12 @@ impl Encoder {
 }
 
 impl GpuOp for Encoder {
+    /// A forward pass is GEMMs: measured against the dtype's probed GEMM
+    /// peak (its roofline class says whether it gets near it).
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        Some((Limit::Gemm(self.net.dt), ThroughputKind::Flops))
+    }
+
     fn launch(&mut self, _gpu: &Gpu) -> Result<()> {
         self.net.encode(self.batch, self.seq, false)
     }

@@ -26,10 +26,11 @@ use super::net::{Capacity, Net};
 use super::timer::StepTimer;
 use super::{Comparison, Tolerance};
 use crate::cuda::Gpu;
+use crate::cuda::probe::Limit;
 use crate::cuda::workload::GpuOp;
 use crate::models::Arch;
 use crate::plan::Case;
-use crate::workload::{Metric, Throughput, Verification};
+use crate::workload::{Metric, Throughput, ThroughputKind, Verification};
 use anyhow::{Result, bail};
 use cudarc::driver::{CudaGraph, sys};
 use std::cell::RefCell;
@@ -247,6 +248,11 @@ impl Prefill {
 }
 
 impl GpuOp for Prefill {
+    /// A prompt's pass is GEMMs over its tokens: the dtype's GEMM peak.
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        Some((Limit::Gemm(self.g.net.dt), ThroughputKind::Flops))
+    }
+
     fn launch(&mut self, gpu: &Gpu) -> Result<()> {
         self.g.net.reset(self.prompt_buf, 0, 0)?;
         let mut timer = self.timer.borrow_mut();
@@ -371,6 +377,11 @@ impl Decode {
 }
 
 impl GpuOp for Decode {
+    /// A token step streams the weights and the cache: the copy bandwidth.
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        Some((Limit::DeviceCopy, ThroughputKind::Bytes))
+    }
+
     fn launch(&mut self, gpu: &Gpu) -> Result<()> {
         self.g.net.reset(self.first_buf, self.g.batch, self.depth)?;
         let mut timer = self.timer.borrow_mut();

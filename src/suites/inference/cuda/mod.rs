@@ -87,6 +87,12 @@ impl crate::cuda::workload::GpuOp for Box<dyn crate::cuda::workload::GpuOp> {
     fn metrics(&self) -> Vec<crate::workload::Metric> {
         (**self).metrics()
     }
+    fn sync_each_iteration(&self) -> bool {
+        (**self).sync_each_iteration()
+    }
+    fn limit(&self) -> Option<(crate::cuda::probe::Limit, crate::workload::ThroughputKind)> {
+        (**self).limit()
+    }
 }
 
 /// The GEMM type of a weight dtype on the GPU, or why it has none.
