@@ -9,33 +9,8 @@ mod common;
 use common::*;
 use serde_json::Value;
 
-/// `sysinfo`'s CUDA section: `None` when GPUs are listed, else the reason.
-fn no_gpu_reason() -> Option<String> {
-    let (r, v) = run_json(&["sysinfo", "--format", "json"]);
-    assert_eq!(r.code, 0, "{}", r.stderr);
-    let cuda = &v["cuda"];
-    assert!(cuda["libraries"]["nvrtc"].is_string() && cuda["bindings_cuda_version"] == "13.0", "{cuda}");
-    match cuda["gpus"].as_array().map(Vec::len) {
-        Some(n) if n > 0 => None,
-        _ => Some(cuda["unavailable"].as_str().expect("a reason when no GPU is listed").to_string()),
-    }
-}
-
 fn cases(v: &Value) -> &Vec<Value> {
     v["cases"].as_array().expect("cases")
-}
-
-/// Every case id of a `list --format json`.
-fn listed_ids(v: &Value) -> Vec<String> {
-    let mut out = Vec::new();
-    for s in v["suites"].as_array().expect("suites") {
-        for b in s["benchmarks"].as_array().expect("benchmarks") {
-            for c in b["cases"].as_array().expect("cases") {
-                out.push(c["id"].as_str().expect("id").to_string());
-            }
-        }
-    }
-    out
 }
 
 #[test]

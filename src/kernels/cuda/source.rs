@@ -19,6 +19,50 @@
 //!   (no fast-math), GELU as `x * sigmoid(2u)` like the CPU kernel, which
 //!   avoids the cancellation of `1 + tanh(u)` for negative inputs.
 
+/// CUDA C++ that every kernel module of tfbench starts with, written once:
+/// the integer type names, `-inf` (NVRTC has no `<math.h>` macros) and the
+/// warp- and block-wide sum and max. Each module's source is this followed
+/// by its own kernels (`concat!(cuda_prelude!(), ...)`).
+///
+/// The block reductions need `blockDim.x` a multiple of 32 and `red` 32
+/// floats of shared memory; every thread gets the result, and the leading
+/// barrier lets one `red` serve call after call.
+macro_rules! cuda_prelude {
+    () => {
+        r#"
+typedef unsigned long long u64;
+typedef unsigned short u16;
+#define NEG_INF __int_as_float(0xff800000)
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+__device__ float block_sum(float v, float* red) {
+    v = warp_sum(v);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    return warp_sum(lane < nw ? red[lane] : 0.0f);
+}
+__device__ float block_max(float v, float* red) {
+    v = warp_max(v);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if (lane == 0) red[w] = v;
+    __syncthreads();
+    return warp_max(lane < nw ? red[lane] : NEG_INF);
+}
+"#
+    };
+}
+pub(crate) use cuda_prelude;
+
 /// Name of the tensor kernels' module in the per-GPU cache.
 pub const TENSOR_MODULE: &str = "tfbench_tensor";
 
@@ -28,13 +72,11 @@ pub const REDUCE_BLOCK: u32 = 256;
 pub const ROW_BLOCK: u32 = 256;
 
 /// The tensor suite's kernels.
-pub const TENSOR: &str = r#"
-typedef unsigned long long u64;
-
+pub const TENSOR: &str = concat!(
+    cuda_prelude!(),
+    r#"
 #define REDUCE_BLOCK 256
 #define ROW_BLOCK 256
-// NVRTC has no <math.h> macros: -inf from its bits.
-#define NEG_INF __int_as_float(0xff800000)
 
 __device__ __forceinline__ u64 gid() { return (u64)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ u64 gstride() { return (u64)gridDim.x * blockDim.x; }
@@ -146,41 +188,6 @@ extern "C" __global__ void randn_f32(float* __restrict__ out, u64 n, u64 seed) {
 
 // ---- empty kernel (launch latency) ----
 extern "C" __global__ void empty_kernel() {}
-
-// ---- block reductions ----
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-// Sum / max over the block; every thread gets the result. `sh` holds 32 floats.
-__device__ float block_sum(float v, float* sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_sum(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = (threadIdx.x < (blockDim.x >> 5)) ? sh[threadIdx.x] : 0.0f;
-    if (w == 0) v = warp_sum(v);
-    if (threadIdx.x == 0) sh[0] = v;
-    __syncthreads();
-    return sh[0];
-}
-__device__ float block_max(float v, float* sh) {
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    v = warp_max(v);
-    __syncthreads();
-    if (lane == 0) sh[w] = v;
-    __syncthreads();
-    v = (threadIdx.x < (blockDim.x >> 5)) ? sh[threadIdx.x] : NEG_INF;
-    if (w == 0) v = warp_max(v);
-    if (threadIdx.x == 0) sh[0] = v;
-    __syncthreads();
-    return sh[0];
-}
 
 // ---- whole-tensor reductions, one launch ----
 // Each block reduces its grid-stride share into partial[blockIdx.x]; the
@@ -399,4 +406,5 @@ extern "C" __global__ void layernorm_rows_f32(const float* __restrict__ x, const
     float rstd = rsqrtf(block_sum(q, sh) / (float)cols + eps);
     for (u64 c = threadIdx.x; c < cols; c += blockDim.x) o[c] = (r[c] - mean) * rstd * gamma[c] + beta[c];
 }
-"#;
+"#
+);

@@ -22,6 +22,8 @@
 //!   (fusing them into cuBLAS epilogues would need cuBLASLt): at the
 //!   sizes of the suite's models, the GEMMs and the launch count dominate.
 
+use super::source::cuda_prelude;
+
 /// Name of the transformer kernels' module in the per-GPU cache.
 pub const TRANSFORMER_MODULE: &str = "tfbench_transformer";
 
@@ -60,11 +62,9 @@ pub fn elem_blocks(n: usize) -> u32 {
 }
 
 /// The kernels (see the module doc); `INST` instantiates each per type.
-pub const TRANSFORMER: &str = r#"
-typedef unsigned long long u64;
-typedef unsigned short u16;
-#define NEG_INF __int_as_float(0xff800000)
-
+pub const TRANSFORMER: &str = concat!(
+    cuda_prelude!(),
+    r#"
 struct h16 { u16 x; };
 struct b16 { u16 x; };
 
@@ -88,32 +88,6 @@ template <> __device__ __forceinline__ b16 cvt<b16>(float f) {
     return r;
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-    return v;
-}
-// Block-wide sum / max (blockDim a multiple of 32); every thread gets the
-// result. The leading barrier lets `red` be reused call after call.
-__device__ float block_sum(float v, float* red) {
-    v = warp_sum(v);
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (lane == 0) red[w] = v;
-    __syncthreads();
-    return warp_sum(lane < nw ? red[lane] : 0.0f);
-}
-__device__ float block_max(float v, float* red) {
-    v = warp_max(v);
-    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    __syncthreads();
-    if (lane == 0) red[w] = v;
-    __syncthreads();
-    return warp_max(lane < nw ? red[lane] : NEG_INF);
-}
 
 // x[r] = tok[ids[r]] + posemb[past + r % n] + types[0]; one block per row.
 template <typename T>
@@ -396,7 +370,8 @@ extern "C" __global__ void reset_decode(const int* src, int* dst, int n, int* po
     for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
     if (threadIdx.x == 0) *pos = value;
 }
-"#;
+"#
+);
 
 #[cfg(test)]
 mod tests {

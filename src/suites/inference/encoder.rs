@@ -5,7 +5,6 @@
 use super::linear::DType;
 use super::model::{Model, Workspace, WorkspaceSize};
 use super::{reference, weights};
-use crate::models::Arch;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
@@ -46,14 +45,7 @@ pub fn prepare(case: &Case, real: bool) -> Result<Box<dyn Workload>> {
     } else {
         (super::model_config(case)?, None)
     };
-    if cfg.arch != Arch::Bert {
-        bail!(
-            "case {}: the encoder benchmarks run BERT-family models; `{}` is {}",
-            case.id,
-            cfg.name,
-            cfg.arch.name()
-        );
-    }
+    super::bert_only(case, &cfg)?;
     if seq > cfg.max_positions {
         bail!("case {}: seq {seq} exceeds the {} positions of {}", case.id, cfg.max_positions, cfg.name);
     }

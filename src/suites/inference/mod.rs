@@ -181,6 +181,19 @@ fn positive(case: &Case, key: &str) -> Result<usize> {
     Ok(n)
 }
 
+/// The encoder benchmarks' refusal of a model that is not BERT-family.
+fn bert_only(case: &Case, cfg: &ModelConfig) -> Result<()> {
+    if cfg.arch != crate::models::Arch::Bert {
+        bail!(
+            "case {}: the encoder benchmarks run BERT-family models; `{}` is {}",
+            case.id,
+            cfg.name,
+            cfg.arch.name()
+        );
+    }
+    Ok(())
+}
+
 /// The model shape of a case: the `model` preset, then the `shape`
 /// overrides (`preset`, or e.g. `hidden:512+heads:8+ffn:2048`), then
 /// `layers` (`full`, or a count that reduces the depth; the case id says so).

@@ -10,7 +10,6 @@ use super::{Comparison, Tolerance};
 use crate::cuda::Gpu;
 use crate::cuda::probe::Limit;
 use crate::cuda::workload::GpuOp;
-use crate::models::Arch;
 use crate::plan::Case;
 use crate::workload::{Metric, Throughput, ThroughputKind, Verification};
 use anyhow::{Result, bail};
@@ -32,14 +31,7 @@ struct Encoder {
 /// Builds an `encoder` case on `gpu`: (op, setup time, device bytes).
 pub(super) fn prepare(case: &Case, gpu: &Arc<Gpu>) -> Result<(Box<dyn GpuOp>, Duration, u64)> {
     let cfg = super::super::model_config(case)?;
-    if cfg.arch != Arch::Bert {
-        bail!(
-            "case {}: the encoder benchmarks run BERT-family models; `{}` is {}",
-            case.id,
-            cfg.name,
-            cfg.arch.name()
-        );
-    }
+    super::super::bert_only(case, &cfg)?;
     let dtype = super::super::dtype(case)?;
     let dt = super::gemm_dtype(dtype).map_err(crate::suites::skip)?;
     let batch = super::super::positive(case, "batch")?;
