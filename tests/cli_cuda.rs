@@ -37,28 +37,13 @@ fn run_on_cpu_and_cuda_skips_or_verifies_every_gpu_case() {
     let (r, v) = suite_json("tensor", "5", &["--device", "cpu,cuda", filter]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     assert!(!r.stderr.contains("panicked"), "{}", r.stderr);
-    let (mut cpu, mut gpu) = (0, 0);
-    for c in cases(&v) {
-        let id = c["id"].as_str().unwrap();
-        let state = c["status"]["state"].as_str().unwrap();
-        if !id.contains("device=cuda:0") {
-            assert_eq!(state, "ok", "{id}: {c}");
-            cpu += 1;
-            continue;
-        }
-        gpu += 1;
-        match &no_gpu {
-            Some(why) => {
-                assert_eq!(state, "skipped", "{id}");
-                assert_eq!(c["status"]["reason"].as_str(), Some(format!("cuda:0: {why}").as_str()), "{id}");
-            }
-            None => {
-                assert_eq!(state, "ok", "{id}: {c}");
-                assert!(metric(c, "cuda_event_ns").is_some() && metric(c, "setup_ns").is_some(), "{id}");
-            }
+    let (cpu, gpu) = cpu_and_gpu_cases(&v, &no_gpu);
+    if no_gpu.is_none() {
+        for c in &gpu {
+            assert!(metric(c, "cuda_event_ns").is_some() && metric(c, "setup_ns").is_some(), "{}", c["id"]);
         }
     }
-    assert_eq!((cpu, gpu), (2, 6), "{}", r.stderr);
+    assert_eq!((cpu, gpu.len()), (2, 6), "{}", r.stderr);
     // The results record the GPU the GPU cases ran on (none without one).
     let gpus = &v["environment"]["gpus"];
     match &no_gpu {

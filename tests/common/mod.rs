@@ -173,3 +173,32 @@ pub fn listed_ids(v: &Value) -> Vec<String> {
     }
     out
 }
+
+/// Walks the results of a `run --device cpu,cuda`: every CPU case must be
+/// ok; every `cuda:0` case skipped with the driver's reason where `no_gpu`
+/// says there is no GPU, else ok. Returns the number of CPU cases and the
+/// GPU cases, for the caller's own checks of those that ran.
+pub fn cpu_and_gpu_cases<'a>(v: &'a Value, no_gpu: &Option<String>) -> (usize, Vec<&'a Value>) {
+    let (mut cpu, mut gpu) = (0, Vec::new());
+    for c in v["cases"].as_array().expect("cases") {
+        let id = c["id"].as_str().expect("id");
+        let state = c["status"]["state"].as_str().expect("state");
+        if !id.contains("device=cuda:0") {
+            assert_eq!(state, "ok", "{id}: {c}");
+            cpu += 1;
+            continue;
+        }
+        match no_gpu {
+            Some(why) => {
+                assert_eq!(state, "skipped", "{id}");
+                assert_eq!(c["status"]["reason"].as_str(), Some(format!("cuda:0: {why}").as_str()), "{id}");
+            }
+            None => {
+                assert_eq!(state, "ok", "{id}: {c}");
+                assert_eq!(c["verification"]["passed"], true, "{id}");
+            }
+        }
+        gpu.push(c);
+    }
+    (cpu, gpu)
+}
