@@ -63,18 +63,19 @@ pub fn environment(ordinals: &[u32]) -> Vec<crate::env::GpuEnvironment> {
     if ordinals.is_empty() {
         return Vec::new();
     }
-    let info = gather();
-    let wanted = |g: &&GpuInfo| ordinals.iter().any(|n| g.device == format!("cuda:{n}"));
-    info.gpus
+    let Ok(d) = driver() else { return Vec::new() };
+    // Only the GPUs the run uses: describing one opens its context.
+    ordinals
         .iter()
-        .filter(wanted)
+        .filter(|&&n| (n as usize) < d.devices)
+        .filter_map(|&n| one(n as usize).ok())
         .map(|g| crate::env::GpuEnvironment {
-            device: g.device.clone(),
-            name: g.name.clone(),
-            uuid: g.uuid.clone(),
-            compute_capability: g.compute_capability.clone(),
+            device: g.device,
+            name: g.name,
+            uuid: g.uuid,
+            compute_capability: g.compute_capability,
             memory_bytes: g.memory_bytes,
-            driver_cuda_version: info.driver_cuda_version.clone(),
+            driver_cuda_version: Some(version_string(d.version)),
         })
         .collect()
 }
