@@ -19,7 +19,11 @@ estimates and throughput with PyTorch's timings and drops the rest:
 - with `--device cuda`: the tensor suite's GPU cases (ids ending in
   `device=cuda:N`: creation, binary, unary, reduction, gpu_gemm, gpu_bmm,
   transfer, launch) on the same GPU, from scripts/torch_peer_cuda.py (run on
-  an H100; figures in docs/cuda.md). Without it, GPU cases are left out.
+  an H100; figures in docs/cuda.md), and the inference twins above on the
+  GPU in f32, f16 or bf16 (encoder, prefill, decode; `decode_graph`'s twin
+  is eager and says so; NOT YET RUN ON A GPU: the same code path was run
+  on the CPU with bf16 and a no-op synchronise). Without it, GPU cases are
+  left out.
 
     cargo run --release -- run --suite inference 'model=(bert-base|gpt2),' -o ours.json
     pip install torch   # the PyPI wheel, about 540 MB plus its CUDA libraries
@@ -49,14 +53,21 @@ SHAPES = {  # layers, hidden, heads, ffn, vocab, positions
 }
 
 
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
 class Model:
-    def __init__(self, name):
+    """The preset's shape with random weights, on `device` in `dtype` (the
+    GPU twins: f32, f16 or bf16; the CPU twins: f32)."""
+    def __init__(self, name, device="cpu", dtype=torch.float32):
         L, h, self.nh, f, v, p = SHAPES[name]
-        r = lambda *s: torch.randn(*s) * 0.02
-        self.h, self.L, self.bert = h, L, name.startswith("bert")
+        r = lambda *s: (torch.randn(*s) * 0.02).to(device=device, dtype=dtype)
+        one = lambda: torch.ones(h, device=device, dtype=dtype)
+        zero = lambda: torch.zeros(h, device=device, dtype=dtype)
+        self.h, self.L, self.bert, self.device = h, L, name.startswith("bert"), device
         self.tok, self.pos = r(v, h), r(p, h)
         self.blocks = [dict(qkv=r(3 * h, h), bqkv=r(3 * h), o=r(h, h), bo=r(h), up=r(f, h), bup=r(f), down=r(h, f),
-                            bdown=r(h), n1=(torch.ones(h), torch.zeros(h)), n2=(torch.ones(h), torch.zeros(h)))
+                            bdown=r(h), n1=(one(), zero()), n2=(one(), zero()))
                        for _ in range(L)]
 
     def attn(self, x, b, past=None):
@@ -128,33 +139,43 @@ def check_finite(x, shape, what):
     return {"passed": True, "reference": f"{what}: shape {tuple(shape)} and finite", "max_error": None, "detail": ""}
 
 
-def inference_case(c, reps):
+def inference_case(c, reps, device="cpu"):
+    """PyTorch's twin of an inference case: f32 on the CPU; with `device` a
+    GPU (`--device cuda`), f32, f16 or bf16 there, eager (tfbench's
+    `decode_graph` replays CUDA Graphs; its twin here does not, and says so
+    in the case's notes). Each GPU call is timed up to a synchronise."""
     p = c["params"]
-    if p.get("shape", "preset") != "preset" or p.get("dtype") != "f32" or p.get("layers") != "full" \
+    gpu = device != "cpu"
+    dtypes = DTYPES if gpu else {"f32": torch.float32}
+    if p.get("shape", "preset") != "preset" or p.get("dtype") not in dtypes or p.get("layers") != "full" \
             or p.get("model") not in SHAPES:
         return None
-    m, B = Model(p["model"]), int(p["batch"])
+    m, B = Model(p["model"], device, dtypes[p["dtype"]]), int(p["batch"])
     v = SHAPES[p["model"]][4]
+    sync = torch.cuda.synchronize if gpu else (lambda: None)
+    done = lambda f: (lambda: (f(), sync()))
     with torch.inference_mode():
         if c["benchmark"] == "encoder":
-            ids = torch.randint(1, v, (B, int(p["seq"])))
+            ids = torch.randint(1, v, (B, int(p["seq"])), device=device)
             ok = check_finite(m.encode(ids), (B, int(p["seq"]), m.h), "encoder output")
-            return (*timed(lambda: m.encode(ids), reps, MAX_SECS), ok)
+            return (*timed(done(lambda: m.encode(ids)), reps, MAX_SECS), ok)
         if c["benchmark"] == "prefill":
-            ids = torch.randint(1, v, (B, int(p["prompt"])))
+            ids = torch.randint(1, v, (B, int(p["prompt"])), device=device)
             ok = check_finite(m.decode(ids, [None] * m.L), (B, v), "last-position logits")
-            return (*timed(lambda: m.decode(ids, [None] * m.L).argmax(-1), reps, MAX_SECS), ok)
-        if c["benchmark"] == "decode":
+            return (*timed(done(lambda: m.decode(ids, [None] * m.L).argmax(-1)), reps, MAX_SECS), ok)
+        if c["benchmark"] in ("decode", "decode_graph"):
             depth, gen = int(p["depth"]), int(p["gen"])
-            prompt = torch.randint(1, v, (B, max(depth, 1)))
+            prompt = torch.randint(1, v, (B, max(depth, 1)), device=device)
 
             def generate(check=False):
                 cache = [None] * m.L
                 tok = m.decode(prompt, cache).argmax(-1, keepdim=True)
+                sync()
                 t0 = time.perf_counter_ns()
                 for _ in range(gen):
                     logits = m.decode(tok, cache)
                     tok = logits.argmax(-1, keepdim=True)
+                sync()
                 elapsed = time.perf_counter_ns() - t0
                 return check_finite(logits, (B, v), "decode-step logits") if check else elapsed
             w0 = time.perf_counter_ns()
@@ -315,6 +336,7 @@ def main():
         import torch_peer_cuda
         SUITES.clear()
         SUITES["tensor"] = lambda c, reps: torch_peer_cuda.cuda_case(c, reps, MAX_SECS)
+        SUITES["inference"] = lambda c, reps: inference_case(c, reps, torch_peer_cuda.device_of(c["id"]))
         peer_errors = (VerifyError, torch_peer_cuda.VerifyError)
     else:
         peer_errors = (VerifyError,)
@@ -365,6 +387,7 @@ def main():
                  outliers=outliers(ns), sampling=info, verification=check, metrics=[], alloc=None,
                  notes=[f"PyTorch {torch.__version__}, "
                         + (f"{torch.cuda.get_device_name()}" if on_gpu else f"{threads} threads")
+                        + (", eager: no CUDA Graph" if c["benchmark"] == "decode_graph" else "")
                         + " (scripts/torch_peer.py)"])
         cases.append(c)
         print(f"{c['id']}: {est['median']['point'] / 1e6:.3f} ms")
