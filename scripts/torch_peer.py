@@ -400,6 +400,10 @@ def main():
     report["started_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started))
     report["canaries"] = []
     report["load"] = []
+    # Marks the figures as another program's, so `compare` does not take a
+    # shift of every case against tfbench for the machine's drift.
+    report["environment"]["peer"] = f"PyTorch {torch.__version__}" + (
+        f" on {torch.cuda.get_device_name()}" if a.device == "cuda" else f", {a.threads} threads")
     tmp = a.output + ".tmp"
     with open(tmp, "w") as f:
         json.dump(report, f, indent=1)

@@ -83,6 +83,12 @@ pub struct Environment {
     /// case's figures belong to its GPU as much as a CPU case's to the CPU.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuEnvironment>,
+    /// Set when another program measured these cases (a peer such as
+    /// `scripts/torch_peer.py` writes `PyTorch 2.11.0`): the figures are its
+    /// twins of tfbench's cases, so a shift of every case against tfbench's
+    /// run is the two programs' difference, not the machine's drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<String>,
 }
 
 /// One GPU a run used, as its results record it.
@@ -165,6 +171,7 @@ impl Environment {
             // reads the machine, not the harness's hooks).
             injected_slowdown: None,
             gpus: Vec::new(),
+            peer: None,
         }
     }
 

@@ -289,8 +289,20 @@ pub fn compare_sets(
         .map(|c| (stats::median(&c.new.pooled()) / stats::median(&c.old.pooled()), c.large))
         .collect();
     let mut drift = drift::measure(old, new, &points, opts.noise_threshold, opts.confidence_level, opts.seed);
-    let factor = if opts.normalize { drift.factor() } else { None };
-    if opts.normalize {
+    // Between tfbench and a peer program every case may move alike for the
+    // programs' sake: that shift is the comparison's point, not drift.
+    if let Some(peer) = old.iter().chain(new).find_map(|r| r.environment.peer.as_deref()) {
+        drift.beyond_band = false;
+        drift.envelope = (1.0, 1.0);
+        drift.large_envelope = None;
+        notes.push(format!(
+            "one side holds another program's figures ({peer}): cases that move alike are the programs' difference, so none is judged relative to the machine's drift{}",
+            if opts.normalize { " (--normalize does not apply)" } else { "" }
+        ));
+    }
+    let peer = old.iter().chain(new).any(|r| r.environment.peer.is_some());
+    let factor = if opts.normalize && !peer { drift.factor() } else { None };
+    if opts.normalize && !peer {
         match factor {
             Some(f) => {
                 drift.normalized_by = Some(f);

@@ -564,6 +564,30 @@ fn machine_drift_from_canaries_is_measured_and_not_called_a_regression() {
 }
 
 #[test]
+fn a_peer_programs_figures_are_not_taken_for_machine_drift() {
+    // tfbench's run against a peer (PyTorch's twins) that is 30% slower in
+    // every case: without the mark that shift looks like the machine.
+    let names: Vec<String> = (0..12).map(|i| format!("c{i:02}")).collect();
+    let ours = report(names.iter().zip(0..).map(|(n, i)| timed(n, 1.0, 700 + i)).collect());
+    let mut theirs = report(names.iter().zip(0..).map(|(n, i)| timed(n, 1.3, 800 + i)).collect());
+    let c = compare("torch", &theirs, "ours", &ours, &opts());
+    assert!(c.drift.as_ref().unwrap().beyond_band);
+    assert_eq!(c.count(Verdict::Improved), 0, "every case moved with the 'machine'");
+    theirs.environment.peer = Some("PyTorch 2.11.0".into());
+    for o in [opts(), CompareOptions { normalize: true, ..opts() }] {
+        let c = compare("torch", &theirs, "ours", &ours, &o);
+        assert!(!c.drift.as_ref().unwrap().beyond_band);
+        assert_eq!(c.count(Verdict::Improved), 12, "{:?}", c.notes);
+        assert!(
+            c.notes.iter().any(|n| n.contains("another program's figures (PyTorch 2.11.0)")),
+            "{:?}",
+            c.notes
+        );
+        assert!(!c.notes.iter().any(|n| n.contains("normalised")), "{:?}", c.notes);
+    }
+}
+
+#[test]
 fn rounds_run_while_another_process_held_a_core_are_set_aside() {
     use crate::results::LoadSample;
     let names: Vec<String> = (0..10).map(|i| format!("c{i:02}")).collect();
