@@ -291,7 +291,8 @@ pub fn compare_sets(
     let mut drift = drift::measure(old, new, &points, opts.noise_threshold, opts.confidence_level, opts.seed);
     // Between tfbench and a peer program every case may move alike for the
     // programs' sake: that shift is the comparison's point, not drift.
-    if let Some(peer) = old.iter().chain(new).find_map(|r| r.environment.peer.as_deref()) {
+    let peer = old.iter().chain(new).find_map(|r| r.environment.peer.as_deref());
+    if let Some(peer) = peer {
         drift.beyond_band = false;
         drift.envelope = (1.0, 1.0);
         drift.large_envelope = None;
@@ -300,9 +301,8 @@ pub fn compare_sets(
             if opts.normalize { " (--normalize does not apply)" } else { "" }
         ));
     }
-    let peer = old.iter().chain(new).any(|r| r.environment.peer.is_some());
-    let factor = if opts.normalize && !peer { drift.factor() } else { None };
-    if opts.normalize && !peer {
+    let factor = if opts.normalize && peer.is_none() { drift.factor() } else { None };
+    if opts.normalize && peer.is_none() {
         match factor {
             Some(f) => {
                 drift.normalized_by = Some(f);

@@ -45,6 +45,30 @@ pub trait GpuOp: Send {
     }
 }
 
+/// A boxed op is an op: a suite that picks its op at run time hands the box
+/// to [`GpuWorkload`], and every method (the defaults' overrides included)
+/// reaches the op inside.
+impl GpuOp for Box<dyn GpuOp> {
+    fn launch(&mut self, gpu: &Gpu) -> Result<()> {
+        (**self).launch(gpu)
+    }
+    fn verify(&mut self, gpu: &Gpu) -> Result<Verification> {
+        (**self).verify(gpu)
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        (**self).throughput()
+    }
+    fn sync_each_iteration(&self) -> bool {
+        (**self).sync_each_iteration()
+    }
+    fn metrics(&self) -> Vec<Metric> {
+        (**self).metrics()
+    }
+    fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+        (**self).limit()
+    }
+}
+
 /// A [`GpuOp`] on its GPU, timed with the host clock and CUDA events.
 pub struct GpuWorkload<O: GpuOp> {
     gpu: Arc<Gpu>,
@@ -207,6 +231,37 @@ mod tests {
         // Unmeasured figures give no roof rather than a bogus one.
         assert_eq!(gpu_roof(&l, (Limit::DeviceToHost(false), ThroughputKind::Bytes)), None);
         assert_eq!(gpu_roof(&l, (Limit::Gemm(GemmDtype::F16), ThroughputKind::Flops)), None);
+    }
+
+    #[test]
+    fn a_boxed_op_forwards_every_default_it_overrides() {
+        use super::*;
+        struct Op;
+        impl GpuOp for Op {
+            fn launch(&mut self, _: &Gpu) -> Result<()> {
+                anyhow::bail!("no GPU in this test")
+            }
+            fn verify(&mut self, _: &Gpu) -> Result<Verification> {
+                anyhow::bail!("no GPU in this test")
+            }
+            fn throughput(&self) -> Vec<Throughput> {
+                vec![Throughput::bytes(8.0)]
+            }
+            fn sync_each_iteration(&self) -> bool {
+                true
+            }
+            fn metrics(&self) -> Vec<Metric> {
+                vec![Metric::new("m", 1.0, "")]
+            }
+            fn limit(&self) -> Option<(Limit, ThroughputKind)> {
+                Some((Limit::DeviceCopy, ThroughputKind::Bytes))
+            }
+        }
+        let boxed: Box<dyn GpuOp> = Box::new(Op);
+        assert!(boxed.sync_each_iteration());
+        assert_eq!(boxed.limit(), Some((Limit::DeviceCopy, ThroughputKind::Bytes)));
+        assert_eq!(boxed.metrics().len(), 1);
+        assert_eq!(boxed.throughput()[0].per_iteration, 8.0);
     }
 
     #[test]

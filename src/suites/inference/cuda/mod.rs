@@ -74,27 +74,6 @@ pub(super) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     Ok(Box::new(GpuWorkload::new(gpu, op, setup, bytes)?))
 }
 
-impl crate::cuda::workload::GpuOp for Box<dyn crate::cuda::workload::GpuOp> {
-    fn launch(&mut self, gpu: &crate::cuda::Gpu) -> Result<()> {
-        (**self).launch(gpu)
-    }
-    fn verify(&mut self, gpu: &crate::cuda::Gpu) -> Result<crate::workload::Verification> {
-        (**self).verify(gpu)
-    }
-    fn throughput(&self) -> Vec<crate::workload::Throughput> {
-        (**self).throughput()
-    }
-    fn metrics(&self) -> Vec<crate::workload::Metric> {
-        (**self).metrics()
-    }
-    fn sync_each_iteration(&self) -> bool {
-        (**self).sync_each_iteration()
-    }
-    fn limit(&self) -> Option<(crate::cuda::probe::Limit, crate::workload::ThroughputKind)> {
-        (**self).limit()
-    }
-}
-
 /// The GEMM type of a weight dtype on the GPU, or why it has none.
 pub(super) fn gemm_dtype(d: DType) -> Result<GemmDtype, String> {
     match d {
