@@ -57,8 +57,9 @@ pub struct MachineDrift {
     /// Which estimate judges the cases (`canaries` or `cases`).
     pub judged_by: String,
     /// Set when the large cases (at least [`LARGE_BYTES`] per iteration)
-    /// moved together beyond the band: the interval they may move within,
-    /// on top of [`MachineDrift::envelope`].
+    /// moved together beyond the band: their median's interval, widened to
+    /// include 1 (reported; every large case is judged relative to that
+    /// median whether or not it is set, see [`MachineDrift::large`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub large_envelope: Option<(f64, f64)>,
 }
@@ -154,6 +155,13 @@ impl MachineDrift {
         }
         let mean_log = judging.iter().map(|e| e.ratio.point.ln()).sum::<f64>() / judging.len() as f64;
         mean_log.is_finite().then(|| mean_log.exp())
+    }
+
+    /// The large cases' own drift (the median of their ratios), when enough
+    /// large cases were compared: every large case is judged relative to it
+    /// as well as on its own (see the `compare` module docs).
+    pub fn large(&self) -> Option<&Estimate> {
+        self.estimates.iter().find(|e| e.source.contains("large cases")).map(|e| &e.ratio)
     }
 
     /// One line for people: `machine drift: compute canary +3.1% [...]`.

@@ -45,6 +45,12 @@
 //! 4. **inconclusive** otherwise (the interval is wider than the band, or
 //!    the case moved with the machine): no evidence either way.
 //!
+//! A *large* case (at least [`drift::LARGE_BYTES`] per iteration) is also
+//! judged relative to the large cases' median ratio, the intervals combined
+//! on the log scale (`relative_ratio`): regressed or improved only when it
+//! is so both ways, else inconclusive (it moved with the memory system the
+//! host shares, which the canaries cannot see).
+//!
 //! # Gating
 //!
 //! A regressed case is **beyond the limit** when its point change (relative
@@ -317,6 +323,11 @@ pub fn compare_sets(
         }
     }
     let envelope = if factor.is_some() { (1.0, 1.0) } else { drift.envelope };
+    // The large cases share the memory system's state between runs: each is
+    // also judged relative to their median (not with --normalize, which has
+    // already divided by the machine's drift, nor against a peer program).
+    let large_drift = drift.large().copied().filter(|_| factor.is_none() && peer.is_none());
+    let mut moved_with_large = 0usize;
     if let Some((lo, hi)) = drift.large_envelope.filter(|_| factor.is_none()) {
         notes.push(format!(
             "the large cases (32 MiB or more per iteration: data in the last-level cache and memory the host shares) moved together, {:+.1}% at the median [{:+.1}%, {:+.1}%]: each is judged relative to that, since the memory system, not the code, moves them all alike",
@@ -351,7 +362,8 @@ pub fn compare_sets(
         .into_iter()
         .zip(p_values.into_iter().zip(q_values))
         .map(|(c, (p_value, q_value))| {
-            let learned = spreads.get(&c.id).copied();
+            let learned = spreads.get(&c.id).map(|s| (s.run, s.runs));
+            let learned_round = spreads.get(&c.id).and_then(|s| s.round);
             let (band, band_source) = match learned {
                 Some((s, runs)) if opts.noise_k * s > opts.noise_threshold => {
                     (opts.noise_k * s, format!("history ({runs} runs)"))
@@ -365,6 +377,17 @@ pub fn compare_sets(
             // spread, measured in history or else assumed.
             let unreplicated = [&c.old, &c.new].iter().filter(|l| l.groups() == 1).count();
             let run_spread = learned.map_or(opts.assumed_run_spread, |(s, _)| s);
+            // A side left with one round (its others set aside, or run with
+            // --rounds 1) carries one round's luck, which the spread of run
+            // medians understates when rounds of this case disagree: use the
+            // spread between rounds of a run, as these sides or the history
+            // measured it, when larger.
+            let (ss_old, df_old) = c.old.round_log_spread_parts();
+            let (ss_new, df_new) = c.new.round_log_spread_parts();
+            let observed =
+                if df_old + df_new > 0 { ((ss_old + ss_new) / (df_old + df_new) as f64).sqrt() } else { 0.0 };
+            let round_spread = observed.max(learned_round.unwrap_or(0.0));
+            let run_spread = run_spread.max(round_spread);
             if unreplicated > 0 && learned.is_none() && opts.assumed_run_spread > 0.0 {
                 assumed += 1;
             }
@@ -383,11 +406,7 @@ pub fn compare_sets(
             }
             let ratio = Estimate { point, lower, upper, level: opts.confidence_level };
             let (old_samples, new_samples) = (c.old.len(), c.new.len());
-            // A large case may also move with the other large cases.
-            let case_envelope = match drift.large_envelope.filter(|_| c.large && factor.is_none()) {
-                Some((lo, hi)) => (envelope.0.min(lo), envelope.1.max(hi)),
-                None => envelope,
-            };
+            let case_envelope = envelope;
             let mut verdict = if old_samples < opts.min_samples || new_samples < opts.min_samples {
                 Verdict::TooFewSamples
             } else {
@@ -396,6 +415,19 @@ pub fn compare_sets(
                     opts,
                 )
             };
+            // A large case is called changed only when it also changed
+            // relative to the other large cases: otherwise it moved with them.
+            let relative_to_large = large_drift.filter(|_| c.large).map(|g| relative_ratio(&ratio, &g));
+            if let Some(rel) = relative_to_large
+                && matches!(verdict, Verdict::Regressed | Verdict::Improved)
+                && Verdict::judge(
+                    &Judgement { p: p_value, q: q_value, ratio: rel, band, envelope: case_envelope },
+                    opts,
+                ) != verdict
+            {
+                verdict = Verdict::Inconclusive;
+                moved_with_large += 1;
+            }
             let disturbed = describe_disturbance(&c.aside);
             // Unjudgeable on disturbed rounds alone, unless the whole
             // interval lies beyond what the disturbance could explain.
@@ -408,8 +440,10 @@ pub fn compare_sets(
             {
                 verdict = Verdict::Inconclusive;
             }
-            // Gate on the change relative to the machine when it drifted.
-            let relative = point / case_envelope.1.max(1.0);
+            // Gate on the change relative to the machine when it drifted (and,
+            // for a large case, relative to the other large cases).
+            let relative =
+                relative_to_large.map_or(f64::INFINITY, |r| r.point).min(point / case_envelope.1.max(1.0));
             CaseChange {
                 old_median_ns: stats::median(&c.old.pooled()),
                 new_median_ns: stats::median(&c.new.pooled()),
@@ -439,6 +473,13 @@ pub fn compare_sets(
         notes.push(format!(
             "{set_aside} case(s) had rounds measured while the machine was disturbed (other work took more than {:.0}% of a core from the run meanwhile): those rounds were set aside where a clean round remained; {unjudged} case(s) had no clean round on a side and are not called changed unless the change is beyond what the disturbance could explain (1 + 3 x the share of a core taken)",
             disturbance::DISTURBED_SHARE * 100.0
+        ));
+    }
+    if moved_with_large > 0 {
+        let g = large_drift.map_or(1.0, |g| g.point);
+        notes.push(format!(
+            "{moved_with_large} large case(s) moved with the large cases (32 MiB or more per iteration; their median moved {:+.1}%): not called changed, since the memory system the host shares moves them together",
+            (g - 1.0) * 100.0
         ));
     }
     if assumed > 0 {
@@ -483,6 +524,22 @@ pub fn compare_sets(
         vacuous,
         notes,
         options: opts.clone(),
+    }
+}
+
+/// `ratio` relative to the drift `g` (`ratio / g`), its interval widened by
+/// `g`'s own uncertainty: on the log scale the two half-widths add in
+/// quadrature on each side (the case's lower with the drift's upper).
+fn relative_ratio(ratio: &Estimate, g: &Estimate) -> Estimate {
+    let (p, gp) = (ratio.point.ln(), g.point.ln());
+    let below = (p - ratio.lower.ln()).hypot(g.upper.ln() - gp);
+    let above = (ratio.upper.ln() - p).hypot(gp - g.lower.ln());
+    let centre = p - gp;
+    Estimate {
+        point: centre.exp(),
+        lower: (centre - below).exp(),
+        upper: (centre + above).exp(),
+        level: ratio.level,
     }
 }
 

@@ -514,7 +514,7 @@ fn learned_spread_sets_the_band() {
     );
     assert_eq!(plain.changes[0].verdict, Verdict::Regressed);
     let mut spreads = Spreads::new();
-    spreads.insert("synthetic/op".into(), (0.02, 9));
+    spreads.insert("synthetic/op".into(), crate::history::Spread { run: 0.02, runs: 9, round: None });
     let wide = compare_sets("a", &[old], "b", &[new], &spreads, &opts());
     let ch = &wide.changes[0];
     assert!((ch.band - 0.06).abs() < 1e-12 && ch.band_source == "history (9 runs)", "{ch:?}");
@@ -647,4 +647,92 @@ fn rounds_run_while_another_process_held_a_core_are_set_aside() {
     assert!(c05.disturbed.is_none());
     assert!(c.notes.iter().any(|n| n.contains("measured while the machine was disturbed")), "{:?}", c.notes);
     assert!(render_table(&c, false).contains("every candidate round ran disturbed"));
+}
+
+/// A case whose rounds (25 samples each, 1% noise) centre on `scales` ms.
+fn rounds_at(name: &str, scales: &[f64], seed: u64) -> CaseResult {
+    let mut c = timed(name, 1.0, seed);
+    let mut rng = crate::util::rng(seed ^ 0x5eed);
+    let noise = LogNormal::new(0.0, 0.01).expect("valid lognormal");
+    c.samples = scales
+        .iter()
+        .enumerate()
+        .flat_map(|(r, &s)| (0..25).map(move |_| (r as u32, s)))
+        .map(|(round, s)| Sample { iterations: 100, nanos: 1e6 * s * noise.sample(&mut rng) * 100.0, round })
+        .collect();
+    c
+}
+
+/// `c` declared as moving 64 MiB per iteration: a large case.
+fn large(mut c: CaseResult) -> CaseResult {
+    c.throughput = vec![crate::results::ThroughputEstimate {
+        kind: crate::workload::ThroughputKind::Bytes,
+        per_iteration: 64.0 * 1024.0 * 1024.0,
+        rate: Estimate { point: 1.0, lower: 1.0, upper: 1.0, level: 0.95 },
+        pct_of_peak: None,
+    }];
+    c
+}
+
+#[test]
+fn large_cases_that_move_together_are_judged_relative_to_each_other() {
+    // Twelve large cases; in the candidate half of them moved +8% together
+    // (the host's shared cache and memory), one moved +30% (a real change),
+    // the rest held. Their median moved, but not clearly beyond the band, so
+    // no machine drift is declared. Ten small cases held, one regressed +15%.
+    let mut old = Vec::new();
+    let mut new = Vec::new();
+    for i in 0..12u64 {
+        let name = format!("big{i:02}");
+        let f = match i {
+            0 => 1.30,
+            1..=6 => 1.08,
+            _ => 1.0,
+        };
+        old.push(large(rounds_at(&name, &[1.0, 1.0, 1.0, 1.0], 100 + i)));
+        new.push(large(rounds_at(&name, &[f, f, f, f], 200 + i)));
+    }
+    for i in 0..10u64 {
+        let name = format!("small{i:02}");
+        let f = if i == 0 { 1.15 } else { 1.0 };
+        old.push(rounds_at(&name, &[1.0, 1.0, 1.0, 1.0], 300 + i));
+        new.push(rounds_at(&name, &[f, f, f, f], 400 + i));
+    }
+    let c = compare("a", &report(old), "b", &report(new), &opts());
+    let verdict = |id: &str| c.changes.iter().find(|ch| ch.id == format!("synthetic/{id}")).unwrap().verdict;
+    let g = c.drift.as_ref().and_then(|d| d.large().copied()).expect("a large-case estimate");
+    assert!(g.point > 1.0 && g.lower < 1.02, "moved, not clearly beyond the 2% band: {g:?}");
+    assert_eq!(verdict("big00"), Verdict::Regressed, "+30% is beyond the large cases' +{:.1}%", g.point);
+    for i in 1..=6 {
+        assert_eq!(verdict(&format!("big{i:02}")), Verdict::Inconclusive, "big{i:02} moved with the others");
+    }
+    assert_eq!(verdict("small00"), Verdict::Regressed, "small cases are not judged against the large ones");
+    assert_eq!(c.count(Verdict::Regressed), 2);
+    assert!(
+        c.notes.iter().any(|n| n.contains("6 large case(s) moved with the large cases")),
+        "{:?}",
+        c.notes
+    );
+}
+
+#[test]
+fn a_side_left_with_one_round_carries_the_spread_between_rounds() {
+    // The baseline's rounds of this case disagree by +-8%; the candidate has
+    // one round, 12% slower than the baseline's middle: one round's luck.
+    let old = rounds_at("op", &[0.92, 1.08, 0.92, 1.08], 1);
+    let new = rounds_at("op", &[1.12], 2);
+    let c = compare_one(old, new.clone(), &opts());
+    let ch = &c.changes[0];
+    assert_eq!(ch.verdict, Verdict::Inconclusive, "{ch:?}");
+    assert!(ch.ratio.lower < 1.02, "the interval holds a round's luck: {:?}", ch.ratio);
+
+    // Steady baseline rounds: the same candidate round is a regression...
+    let steady = rounds_at("op", &[1.0, 1.0, 1.0, 1.0], 3);
+    let c = compare_one(steady.clone(), new.clone(), &opts());
+    assert_eq!(c.changes[0].verdict, Verdict::Regressed, "{:?}", c.changes[0]);
+    // ...unless history says this case's rounds disagree that much.
+    let mut spreads = Spreads::new();
+    spreads.insert("synthetic/op".into(), crate::history::Spread { run: 0.01, runs: 10, round: Some(0.08) });
+    let c = compare_sets("a", &[report(vec![steady])], "b", &[report(vec![new])], &spreads, &opts());
+    assert_eq!(c.changes[0].verdict, Verdict::Inconclusive, "{:?}", c.changes[0]);
 }

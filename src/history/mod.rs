@@ -67,6 +67,11 @@ pub struct CasePoint {
     /// Headline rate ([`crate::results::primary_throughput`]), if declared.
     #[serde(default)]
     pub rate: Option<RatePoint>,
+    /// Median time per iteration of each round, nanoseconds, when the run
+    /// had several: how far this case's rounds of one run disagree (see
+    /// [`learned_spreads`]). Absent in lines written before it was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub round_medians_ns: Vec<f64>,
 }
 
 /// A rate at the median time.
@@ -98,6 +103,7 @@ pub fn entry_from_report(r: &RunReport) -> HistoryEntry {
                 upper_ns: e.median.upper,
                 samples,
                 rate,
+                round_medians_ns: round_medians(c),
             };
             Some((c.id.clone(), point))
         })
@@ -115,9 +121,35 @@ pub fn entry_from_report(r: &RunReport) -> HistoryEntry {
     }
 }
 
-/// Run-to-run spreads learned from history, by case id: (log-scale spread,
-/// runs it was learned from).
-pub type Spreads = std::collections::HashMap<String, (f64, usize)>;
+/// The median per-iteration time of each round of `c`, in round order;
+/// empty when it ran one round.
+fn round_medians(c: &crate::results::CaseResult) -> Vec<f64> {
+    let rounds = c.samples.iter().map(|s| s.round).max().map_or(0, |m| m as usize + 1);
+    if rounds < 2 {
+        return Vec::new();
+    }
+    let mut by_round = vec![Vec::new(); rounds];
+    for s in &c.samples {
+        by_round[s.round as usize].push(s.per_iter());
+    }
+    by_round.into_iter().filter(|r| !r.is_empty()).map(|r| crate::stats::median(&r)).collect()
+}
+
+/// A case's noise learned from a machine's history.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    /// Run-to-run spread of the case's median (log scale, robust SD).
+    pub run: f64,
+    /// Runs it was learned from.
+    pub runs: usize,
+    /// Spread between rounds of one run (log scale, pooled SD), when at
+    /// least [`MIN_RUNS_FOR_SPREAD`] - 1 degrees of freedom were recorded: a
+    /// side judged on a single round carries this much luck.
+    pub round: Option<f64>,
+}
+
+/// Spreads learned from history, by case id.
+pub type Spreads = std::collections::HashMap<String, Spread>;
 
 /// Fewest runs of a case in history before its spread is learned.
 pub const MIN_RUNS_FOR_SPREAD: usize = 5;
@@ -156,9 +188,30 @@ pub fn learned_spreads(h: &[HistoryEntry]) -> Spreads {
         .filter(|(_, v)| v.len() >= MIN_RUNS_FOR_SPREAD)
         .map(|(id, v)| {
             let residuals: Vec<f64> = v.iter().map(|(i, x)| x - offsets[*i]).collect();
-            (id.to_string(), (1.4826 * crate::stats::mad(&residuals), v.len()))
+            let round = round_spread(entries.iter().filter_map(|e| e.cases.get(id)));
+            let spread = Spread { run: 1.4826 * crate::stats::mad(&residuals), runs: v.len(), round };
+            (id.to_string(), spread)
         })
         .collect()
+}
+
+/// The pooled standard deviation of log round medians around their run's
+/// mean, over the runs in `points` that recorded several rounds; `None`
+/// below [`MIN_RUNS_FOR_SPREAD`] - 1 degrees of freedom. Not robust on
+/// purpose: it widens intervals, and a heavy tail should widen them.
+fn round_spread<'a>(points: impl Iterator<Item = &'a CasePoint>) -> Option<f64> {
+    let (mut ss, mut df) = (0.0, 0usize);
+    for p in points {
+        let logs: Vec<f64> =
+            p.round_medians_ns.iter().filter(|m| m.is_finite() && **m > 0.0).map(|m| m.ln()).collect();
+        if logs.len() < 2 {
+            continue;
+        }
+        let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+        ss += logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+        df += logs.len() - 1;
+    }
+    (df + 1 >= MIN_RUNS_FOR_SPREAD).then(|| (ss / df as f64).sqrt())
 }
 
 /// The median series of one case over a history, with its change points.
@@ -231,7 +284,14 @@ mod tests {
     }
 
     fn entry(rev: &str, cases: &[(&str, f64)]) -> HistoryEntry {
-        let point = |m: f64| CasePoint { median_ns: m, lower_ns: m, upper_ns: m, samples: 10, rate: None };
+        let point = |m: f64| CasePoint {
+            median_ns: m,
+            lower_ns: m,
+            upper_ns: m,
+            samples: 10,
+            rate: None,
+            round_medians_ns: vec![m * 0.99, m * 1.01],
+        };
         HistoryEntry {
             schema_version: HISTORY_SCHEMA_VERSION,
             recorded_at: format!("2025-01-01T00:00:{rev}Z"),
@@ -264,10 +324,13 @@ mod tests {
         injected.injected = Some("steady=5".into());
         h.push(injected);
         let s = learned_spreads(&h);
-        let (steady, runs) = s["steady"];
+        let Spread { run: steady, runs, round } = s["steady"];
         assert_eq!(runs, 10, "the injected run is not learned from");
         assert!(steady < 0.03, "shared offsets removed: {steady}");
-        let (jumpy, _) = s["jumpy"];
+        // Every run's two rounds at 0.99 and 1.01 of its median.
+        let want = (1.01f64.ln() - 0.99f64.ln()) / 2f64.sqrt();
+        assert!(round.is_some_and(|r| (r - want).abs() < 1e-9), "{round:?} vs {want}");
+        let jumpy = s["jumpy"].run;
         assert!(jumpy > 0.03 && jumpy < 0.12, "{jumpy}");
         assert!(!s.contains_key("rare"), "4 runs are too few");
     }

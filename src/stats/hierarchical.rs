@@ -67,6 +67,26 @@ impl Levels {
         (self.runs.len() > 1, self.runs.iter().any(|r| r.len() > 1))
     }
 
+    /// The spread between rounds of the same run: the sum of squared
+    /// deviations of each round's log median from its run's mean log median,
+    /// and its degrees of freedom (rounds minus runs, over runs with two or
+    /// more rounds). Pool two sides by adding both parts; `None`-like when
+    /// the degrees of freedom are 0.
+    pub fn round_log_spread_parts(&self) -> (f64, usize) {
+        let mut ss = 0.0;
+        let mut df = 0;
+        for run in self.runs.iter().filter(|r| r.len() > 1) {
+            let logs: Vec<f64> = run.iter().map(|r| median_in_place(&mut r.clone()).ln()).collect();
+            if logs.iter().any(|x| !x.is_finite()) {
+                continue;
+            }
+            let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+            ss += logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
+            df += logs.len() - 1;
+        }
+        (ss, df)
+    }
+
     /// Median of one hierarchical resample, using `buf` as scratch.
     fn resample_median<R: Rng>(&self, rng: &mut R, buf: &mut Vec<f64>) -> f64 {
         buf.clear();
@@ -127,6 +147,22 @@ pub fn hierarchical_ratio_ci(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn round_spread_is_measured_within_runs_only() {
+        // Run 1: rounds at 100 and 110; run 2: one round (no df); run 3:
+        // rounds at 50, 50 and 50 (a different level, no spread within).
+        let l = Levels::new(vec![
+            vec![vec![100.0, 100.0, 100.0], vec![110.0]],
+            vec![vec![7.0]],
+            vec![vec![50.0], vec![50.0], vec![50.0]],
+        ]);
+        let (ss, df) = l.round_log_spread_parts();
+        assert_eq!(df, 3);
+        let d = (110f64.ln() - 100f64.ln()) / 2.0;
+        assert!((ss - 2.0 * d * d).abs() < 1e-12, "{ss}");
+        assert_eq!(Levels::new(vec![vec![vec![1.0, 2.0]]]).round_log_spread_parts(), (0.0, 0));
+    }
 
     fn noisy(n: usize, centre: f64, seed: u64) -> Vec<f64> {
         let mut rng = crate::util::rng(seed);
