@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: where the CUDA libraries are, sysinfo,
 # the GPU unit tests, tests/cli_cuda.rs, the GPU probe, the tensor suite on
-# cuda and (with PEER=1) PyTorch's twins. Built here, carried in .gpu/:
+# cuda and PyTorch's twins; the inference suite on cuda with its twins. Built here, carried in .gpu/:
 #   .gpu/tfbench        target/release/tfbench, stripped
 #   .gpu/unit           target/release/deps/tfbench-<hash> (lib unit tests), stripped
 #   .gpu/cli_*          target/release/deps/cli_cuda-<hash> and
@@ -69,6 +69,18 @@ if has peer; then
   tail -30 "$OUT/peer.txt"
   timeout 60 .gpu/tfbench compare --baseline "$OUT/torch.json" --against "$OUT/ours.json" > "$OUT/compare.txt" 2>&1
   tail -60 "$OUT/compare.txt"
+fi
+if has inference; then
+  log inference on cuda ${INF_ARGS:---quick} ${INF_FILTER:-}
+  timeout ${INF_TIMEOUT:-300} .gpu/tfbench run --suite inference --device cuda ${INF_ARGS:---quick} -f json -o "$OUT/inf.json" ${INF_FILTER:-} > "$OUT/inf.txt" 2>&1; echo "inference rc=$?"
+  grep -v -E '^\s*$' "$OUT/inf.txt" | tail -70
+  if [ -f "$OUT/inf.json" ]; then
+    log torch peer, inference
+    PYTHONUNBUFFERED=1 timeout ${PEER_TIMEOUT:-240} python3 scripts/torch_peer.py --device cuda ${PEER_ARGS:---secs 0.5} "$OUT/inf.json" "$OUT/inf_torch.json" > "$OUT/inf_peer.txt" 2>&1; echo "inference peer rc=$?"
+    tail -30 "$OUT/inf_peer.txt"
+    timeout 60 .gpu/tfbench compare --baseline "$OUT/inf_torch.json" --against "$OUT/inf.json" > "$OUT/inf_compare.txt" 2>&1
+    tail -60 "$OUT/inf_compare.txt"
+  fi
 fi
 if has alloc; then
   log pageable transfers with each allocator

@@ -251,27 +251,48 @@ extern "C" __global__ void reduce_f32(const float* __restrict__ x, float* partia
 // argmax: (value, index) pairs, the first index among equal maxima, in the
 // same one-launch shape: float4 reads in the first phase, the partials'
 // values and indices (through L2) in the last block.
+//
+// A thread visits its indices in increasing order, so inside a thread a
+// later element wins only when strictly greater: per float4 that is three
+// fmaxf and one compare, and the rare new maximum picks its first lane
+// (before, every element compared a u64 index too, and the block combined
+// its pairs through shared memory in 8 synchronised steps: 77% of copy
+// bandwidth at 16M on the H100, against the plain reductions' 81%).
 __device__ __forceinline__ void am_take(float& v, u64& i, float v2, u64 i2) {
     if (v2 > v || (v2 == v && i2 < i)) { v = v2; i = i2; }
 }
-// The block's (value, index) into sv[0], si[0].
-__device__ void block_argmax(float v, u64 idx, float* sv, u64* si) {
-    sv[threadIdx.x] = v; si[threadIdx.x] = idx;
+__device__ __forceinline__ void am_take4(float& v, u64& i, float4 q, u64 j) {
+    float m = fmaxf(fmaxf(q.x, q.y), fmaxf(q.z, q.w));
+    if (m > v) {
+        v = m;
+        i = q.x == m ? j : q.y == m ? j + 1 : q.z == m ? j + 2 : j + 3;
+    }
+}
+__device__ __forceinline__ void warp_argmax(float& v, u64& i) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float v2 = __shfl_down_sync(0xffffffffu, v, o);
+        u64 i2 = __shfl_down_sync(0xffffffffu, i, o);
+        am_take(v, i, v2, i2);
+    }
+}
+// The block's (value, index), in thread 0 (warp shuffles, then the warps'
+// winners in the first warp). sv, si: 32 entries of shared memory.
+__device__ void block_argmax(float& v, u64& idx, float* sv, u64* si) {
+    warp_argmax(v, idx);
+    int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
     __syncthreads();
-    for (unsigned s = blockDim.x / 2; s > 0; s >>= 1) {
-        if (threadIdx.x < s) {
-            float v2 = sv[threadIdx.x + s]; u64 i2 = si[threadIdx.x + s];
-            float v1 = sv[threadIdx.x]; u64 i1 = si[threadIdx.x];
-            am_take(v1, i1, v2, i2);
-            sv[threadIdx.x] = v1; si[threadIdx.x] = i1;
-        }
-        __syncthreads();
+    if (lane == 0) { sv[w] = v; si[w] = idx; }
+    __syncthreads();
+    if (w == 0) {
+        v = lane < nw ? sv[lane] : NEG_INF;
+        idx = lane < nw ? si[lane] : ~0ull;
+        warp_argmax(v, idx);
     }
 }
 extern "C" __global__ void argmax_f32(const float* __restrict__ x, float* part_v, u64* part_i,
                                       float* out_v, u64* out_i, u64 n, unsigned* ticket) {
-    __shared__ float sv[REDUCE_BLOCK];
-    __shared__ u64 si[REDUCE_BLOCK];
+    __shared__ float sv[32];
+    __shared__ u64 si[32];
     float v = NEG_INF;
     u64 idx = ~0ull;
     u64 n4 = n / 4;
@@ -280,26 +301,20 @@ extern "C" __global__ void argmax_f32(const float* __restrict__ x, float* part_v
     for (; i + 3 * st < n4; i += 4 * st) {
         float4 q[4] = {__ldg(x4 + i), __ldg(x4 + i + st), __ldg(x4 + i + 2 * st), __ldg(x4 + i + 3 * st)};
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            u64 j = 4 * (i + k * st);
-            am_take(v, idx, q[k].x, j); am_take(v, idx, q[k].y, j + 1);
-            am_take(v, idx, q[k].z, j + 2); am_take(v, idx, q[k].w, j + 3);
-        }
+        for (int k = 0; k < 4; k++) am_take4(v, idx, q[k], 4 * (i + k * st));
     }
-    for (; i < n4; i += st) {
-        float4 q = __ldg(x4 + i);
-        am_take(v, idx, q.x, 4 * i); am_take(v, idx, q.y, 4 * i + 1);
-        am_take(v, idx, q.z, 4 * i + 2); am_take(v, idx, q.w, 4 * i + 3);
+    for (; i < n4; i += st) am_take4(v, idx, __ldg(x4 + i), 4 * i);
+    for (u64 j = n4 * 4 + gid(); j < n; j += st) {
+        float y = x[j];
+        if (y > v) { v = y; idx = j; }
     }
-    for (u64 j = n4 * 4 + gid(); j < n; j += st) am_take(v, idx, x[j], j);
     block_argmax(v, idx, sv, si);
-    if (threadIdx.x == 0) { part_v[blockIdx.x] = sv[0]; part_i[blockIdx.x] = si[0]; }
+    if (threadIdx.x == 0) { part_v[blockIdx.x] = v; part_i[blockIdx.x] = idx; }
     if (!last_block(ticket)) return;
     v = NEG_INF; idx = ~0ull;
     for (u64 i = threadIdx.x; i < gridDim.x; i += blockDim.x) am_take(v, idx, __ldcg(part_v + i), __ldcg(part_i + i));
-    __syncthreads();
     block_argmax(v, idx, sv, si);
-    if (threadIdx.x == 0) { out_v[0] = sv[0]; out_i[0] = si[0]; *ticket = 0; }
+    if (threadIdx.x == 0) { out_v[0] = v; out_i[0] = idx; *ticket = 0; }
 }
 
 // ---- row kernels: one block per row ----

@@ -250,3 +250,59 @@ impl Reduce {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `argmax_f32` on `x`: (value, index).
+    fn gpu_argmax(gpu: &Gpu, x: &[f32]) -> (f32, u64) {
+        let grid = reduce_grid(x.len());
+        let (f, _) = function(gpu, "argmax_f32").unwrap();
+        let xd = upload(gpu, x).unwrap();
+        let (mut pv, mut pi) =
+            (zeros::<f32>(gpu, grid as usize).unwrap(), zeros::<u64>(gpu, grid as usize).unwrap());
+        let (mut v, mut i) = (zeros::<f32>(gpu, 1).unwrap(), zeros::<u64>(gpu, 1).unwrap());
+        let mut ticket = zeros::<u32>(gpu, 1).unwrap();
+        let n = x.len() as u64;
+        let mut b = gpu.stream.launch_builder(&f);
+        b.arg(&xd).arg(&mut pv).arg(&mut pi).arg(&mut v).arg(&mut i).arg(&n).arg(&mut ticket);
+        // SAFETY: the arguments match argmax_f32's signature; the partials
+        // hold `grid` entries.
+        unsafe { b.launch(cfg(grid, REDUCE_BLOCK)) }.unwrap();
+        (download(gpu, &v).unwrap()[0], download(gpu, &i).unwrap()[0])
+    }
+
+    #[test]
+    fn argmax_takes_the_first_of_equal_maxima_in_lanes_threads_blocks_and_the_tail() {
+        let gpu = match crate::cuda::gpu(0) {
+            Ok(g) => g,
+            Err(why) => {
+                // The suite's skip path names the same reason.
+                assert_eq!(crate::cuda::availability(0).err().as_deref(), Some(why.as_str()));
+                eprintln!("no GPU here: {why}");
+                return;
+            }
+        };
+        // 16M + 3 values: every block and thread takes part, plus a scalar tail.
+        let n = (16 << 20) + 3;
+        let base: Vec<f32> = (0..n).map(|i| ((i * 2_654_435_761usize) % 1000) as f32 * 1e-3).collect();
+        // (positions of the equal maxima, the index argmax must return)
+        let cases: [(&[usize], usize); 5] = [
+            (&[7, 5, 6], 5),                              // lanes of one float4
+            (&[4 * 200 + 1, 4 * 3 + 2], 14),              // two threads of one block
+            (&[n - 1, 9_000_000, 12_345_677], 9_000_000), // threads of other blocks, and the tail
+            (&[n - 2, n - 1], n - 2),                     // the tail alone
+            (&[0, n - 1], 0),
+        ];
+        for (at, want) in cases {
+            let mut x = base.clone();
+            for &i in at {
+                x[i] = 5.0;
+            }
+            let (v, i) = gpu_argmax(&gpu, &x);
+            assert_eq!((v, i), (5.0, want as u64), "maxima at {at:?}");
+            assert_eq!(reference::argmax_naive(&x).0, want, "the CPU reference agrees");
+        }
+    }
+}
