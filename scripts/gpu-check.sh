@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on a lent GPU machine: where the CUDA libraries are, sysinfo,
-# the GPU unit tests, tests/cli_cuda.rs, the GPU probe, the tensor suite on
-# cuda and PyTorch's twins; the inference suite on cuda with its twins. Built here, carried in .gpu/:
+# the GPU probe, the GPU unit tests, the tensor suite on cuda and PyTorch's
+# twins, the inference suite on cuda with its twins, tests/cli_cuda*.rs. Built here, carried in .gpu/:
 #   .gpu/tfbench        target/release/tfbench, stripped
 #   .gpu/unit           target/release/deps/tfbench-<hash> (lib unit tests), stripped
 #   .gpu/cli_*          target/release/deps/cli_cuda-<hash> and
@@ -9,7 +9,7 @@
 # Logs and results go to $OUT (or ./gpu-out). STEPS picks steps (default all).
 set -u
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
-STEPS=${STEPS:-env sysinfo unit cli probe run peer}
+STEPS=${STEPS:-env sysinfo probe unit run peer inference cli}
 RUN_ARGS=${RUN_ARGS:---quick}
 FILTER=${FILTER:-}
 log() { echo "== $* ($(date -u +%T))"; }
@@ -35,28 +35,15 @@ if has sysinfo; then
   log sysinfo
   timeout 60 .gpu/tfbench sysinfo 2>&1 | tee "$OUT/sysinfo.txt" | grep -i -A30 'cuda\|gpu' | head -40
 fi
-if has unit; then
-  log unit tests
-  timeout ${UNIT_TIMEOUT:-150} .gpu/unit --test-threads 1 ${UNIT_FILTER:-cuda} > "$OUT/unit.txt" 2>&1; echo "unit rc=$?"
-  grep -E '^test .*(FAILED|ok)$|test result|panicked' "$OUT/unit.txt" | grep -v ' ok$' | head -40
-fi
-if has cli; then
-  for t in .gpu/cli_*; do
-    [ -x "$t" ] || continue
-    name=$(basename "$t")
-    log "$name"
-    # The integration tests run the binary at the path they were built with
-    # (CARGO_BIN_EXE_tfbench), their scratch under CARGO_TARGET_TMPDIR.
-    tmp=$(grep -a -o -m1 -E '/[A-Za-z0-9_/.-]*/target/tmp' "$t" | head -1)
-    if [ -n "$tmp" ]; then mkdir -p "$tmp" "$(dirname "$tmp")/release" && cp .gpu/tfbench "$(dirname "$tmp")/release/tfbench"; fi
-    timeout ${CLI_TIMEOUT:-150} "$t" --test-threads 1 > "$OUT/$name.txt" 2>&1; echo "$name rc=$?"
-    grep -E 'FAILED|test result|panicked' "$OUT/$name.txt" | head -20
-  done
-fi
 if has probe; then
   log probe
   timeout ${PROBE_TIMEOUT:-120} .gpu/tfbench sysinfo --probe > "$OUT/probe.txt" 2>&1; echo "probe rc=$?"
   grep -i -E 'gpu|cuda|gemm|copy|h2d|d2h|launch|TFLOP|GB/s' "$OUT/probe.txt" | head -30
+fi
+if has unit; then
+  log unit tests
+  timeout ${UNIT_TIMEOUT:-150} .gpu/unit --test-threads 1 ${UNIT_FILTER:-cuda} > "$OUT/unit.txt" 2>&1; echo "unit rc=$?"
+  grep -E '^test .*(FAILED|ok)$|test result|panicked' "$OUT/unit.txt" | grep -v ' ok$' | head -40
 fi
 if has run; then
   log run tensor on cuda $RUN_ARGS $FILTER
@@ -92,5 +79,18 @@ fi
 if has h2d && [ -f .gpu/h2d.py ]; then
   log host-to-device experiments
   timeout 120 python3 .gpu/h2d.py 2>&1 | tail -20
+fi
+if has cli; then
+  for t in .gpu/cli_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    log "$name"
+    # The integration tests run the binary at the path they were built with
+    # (CARGO_BIN_EXE_tfbench), their scratch under CARGO_TARGET_TMPDIR.
+    tmp=$(grep -a -o -m1 -E '/[A-Za-z0-9_/.-]*/target/tmp' "$t" | head -1)
+    if [ -n "$tmp" ]; then mkdir -p "$tmp" "$(dirname "$tmp")/release" && cp .gpu/tfbench "$(dirname "$tmp")/release/tfbench"; fi
+    timeout ${CLI_TIMEOUT:-150} "$t" --test-threads 1 > "$OUT/$name.txt" 2>&1; echo "$name rc=$?"
+    grep -E 'FAILED|test result|panicked' "$OUT/$name.txt" | head -20
+  done
 fi
 log done

@@ -21,9 +21,8 @@ estimates and throughput with PyTorch's timings and drops the rest:
   transfer, launch) on the same GPU, from scripts/torch_peer_cuda.py (run on
   an H100; figures in docs/cuda.md), and the inference twins above on the
   GPU in f32, f16 or bf16 (encoder, prefill, decode; `decode_graph`'s twin
-  is eager and says so; NOT YET RUN ON A GPU: the same code path was run
-  on the CPU with bf16 and a no-op synchronise). Without it, GPU cases are
-  left out.
+  is eager and says so; run on an H100 on 2026-11-27, figures in
+  docs/cuda-inference.md). Without it, GPU cases are left out.
 
     cargo run --release -- run --suite inference 'model=(bert-base|gpt2),' -o ours.json
     pip install torch   # the PyPI wheel, about 540 MB plus its CUDA libraries
