@@ -116,6 +116,7 @@ fn sampling_info(ms: &[Measurement]) -> Option<SamplingInfo> {
         stopped_by: last.stopped_by,
         prepare_ns: ms.iter().map(|m| m.prepare_ns).sum(),
         verify_ns: ms.iter().map(|m| m.verify_ns).sum(),
+        placements: ms.iter().map(|m| m.placements).max().filter(|&k| k > 1),
     })
 }
 
@@ -340,6 +341,7 @@ mod tests {
                 alloc: None,
                 prepare_ns: 0.0,
                 verify_ns: 0.0,
+                placements: 1,
             }],
         }
     }

@@ -221,6 +221,12 @@ pub struct Timing {
     /// sharing the profile's rounds' time).
     #[arg(long, value_name = "N")]
     pub rounds: Option<u32>,
+    /// Prepare each small CPU case N times and take its samples from the
+    /// copies in turn, so the median averages over where its buffers land in
+    /// memory (cases of at most 32 MiB per iteration, prepared in 50 ms)
+    /// [default: 1; configs/ci.toml: 4].
+    #[arg(long, value_name = "N")]
+    pub placements: Option<usize>,
 }
 
 impl Timing {
@@ -233,6 +239,7 @@ impl Timing {
             measurement_time: self.measurement_time,
             max_time: self.max_time,
             seed: self.seed,
+            placements: self.placements,
             ..Default::default()
         }
     }
@@ -240,7 +247,7 @@ impl Timing {
     /// The command-line words that give another process the same timing
     /// (what `ab` passes its workers).
     pub fn to_args(&self) -> Vec<String> {
-        let flags: [(&str, Option<String>); 7] = [
+        let flags: [(&str, Option<String>); 8] = [
             ("--sample-size", self.sample_size.map(|v| v.to_string())),
             ("--warm-up-time", self.warm_up_time.map(|v| v.to_string())),
             ("--measurement-time", self.measurement_time.map(|v| v.to_string())),
@@ -248,6 +255,7 @@ impl Timing {
             ("--rounds", self.rounds.map(|v| v.to_string())),
             ("--threads", self.threads.map(|v| v.to_string())),
             ("--seed", self.seed.map(|v| v.to_string())),
+            ("--placements", self.placements.map(|v| v.to_string())),
         ];
         flags.into_iter().filter_map(|(f, v)| v.map(|v| [f.to_string(), v])).flatten().collect()
     }

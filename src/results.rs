@@ -318,6 +318,10 @@ pub struct SamplingInfo {
     /// Untimed self-check against the reference, ns, all rounds.
     #[serde(default)]
     pub verify_ns: f64,
+    /// Copies of the case its samples were taken from in turn (the
+    /// `placements` setting, where the case was eligible); absent: 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placements: Option<usize>,
 }
 
 /// Everything about one case.

@@ -33,6 +33,8 @@ pub struct PartialSettings {
     pub seed: Option<u64>,
     /// See [`Settings::outliers`].
     pub outliers: Option<OutlierPolicy>,
+    /// See [`Settings::placements`].
+    pub placements: Option<usize>,
 }
 
 impl PartialSettings {
@@ -48,7 +50,8 @@ impl PartialSettings {
             confidence_level,
             bootstrap_resamples,
             seed,
-            outliers
+            outliers,
+            placements
         );
         if self.max_time.is_some() {
             s.max_time = self.max_time;

@@ -35,6 +35,10 @@ pub struct Settings {
     pub seed: u64,
     /// Outlier policy.
     pub outliers: OutlierPolicy,
+    /// Copies of each small CPU case to prepare and take samples from in
+    /// turn, so a run's median averages over where buffers land in memory
+    /// (see `harness::placement`); 1 prepares each case once.
+    pub placements: usize,
 }
 
 impl Default for Settings {
@@ -49,6 +53,7 @@ impl Default for Settings {
             bootstrap_resamples: 10_000,
             seed: 0x7f_b3_c4,
             outliers: OutlierPolicy::Keep,
+            placements: 1,
         }
     }
 }
@@ -57,6 +62,10 @@ impl Settings {
     /// Checks every value is in range; the error names the key and the range.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let pos = |x: f64| x.is_finite() && x > 0.0;
+        let max = crate::harness::placement::MAX_PLACEMENTS;
+        if !(1..=max).contains(&self.placements) {
+            return Err(("placements", format!("must be 1 to {max}, got {}", self.placements)));
+        }
         if self.sample_size < 2 {
             return Err(("sample_size", format!("must be at least 2, got {}", self.sample_size)));
         }

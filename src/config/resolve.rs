@@ -377,6 +377,7 @@ fn field_set(p: &PartialSettings, key: &str) -> bool {
         "target_precision" => p.target_precision.is_some(),
         "confidence_level" => p.confidence_level.is_some(),
         "bootstrap_resamples" => p.bootstrap_resamples.is_some(),
+        "placements" => p.placements.is_some(),
         _ => false,
     }
 }

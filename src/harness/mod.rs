@@ -6,6 +6,7 @@ pub use crate::alloc;
 pub mod canary;
 pub mod inject;
 pub mod load;
+pub mod placement;
 pub mod runner;
 pub mod sampler;
 pub mod timer;

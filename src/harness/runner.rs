@@ -252,13 +252,21 @@ fn run_one(
     injected: Injected,
 ) -> Result<(), (&'static str, String)> {
     let t0 = std::time::Instant::now();
-    let mut w = match prepare(suite, &o.case).map_err(|e| ("prepare", e))? {
+    let w = match prepare(suite, &o.case).map_err(|e| ("prepare", e))? {
         Ok(w) => w,
         Err(why) => {
             o.skipped = Some(why);
             return Ok(());
         }
     };
+    let on_cpu = o.case.device == crate::device::Device::Cpu;
+    let (mut w, placements) =
+        super::placement::spread(w, s.placements, t0.elapsed(), on_cpu, || match prepare(suite, &o.case) {
+            Ok(Ok(w)) => Ok(w),
+            Ok(Err(why)) => anyhow::bail!("another placement of the case was refused: {why}"),
+            Err(e) => anyhow::bail!("{e}"),
+        })
+        .map_err(|e| ("prepare", format!("{e:#}")))?;
     let prepare_ns = t0.elapsed().as_nanos() as f64;
     let Injected { slow, panic } = injected;
     if let Some(f) = slow {
@@ -288,6 +296,7 @@ fn run_one(
         .map_err(|e| ("measure", e))?;
     m.prepare_ns = prepare_ns;
     m.verify_ns = verify_ns;
+    m.placements = placements;
     o.measurements.push(m);
     o.metrics = guarded(|| Ok(w.metrics())).map_err(|e| ("metrics", e))?;
     Ok(())

@@ -35,6 +35,9 @@ pub struct Measurement {
     pub prepare_ns: f64,
     /// Time spent verifying it (set by the runner), ns.
     pub verify_ns: f64,
+    /// Copies of the case the samples were taken from in turn (set by the
+    /// runner; see `harness::placement`).
+    pub placements: usize,
 }
 
 /// Runs `f` on a thread of the global rayon pool (the calling thread blocks
@@ -140,6 +143,7 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         alloc,
         prepare_ns: 0.0,
         verify_ns: 0.0,
+        placements: 1,
     })
 }
 

@@ -295,6 +295,7 @@ pub(crate) fn fixture() -> RunReport {
             stopped_by: StopReason::SampleSize,
             prepare_ns: 1.5e6,
             verify_ns: 2.5e6,
+            placements: None,
         }),
         samples: samples(107_546.0, 28),
         throughput: vec![
@@ -338,6 +339,7 @@ pub(crate) fn fixture() -> RunReport {
             stopped_by: StopReason::MaxTime,
             prepare_ns: 1.5e6,
             verify_ns: 2.5e6,
+            placements: None,
         }),
         samples: samples(229_615.0, 13),
         throughput: vec![

@@ -1,0 +1,228 @@
+//! Several placements of one case in memory, rotated sample by sample.
+//!
+//! Where a case's buffers land decides how fast it runs when they are about
+//! the size of a core's caches: in one process, ten preparations of
+//! `binary/op=add,shape=500x500` (two threads, 3 MB) held at once ran at
+//! medians 15.6 to 21.1 us (CV 6-9%), and `reduction/op=sum,shape=1000x1000`
+//! at 56 to 72 us. A process that prepares a case once measures one of those
+//! placements for all its samples, so two runs (or the two builds of an `ab`
+//! round) differ by the luck of the draw, not by their code; the same spread
+//! shows between fresh processes. Guest huge pages did not remove it (on a
+//! VM the host's pages decide the physical placement), nor did turning
+//! address-space randomisation off.
+//!
+//! So the harness can prepare a case `placements` times, keep every copy
+//! alive (so each gets memory of its own) and take each sample from the next
+//! copy in turn: a run's median then averages over that many placements
+//! instead of drawing one (Curtsinger and Berger's Stabilizer, ASPLOS 2013,
+//! randomises layout for the same reason). Over 10 fresh processes, the
+//! spread of the median fell from 4.2% to 2.5% (`add 500x500`) and from 9.9%
+//! to 3.9% (`sum 1000x1000`) with 4 placements.
+//!
+//! Only cases for which extra copies are cheap and placement can matter are
+//! spread ([`eligible`]): CPU cases whose iteration moves at most
+//! [`MAX_BYTES`], prepared in at most [`MAX_PREPARE`], without fixed
+//! iterations (an external process has no buffers of ours to place).
+
+use crate::workload::{Metric, Roof, Throughput, ThroughputKind, Verification, Workload};
+use anyhow::Result;
+use std::time::Duration;
+
+/// Most placements a case may be spread over.
+pub const MAX_PLACEMENTS: usize = 16;
+
+/// Largest declared bytes per iteration of a spread case: larger working
+/// sets stream from memory, where placement moved round medians by 1.5-2%,
+/// and each copy costs that much memory again.
+pub const MAX_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
+
+/// Longest first preparation of a spread case: each extra copy costs about
+/// as long again, every round.
+pub const MAX_PREPARE: Duration = Duration::from_millis(50);
+
+/// Whether a case prepared as `w` in `prepare_time`, on the CPU when
+/// `on_cpu`, is worth spreading (see the module docs).
+pub fn eligible(w: &dyn Workload, prepare_time: Duration, on_cpu: bool) -> bool {
+    let bytes = w
+        .throughput()
+        .iter()
+        .filter(|t| t.kind == ThroughputKind::Bytes)
+        .map(|t| t.per_iteration)
+        .fold(0.0, f64::max);
+    on_cpu && w.fixed_iterations().is_none() && prepare_time <= MAX_PREPARE && bytes <= MAX_BYTES
+}
+
+/// `first` and the copies `more` yields (up to `placements` in all), when
+/// `placements > 1` and [`eligible`]; else `first` alone. Returns the
+/// workload and how many placements it spans. A copy that fails to prepare
+/// fails the case, as the first would have.
+pub fn spread(
+    first: Box<dyn Workload>,
+    placements: usize,
+    prepare_time: Duration,
+    on_cpu: bool,
+    mut more: impl FnMut() -> Result<Box<dyn Workload>>,
+) -> Result<(Box<dyn Workload>, usize)> {
+    let k = placements.min(MAX_PLACEMENTS);
+    if k < 2 || !eligible(first.as_ref(), prepare_time, on_cpu) {
+        return Ok((first, 1));
+    }
+    let mut copies = Vec::with_capacity(k);
+    copies.push(first);
+    for _ in 1..k {
+        copies.push(more()?);
+    }
+    Ok((Box::new(Rotating { copies, current: 0 }), k))
+}
+
+/// Copies of one case, each sample (warm-up batches too) taken from the
+/// next copy in turn.
+struct Rotating {
+    copies: Vec<Box<dyn Workload>>,
+    current: usize,
+}
+
+impl Workload for Rotating {
+    /// Every copy verifies; the first failure is the answer.
+    fn verify(&mut self) -> Result<Verification> {
+        let k = self.copies.len();
+        let mut first = None;
+        for w in &mut self.copies {
+            let v = w.verify()?;
+            if !v.passed {
+                return Ok(v);
+            }
+            first.get_or_insert(v);
+        }
+        let mut v = first.expect("a spread workload has copies");
+        v.reference = format!("{} (each of {k} placements)", v.reference);
+        Ok(v)
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        self.copies[0].throughput()
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        self.copies[self.current].run(iters)
+    }
+    /// The first copy's figures (the copies run the same case).
+    fn metrics(&mut self) -> Vec<Metric> {
+        self.copies[0].metrics()
+    }
+    fn roof(&self) -> Option<Roof> {
+        self.copies[0].roof()
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.copies[self.current].sync()
+    }
+    fn fixed_iterations(&self) -> Option<u64> {
+        None
+    }
+    /// Moves to the next copy, then runs its own hook.
+    fn before_sample(&mut self) -> Result<()> {
+        self.current = (self.current + 1) % self.copies.len();
+        self.copies[self.current].before_sample()
+    }
+    fn after_sample(&mut self, measured: bool) -> Result<()> {
+        self.copies[self.current].after_sample(measured)
+    }
+    fn set_time_limit(&mut self, limit: Duration) {
+        for w in &mut self.copies {
+            w.set_time_limit(limit);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// A workload that records which copy ran, with `bytes` per iteration.
+    struct Probe {
+        id: usize,
+        bytes: f64,
+        log: Arc<Mutex<Vec<usize>>>,
+        fail_verify: bool,
+        fixed: Option<u64>,
+    }
+
+    impl Workload for Probe {
+        fn verify(&mut self) -> Result<Verification> {
+            Ok(Verification::check("probe", !self.fail_verify, format!("copy {}", self.id)))
+        }
+        fn throughput(&self) -> Vec<Throughput> {
+            vec![Throughput::bytes(self.bytes)]
+        }
+        fn run(&mut self, _iters: u64) -> Result<()> {
+            self.log.lock().unwrap().push(self.id);
+            Ok(())
+        }
+        fn fixed_iterations(&self) -> Option<u64> {
+            self.fixed
+        }
+    }
+
+    fn probes(bytes: f64, log: &Arc<Mutex<Vec<usize>>>) -> impl FnMut() -> Result<Box<dyn Workload>> {
+        let log = log.clone();
+        let mut next = 0;
+        move || {
+            next += 1;
+            Ok(Box::new(Probe { id: next, bytes, log: log.clone(), fail_verify: false, fixed: None }))
+        }
+    }
+
+    fn first(bytes: f64, log: &Arc<Mutex<Vec<usize>>>) -> Box<dyn Workload> {
+        Box::new(Probe { id: 0, bytes, log: log.clone(), fail_verify: false, fixed: None })
+    }
+
+    #[test]
+    fn samples_rotate_over_every_copy() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (mut w, k) = spread(first(1e6, &log), 3, Duration::ZERO, true, probes(1e6, &log)).unwrap();
+        assert_eq!(k, 3);
+        let v = w.verify().unwrap();
+        assert!(v.passed && v.reference.contains("each of 3 placements"), "{v:?}");
+        for _ in 0..6 {
+            w.before_sample().unwrap();
+            w.run(10).unwrap();
+        }
+        assert_eq!(*log.lock().unwrap(), vec![1, 2, 0, 1, 2, 0]);
+    }
+
+    #[test]
+    fn only_cheap_small_cpu_cases_are_spread() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let fast = Duration::from_millis(1);
+        let one = |w: Result<(Box<dyn Workload>, usize)>| w.unwrap().1;
+        assert_eq!(one(spread(first(1e6, &log), 1, fast, true, probes(1e6, &log))), 1, "placements = 1");
+        assert_eq!(one(spread(first(1e6, &log), 4, fast, false, probes(1e6, &log))), 1, "a GPU case");
+        assert_eq!(
+            one(spread(first(64e6, &log), 4, fast, true, probes(64e6, &log))),
+            1,
+            "64 MB per iteration"
+        );
+        let slow = MAX_PREPARE + Duration::from_millis(1);
+        assert_eq!(one(spread(first(1e6, &log), 4, slow, true, probes(1e6, &log))), 1, "slow to prepare");
+        let process =
+            Box::new(Probe { id: 0, bytes: 0.0, log: log.clone(), fail_verify: false, fixed: Some(1) });
+        assert_eq!(one(spread(process, 4, fast, true, probes(0.0, &log))), 1, "fixed iterations");
+        assert_eq!(one(spread(first(1e6, &log), 99, fast, true, probes(1e6, &log))), MAX_PLACEMENTS);
+        assert!(log.lock().unwrap().is_empty(), "nothing ran");
+    }
+
+    #[test]
+    fn a_copy_that_fails_to_verify_fails_the_case() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut made = 0;
+        let l2 = log.clone();
+        let more = move || -> Result<Box<dyn Workload>> {
+            made += 1;
+            Ok(Box::new(Probe { id: made, bytes: 1.0, log: l2.clone(), fail_verify: made == 2, fixed: None }))
+        };
+        let (mut w, _) = spread(first(1.0, &log), 3, Duration::ZERO, true, more).unwrap();
+        let v = w.verify().unwrap();
+        assert!(!v.passed && v.detail == "copy 2", "{v:?}");
+        let failing = spread(first(1.0, &log), 3, Duration::ZERO, true, || anyhow::bail!("no memory"));
+        assert!(failing.err().unwrap().to_string().contains("no memory"));
+    }
+}
