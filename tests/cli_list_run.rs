@@ -177,6 +177,42 @@ fn rounds_and_shuffle_pool_samples_per_case() {
 }
 
 #[test]
+fn placements_spread_small_cpu_cases_over_copies_and_say_so() {
+    // add 500x500 is small and cheap to prepare: 3 copies, each verified,
+    // every sample from one of them. mul 4096x4096 moves 192 MiB per
+    // iteration: never spread.
+    let r = tfbench(&[
+        "run",
+        "--no-probe",
+        "--format",
+        "json",
+        "--sample-size",
+        "6",
+        "--warm-up-time",
+        "0.01",
+        "--measurement-time",
+        "0.05",
+        "--placements",
+        "3",
+        "tensor/binary/op=(add|mul),shape=(500x500|4096x4096)$",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = json(&r);
+    let case = |id: &str| v["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).cloned().unwrap();
+    let small = case("tensor/binary/op=add,shape=500x500");
+    assert_eq!(small["sampling"]["placements"], 3, "{small}");
+    let reference = small["verification"]["reference"].as_str().unwrap();
+    assert!(reference.contains("each of 3 placements"), "{reference}");
+    let large = case("tensor/binary/op=mul,shape=4096x4096");
+    assert!(large["sampling"].get("placements").is_none(), "{}", large["sampling"]);
+    // Bad values are refused with the range, from the flag and from a config.
+    assert_usage_error(&tfbench(&["run", "--no-probe", "--placements", "0"]), &["placements", "1 to 16"]);
+    let dir = scratch("placements");
+    let p = write(&dir, "p.toml", "[harness]\nplacements = 99\n");
+    assert_usage_error(&tfbench(&["list", "--config", &p]), &["p.toml:2:1", "placements", "1 to 16"]);
+}
+
+#[test]
 fn max_time_cut_is_reported() {
     // 1024^3 matmul on one thread takes several ms per iteration; 0.05 s
     // cannot hold 50 samples.

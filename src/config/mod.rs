@@ -37,8 +37,14 @@ pub struct Settings {
     pub outliers: OutlierPolicy,
     /// Copies of each small CPU case to prepare and take samples from in
     /// turn, so a run's median averages over where buffers land in memory
-    /// (see `harness::placement`); 1 prepares each case once.
+    /// (see `harness::placement`); 1 prepares each case once. Absent in
+    /// results written before it existed: 1.
+    #[serde(default = "one_placement")]
     pub placements: usize,
+}
+
+fn one_placement() -> usize {
+    1
 }
 
 impl Default for Settings {
@@ -112,3 +118,21 @@ pub use resolve::{
 
 /// The `--quick` profile, shipped as `configs/quick.toml`.
 pub const QUICK_PROFILE: &str = include_str!("../../configs/quick.toml");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_from_before_placements_read_as_one() {
+        let mut v = serde_json::to_value(Settings::default()).unwrap();
+        v.as_object_mut().unwrap().remove("placements");
+        let s: Settings = serde_json::from_value(v).unwrap();
+        assert_eq!(s.placements, 1);
+        let bad = Settings { placements: 0, ..Default::default() };
+        assert_eq!(bad.validate().unwrap_err().0, "placements");
+        let too_many =
+            Settings { placements: crate::harness::placement::MAX_PLACEMENTS + 1, ..Default::default() };
+        assert!(too_many.validate().is_err());
+    }
+}
