@@ -14,6 +14,9 @@ pub enum OutlierPolicy {
     Remove,
 }
 
+/// Most copies `placements` may ask for (see [`Settings::placements`]).
+pub const MAX_PLACEMENTS: usize = 16;
+
 /// Complete harness settings for one suite.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Settings {
@@ -68,7 +71,7 @@ impl Settings {
     /// Checks every value is in range; the error names the key and the range.
     pub fn validate(&self) -> Result<(), (&'static str, String)> {
         let pos = |x: f64| x.is_finite() && x > 0.0;
-        let max = crate::harness::placement::MAX_PLACEMENTS;
+        let max = MAX_PLACEMENTS;
         if !(1..=max).contains(&self.placements) {
             return Err(("placements", format!("must be 1 to {max}, got {}", self.placements)));
         }
@@ -131,8 +134,7 @@ mod tests {
         assert_eq!(s.placements, 1);
         let bad = Settings { placements: 0, ..Default::default() };
         assert_eq!(bad.validate().unwrap_err().0, "placements");
-        let too_many =
-            Settings { placements: crate::harness::placement::MAX_PLACEMENTS + 1, ..Default::default() };
+        let too_many = Settings { placements: MAX_PLACEMENTS + 1, ..Default::default() };
         assert!(too_many.validate().is_err());
     }
 }

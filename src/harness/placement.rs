@@ -28,8 +28,8 @@ use crate::workload::{Metric, Roof, Throughput, ThroughputKind, Verification, Wo
 use anyhow::Result;
 use std::time::Duration;
 
-/// Most placements a case may be spread over.
-pub const MAX_PLACEMENTS: usize = 16;
+/// Most placements a case may be spread over (the setting's own bound).
+pub use crate::config::MAX_PLACEMENTS;
 
 /// Largest declared bytes per iteration of a spread case: larger working
 /// sets stream from memory, where placement moved round medians by 1.5-2%,
