@@ -178,9 +178,9 @@ fn rounds_and_shuffle_pool_samples_per_case() {
 
 #[test]
 fn placements_spread_small_cpu_cases_over_copies_and_say_so() {
-    // add 500x500 is small and cheap to prepare: 3 copies, each verified,
-    // every sample from one of them. mul 4096x4096 moves 192 MiB per
-    // iteration: never spread.
+    // add 100x100 is small and prepared in microseconds (well inside the
+    // 50 ms bound on any runner): 3 copies, each verified, every sample from
+    // one of them. mul 4096x4096 moves 192 MiB per iteration: never spread.
     let r = tfbench(&[
         "run",
         "--no-probe",
@@ -194,12 +194,12 @@ fn placements_spread_small_cpu_cases_over_copies_and_say_so() {
         "0.05",
         "--placements",
         "3",
-        "tensor/binary/op=(add|mul),shape=(500x500|4096x4096)$",
+        "tensor/binary/op=(add|mul),shape=(100x100|4096x4096)$",
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = json(&r);
     let case = |id: &str| v["cases"].as_array().unwrap().iter().find(|c| c["id"] == id).cloned().unwrap();
-    let small = case("tensor/binary/op=add,shape=500x500");
+    let small = case("tensor/binary/op=add,shape=100x100");
     assert_eq!(small["sampling"]["placements"], 3, "{small}");
     let reference = small["verification"]["reference"].as_str().unwrap();
     assert!(reference.contains("each of 3 placements"), "{reference}");

@@ -30,6 +30,9 @@ pub const MIN_CASES_FOR_DRIFT: usize = 8;
 /// held), so they get a drift estimate of their own.
 pub const LARGE_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
 
+/// How the large cases' drift estimate's `source` ends ([`MachineDrift::large`]; it starts "median of N").
+pub const LARGE_SOURCE: &str = "large cases (32 MiB or more per iteration)";
+
 /// One estimate of the machine's drift (`new / old` time of the same work).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriftEstimate {
@@ -118,11 +121,7 @@ pub fn measure(
     }
     let cases: Vec<DriftEstimate> =
         median_estimate(case_ratios.iter().map(|r| r.0), "cases", level).into_iter().collect();
-    let large = median_estimate(
-        case_ratios.iter().filter(|r| r.1).map(|r| r.0),
-        "large cases (32 MiB or more per iteration)",
-        level,
-    );
+    let large = median_estimate(case_ratios.iter().filter(|r| r.1).map(|r| r.0), LARGE_SOURCE, level);
     let (judging, judged_by) = if canaries.is_empty() { (&cases, "cases") } else { (&canaries, "canaries") };
     let outside = |e: &DriftEstimate| e.ratio.lower > 1.0 + band || e.ratio.upper < 1.0 - band;
     let beyond_band = judging.iter().any(outside);
@@ -147,7 +146,7 @@ impl MachineDrift {
         let judging: Vec<&DriftEstimate> = self
             .estimates
             .iter()
-            .filter(|e| !e.source.contains("large cases"))
+            .filter(|e| !e.source.ends_with(LARGE_SOURCE))
             .filter(|e| (self.judged_by == "canaries") == e.source.contains("canary"))
             .collect();
         if judging.is_empty() {
@@ -161,7 +160,7 @@ impl MachineDrift {
     /// large cases were compared: every large case is judged relative to it
     /// as well as on its own (see the `compare` module docs).
     pub fn large(&self) -> Option<&Estimate> {
-        self.estimates.iter().find(|e| e.source.contains("large cases")).map(|e| &e.ratio)
+        self.estimates.iter().find(|e| e.source.ends_with(LARGE_SOURCE)).map(|e| &e.ratio)
     }
 
     /// One line for people: `machine drift: compute canary +3.1% [...]`.

@@ -328,10 +328,10 @@ pub fn compare_sets(
     // already divided by the machine's drift, nor against a peer program).
     let large_drift = drift.large().copied().filter(|_| factor.is_none() && peer.is_none());
     let mut moved_with_large = 0usize;
-    if let Some((lo, hi)) = drift.large_envelope.filter(|_| factor.is_none()) {
+    if let Some((lo, hi)) = drift.large_envelope.filter(|_| large_drift.is_some()) {
         notes.push(format!(
             "the large cases (32 MiB or more per iteration: data in the last-level cache and memory the host shares) moved together, {:+.1}% at the median [{:+.1}%, {:+.1}%]: each is judged relative to that, since the memory system, not the code, moves them all alike",
-            (drift.estimates.iter().find(|e| e.source.contains("large cases")).map_or(1.0, |e| e.ratio.point) - 1.0) * 100.0,
+            (large_drift.map_or(1.0, |e| e.point) - 1.0) * 100.0,
             (lo - 1.0) * 100.0,
             (hi - 1.0) * 100.0
         ));
@@ -406,24 +406,18 @@ pub fn compare_sets(
             }
             let ratio = Estimate { point, lower, upper, level: opts.confidence_level };
             let (old_samples, new_samples) = (c.old.len(), c.new.len());
-            let case_envelope = envelope;
             let mut verdict = if old_samples < opts.min_samples || new_samples < opts.min_samples {
                 Verdict::TooFewSamples
             } else {
-                Verdict::judge(
-                    &Judgement { p: p_value, q: q_value, ratio, band, envelope: case_envelope },
-                    opts,
-                )
+                Verdict::judge(&Judgement { p: p_value, q: q_value, ratio, band, envelope }, opts)
             };
             // A large case is called changed only when it also changed
             // relative to the other large cases: otherwise it moved with them.
             let relative_to_large = large_drift.filter(|_| c.large).map(|g| relative_ratio(&ratio, &g));
             if let Some(rel) = relative_to_large
                 && matches!(verdict, Verdict::Regressed | Verdict::Improved)
-                && Verdict::judge(
-                    &Judgement { p: p_value, q: q_value, ratio: rel, band, envelope: case_envelope },
-                    opts,
-                ) != verdict
+                && Verdict::judge(&Judgement { p: p_value, q: q_value, ratio: rel, band, envelope }, opts)
+                    != verdict
             {
                 verdict = Verdict::Inconclusive;
                 moved_with_large += 1;
@@ -443,7 +437,7 @@ pub fn compare_sets(
             // Gate on the change relative to the machine when it drifted (and,
             // for a large case, relative to the other large cases).
             let relative =
-                relative_to_large.map_or(f64::INFINITY, |r| r.point).min(point / case_envelope.1.max(1.0));
+                relative_to_large.map_or(f64::INFINITY, |r| r.point).min(point / envelope.1.max(1.0));
             CaseChange {
                 old_median_ns: stats::median(&c.old.pooled()),
                 new_median_ns: stats::median(&c.new.pooled()),

@@ -24,8 +24,12 @@
 //! [`MAX_BYTES`], prepared in at most [`MAX_PREPARE`], without fixed
 //! iterations (an external process has no buffers of ours to place).
 
-use crate::workload::{Metric, Roof, Throughput, ThroughputKind, Verification, Workload};
-use anyhow::Result;
+use crate::device::Device;
+use crate::plan::Case;
+use crate::suites::Suite;
+use crate::workload::{Metric, Roof, SkipCase, Throughput, ThroughputKind, Verification, Workload};
+use anyhow::{Result, bail};
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Duration;
 
 /// Most placements a case may be spread over (the setting's own bound).
@@ -52,11 +56,42 @@ pub fn eligible(w: &dyn Workload, prepare_time: Duration, on_cpu: bool) -> bool 
     on_cpu && w.fixed_iterations().is_none() && prepare_time <= MAX_PREPARE && bytes <= MAX_BYTES
 }
 
-/// `first` and the copies `more` yields (up to `placements` in all), when
+/// `first` (case `case` of `suite`, prepared in `prepare_time`) and further
+/// copies prepared the same way (up to `placements` in all), when
 /// `placements > 1` and [`eligible`]; else `first` alone. Returns the
-/// workload and how many placements it spans. A copy that fails to prepare
-/// fails the case, as the first would have.
+/// workload and how many placements it spans. A copy that fails to prepare,
+/// is refused or panics fails the case, as the first would have.
 pub fn spread(
+    first: Box<dyn Workload>,
+    placements: usize,
+    prepare_time: Duration,
+    suite: &dyn Suite,
+    case: &Case,
+) -> Result<(Box<dyn Workload>, usize)> {
+    spread_with(first, placements, prepare_time, case.device == Device::Cpu, || copy_of(suite, case))
+}
+
+/// Another copy of `case`: the suite's refusal or panic becomes an error.
+fn copy_of(suite: &dyn Suite, case: &Case) -> Result<Box<dyn Workload>> {
+    match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
+        Ok(Ok(w)) => Ok(w),
+        Ok(Err(e)) if e.downcast_ref::<SkipCase>().is_some() => {
+            bail!("another placement of the case was refused: {e:#}")
+        }
+        Ok(Err(e)) => Err(e.context("preparing another placement of the case")),
+        Err(p) => {
+            let msg = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".into());
+            bail!("preparing another placement of the case panicked: {msg}")
+        }
+    }
+}
+
+/// [`spread`] with the copies from `more`.
+fn spread_with(
     first: Box<dyn Workload>,
     placements: usize,
     prepare_time: Duration,
@@ -178,7 +213,7 @@ mod tests {
     #[test]
     fn samples_rotate_over_every_copy() {
         let log = Arc::new(Mutex::new(Vec::new()));
-        let (mut w, k) = spread(first(1e6, &log), 3, Duration::ZERO, true, probes(1e6, &log)).unwrap();
+        let (mut w, k) = spread_with(first(1e6, &log), 3, Duration::ZERO, true, probes(1e6, &log)).unwrap();
         assert_eq!(k, 3);
         let v = w.verify().unwrap();
         assert!(v.passed && v.reference.contains("each of 3 placements"), "{v:?}");
@@ -194,19 +229,23 @@ mod tests {
         let log = Arc::new(Mutex::new(Vec::new()));
         let fast = Duration::from_millis(1);
         let one = |w: Result<(Box<dyn Workload>, usize)>| w.unwrap().1;
-        assert_eq!(one(spread(first(1e6, &log), 1, fast, true, probes(1e6, &log))), 1, "placements = 1");
-        assert_eq!(one(spread(first(1e6, &log), 4, fast, false, probes(1e6, &log))), 1, "a GPU case");
+        assert_eq!(one(spread_with(first(1e6, &log), 1, fast, true, probes(1e6, &log))), 1, "placements = 1");
+        assert_eq!(one(spread_with(first(1e6, &log), 4, fast, false, probes(1e6, &log))), 1, "a GPU case");
         assert_eq!(
-            one(spread(first(64e6, &log), 4, fast, true, probes(64e6, &log))),
+            one(spread_with(first(64e6, &log), 4, fast, true, probes(64e6, &log))),
             1,
             "64 MB per iteration"
         );
         let slow = MAX_PREPARE + Duration::from_millis(1);
-        assert_eq!(one(spread(first(1e6, &log), 4, slow, true, probes(1e6, &log))), 1, "slow to prepare");
+        assert_eq!(
+            one(spread_with(first(1e6, &log), 4, slow, true, probes(1e6, &log))),
+            1,
+            "slow to prepare"
+        );
         let process =
             Box::new(Probe { id: 0, bytes: 0.0, log: log.clone(), fail_verify: false, fixed: Some(1) });
-        assert_eq!(one(spread(process, 4, fast, true, probes(0.0, &log))), 1, "fixed iterations");
-        assert_eq!(one(spread(first(1e6, &log), 99, fast, true, probes(1e6, &log))), MAX_PLACEMENTS);
+        assert_eq!(one(spread_with(process, 4, fast, true, probes(0.0, &log))), 1, "fixed iterations");
+        assert_eq!(one(spread_with(first(1e6, &log), 99, fast, true, probes(1e6, &log))), MAX_PLACEMENTS);
         assert!(log.lock().unwrap().is_empty(), "nothing ran");
     }
 
@@ -219,10 +258,10 @@ mod tests {
             made += 1;
             Ok(Box::new(Probe { id: made, bytes: 1.0, log: l2.clone(), fail_verify: made == 2, fixed: None }))
         };
-        let (mut w, _) = spread(first(1.0, &log), 3, Duration::ZERO, true, more).unwrap();
+        let (mut w, _) = spread_with(first(1.0, &log), 3, Duration::ZERO, true, more).unwrap();
         let v = w.verify().unwrap();
         assert!(!v.passed && v.detail == "copy 2", "{v:?}");
-        let failing = spread(first(1.0, &log), 3, Duration::ZERO, true, || anyhow::bail!("no memory"));
+        let failing = spread_with(first(1.0, &log), 3, Duration::ZERO, true, || anyhow::bail!("no memory"));
         assert!(failing.err().unwrap().to_string().contains("no memory"));
     }
 }

@@ -259,13 +259,7 @@ fn run_one(
             return Ok(());
         }
     };
-    let on_cpu = o.case.device == crate::device::Device::Cpu;
-    let (mut w, placements) =
-        super::placement::spread(w, s.placements, t0.elapsed(), on_cpu, || match prepare(suite, &o.case) {
-            Ok(Ok(w)) => Ok(w),
-            Ok(Err(why)) => anyhow::bail!("another placement of the case was refused: {why}"),
-            Err(e) => anyhow::bail!("{e}"),
-        })
+    let (mut w, placements) = super::placement::spread(w, s.placements, t0.elapsed(), suite, &o.case)
         .map_err(|e| ("prepare", format!("{e:#}")))?;
     let prepare_ns = t0.elapsed().as_nanos() as f64;
     let Injected { slow, panic } = injected;

@@ -200,17 +200,9 @@ pub fn learned_spreads(h: &[HistoryEntry]) -> Spreads {
 /// below [`MIN_RUNS_FOR_SPREAD`] - 1 degrees of freedom. Not robust on
 /// purpose: it widens intervals, and a heavy tail should widen them.
 fn round_spread<'a>(points: impl Iterator<Item = &'a CasePoint>) -> Option<f64> {
-    let (mut ss, mut df) = (0.0, 0usize);
-    for p in points {
-        let logs: Vec<f64> =
-            p.round_medians_ns.iter().filter(|m| m.is_finite() && **m > 0.0).map(|m| m.ln()).collect();
-        if logs.len() < 2 {
-            continue;
-        }
-        let mean = logs.iter().sum::<f64>() / logs.len() as f64;
-        ss += logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
-        df += logs.len() - 1;
-    }
+    let (ss, df) = points
+        .map(|p| crate::stats::log_ss(&p.round_medians_ns))
+        .fold((0.0, 0usize), |(ss, df), (s, d)| (ss + s, df + d));
     (df + 1 >= MIN_RUNS_FOR_SPREAD).then(|| (ss / df as f64).sqrt())
 }
 

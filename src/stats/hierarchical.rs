@@ -73,18 +73,14 @@ impl Levels {
     /// more rounds). Pool two sides by adding both parts; `None`-like when
     /// the degrees of freedom are 0.
     pub fn round_log_spread_parts(&self) -> (f64, usize) {
-        let mut ss = 0.0;
-        let mut df = 0;
-        for run in self.runs.iter().filter(|r| r.len() > 1) {
-            let logs: Vec<f64> = run.iter().map(|r| median_in_place(&mut r.clone()).ln()).collect();
-            if logs.iter().any(|x| !x.is_finite()) {
-                continue;
-            }
-            let mean = logs.iter().sum::<f64>() / logs.len() as f64;
-            ss += logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>();
-            df += logs.len() - 1;
-        }
-        (ss, df)
+        self.runs
+            .iter()
+            .map(|run| {
+                super::summary::log_ss(
+                    &run.iter().map(|r| median_in_place(&mut r.clone())).collect::<Vec<_>>(),
+                )
+            })
+            .fold((0.0, 0), |(ss, df), (s, d)| (ss + s, df + d))
     }
 
     /// Median of one hierarchical resample, using `buf` as scratch.

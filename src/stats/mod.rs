@@ -34,5 +34,5 @@ pub use exact::{EXACT_MAX_N, SignedRank, mann_whitney_exact_p, wilcoxon_signed_r
 pub use hierarchical::{Levels, hierarchical_ratio_ci};
 pub use hypothesis::{MannWhitney, benjamini_hochberg, mann_whitney_u};
 pub use outliers::{OutlierClass, TukeyFences, tukey};
-pub use summary::{Summary, mad, mean, median, quantile_sorted, std_dev};
+pub use summary::{Summary, log_ss, mad, mean, median, quantile_sorted, std_dev};
 pub use ttest::{OneSampleT, blocked_t, one_sample_t};

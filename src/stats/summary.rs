@@ -44,6 +44,19 @@ pub fn median(x: &[f64]) -> f64 {
     median_in_place(&mut buf)
 }
 
+/// The sum of squared deviations of `ln(x)` from its mean, and its degrees
+/// of freedom (`n - 1`), over the finite positive values of `x`; `(0, 0)`
+/// below two of them. Pool groups by adding both parts (a pooled SD on the
+/// log scale: how far rounds of one run disagree).
+pub fn log_ss(x: &[f64]) -> (f64, usize) {
+    let logs: Vec<f64> = x.iter().filter(|v| v.is_finite() && **v > 0.0).map(|v| v.ln()).collect();
+    if logs.len() < 2 {
+        return (0.0, 0);
+    }
+    let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+    (logs.iter().map(|l| (l - mean).powi(2)).sum(), logs.len() - 1)
+}
+
 /// Median absolute deviation from the median, unscaled (no 1.4826 factor);
 /// `NaN` for empty data.
 pub fn mad(x: &[f64]) -> f64 {
@@ -137,6 +150,15 @@ impl Summary {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_ss_pools_groups_on_the_log_scale() {
+        let d = (2f64.ln()) / 2.0;
+        let (ss, df) = log_ss(&[1.0, 2.0]);
+        assert!((ss - 2.0 * d * d).abs() < 1e-15 && df == 1, "{ss} {df}");
+        assert_eq!(log_ss(&[5.0, f64::NAN, 0.0]), (0.0, 0), "one usable value: nothing to pool");
+        assert_eq!(log_ss(&[3.0, 3.0, 3.0]), (0.0, 2));
+    }
 
     fn close(a: f64, b: f64, tol: f64) -> bool {
         (a - b).abs() <= tol

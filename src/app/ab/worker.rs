@@ -123,26 +123,19 @@ fn prepare(
         plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
     case.device.availability().map_err(Reply::Skipped)?;
     let suite = plan.suite(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
-    let once = || match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
-        Ok(Ok(w)) => Ok(w),
-        Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => Err(Reply::Skipped(format!("{e:#}"))),
-        Ok(Err(e)) => Err(fail("prepare", format!("{e:#}"))),
-        Err(_) => Err(fail("prepare", "panicked".into())),
-    };
     let t0 = Instant::now();
-    let first = once()?;
+    let first = match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
+        Ok(Ok(w)) => w,
+        Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => {
+            return Err(Reply::Skipped(format!("{e:#}")));
+        }
+        Ok(Err(e)) => return Err(fail("prepare", format!("{e:#}"))),
+        Err(_) => return Err(fail("prepare", "panicked".into())),
+    };
     // Each build's copies of a small case, sampled in turn (see
     // `harness::placement`): both sides of a pair average over placements.
     let placements = plan.settings.get(&case.suite).map_or(1, |s| s.placements);
-    let on_cpu = case.device == crate::device::Device::Cpu;
-    let more = || {
-        once().map_err(|r| match r {
-            Reply::Skipped(why) => anyhow::anyhow!("another placement of the case was refused: {why}"),
-            Reply::Failed { reason, .. } => anyhow::anyhow!(reason),
-            _ => anyhow::anyhow!("another placement of the case could not be prepared"),
-        })
-    };
-    let (mut w, _) = crate::harness::placement::spread(first, placements, t0.elapsed(), on_cpu, more)
+    let (mut w, _) = crate::harness::placement::spread(first, placements, t0.elapsed(), suite, case)
         .map_err(|e| fail("prepare", format!("{e:#}")))?;
     if let Some(limit) = plan.settings.get(&case.suite).and_then(|s| s.max_time) {
         w.set_time_limit(Duration::from_secs_f64(limit));
