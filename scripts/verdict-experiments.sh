@@ -13,7 +13,8 @@
 # its own rows of the table; interleaved: per round one timed ci.toml run,
 # then one paired run each at 0%, +10% and +5%, so that a window of the host
 # that changes mid-experiment touches every kind alike and the cost ratio
-# compares runs of the same minutes).
+# compares runs of the same minutes), KINDS (the paired kinds each
+# interleaved round runs: 'aa p10 p5'; 'aa' alone measures the cost).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/verdict-experiments}
@@ -106,13 +107,13 @@ TXT
 }
 
 interleaved_phase() {
-log "interleaved: $PAIRED rounds of (one ci.toml run, A/A, +10%, +5%)"
+log "interleaved: $PAIRED rounds of (one ci.toml run, then ab: ${KINDS:-aa p10 p5})"
 local run_wall=0 ab_wall=0 aa_fail=0 p10_all=0 p10_cases=0 p5_all=0 p5_cases=0
 for i in $(seq 1 "$PAIRED"); do
   local t=$(date +%s)
   "${run[@]}" --save-baseline "cost$i" >/dev/null
   run_wall=$((run_wall + $(date +%s) - t))
-  for kind in aa p10 p5; do
+  for kind in ${KINDS:-aa p10 p5}; do
     local env=() factor=""
     [ "$kind" = p10 ] && factor=1.10
     [ "$kind" = p5 ] && factor=1.05
@@ -131,12 +132,12 @@ for i in $(seq 1 "$PAIRED"); do
     log "round $i $kind: exit $rc, $n of 5 injected cases regressed"
   done
 done
-cat <<TXT
-| A/A paired, $PAIRED runs: 0 gate failures | $aa_fail failures |
-| +10% on 5 cases, paired: all 5 flagged in >= 9 of 10 | $p10_all of $PAIRED ($p10_cases of $((5 * PAIRED)) case verdicts) |
-| +5% on 5 cases, paired: all 5 flagged in >= 7 of 10 | $p5_all of $PAIRED ($p5_cases of $((5 * PAIRED)) case verdicts) |
-| cost: paired run <= 2.2x one ci.toml run | $((ab_wall / PAIRED))s vs $((run_wall / PAIRED))s ($(python3 -c "print(f'{$ab_wall/max($run_wall,1):.2f}x')")) |
-TXT
+echo "| A/A paired, $PAIRED runs: 0 gate failures | $aa_fail failures |"
+case " ${KINDS:-aa p10 p5} " in *" p10 "*)
+  echo "| +10% on 5 cases, paired: all 5 flagged in >= 9 of 10 | $p10_all of $PAIRED ($p10_cases of $((5 * PAIRED)) case verdicts) |" ;; esac
+case " ${KINDS:-aa p10 p5} " in *" p5 "*)
+  echo "| +5% on 5 cases, paired: all 5 flagged in >= 7 of 10 | $p5_all of $PAIRED ($p5_cases of $((5 * PAIRED)) case verdicts) |" ;; esac
+echo "| cost: paired run <= 2.2x one ci.toml run | $((ab_wall / PAIRED))s vs $((run_wall / PAIRED))s ($(python3 -c "print(f'{$ab_wall/max($run_wall,1):.2f}x')")) |"
 }
 
 echo "| goal | measured |"

@@ -168,6 +168,21 @@ impl Sample {
     }
 }
 
+/// Per-iteration times of `samples` split by round (index `r` holds round
+/// `r`; a round with no sample kept is empty), keeping the samples whose
+/// index `keep` accepts. The one grouping the comparison and the history
+/// both read rounds through.
+pub fn per_iter_by_round(samples: &[Sample], mut keep: impl FnMut(usize) -> bool) -> Vec<Vec<f64>> {
+    let rounds = samples.iter().map(|s| s.round).max().map_or(0, |m| m as usize + 1);
+    let mut out = vec![Vec::new(); rounds];
+    for (i, s) in samples.iter().enumerate() {
+        if keep(i) {
+            out[s.round as usize].push(s.per_iter());
+        }
+    }
+    out
+}
+
 /// A point estimate with a confidence interval. A figure that could not be
 /// computed is written as `null` (JSON has no NaN) and read back as NaN, so
 /// such a file still loads.
@@ -410,4 +425,24 @@ pub fn primary_throughput(case: &CaseResult) -> Option<&ThroughputEstimate> {
         return Some(t);
     }
     case.throughput.iter().min_by_key(|t| kind_rank(t.kind))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(iterations: u64, nanos: f64, round: u32) -> Sample {
+        Sample { iterations, nanos, round }
+    }
+
+    #[test]
+    fn per_iter_by_round_groups_in_round_order_and_keeps_empty_rounds() {
+        // Round 1 ran no sample that is kept; rounds arrive interleaved.
+        let samples = [s(2, 20.0, 2), s(1, 5.0, 0), s(4, 8.0, 1), s(1, 7.0, 0), s(1, 30.0, 2)];
+        let all = per_iter_by_round(&samples, |_| true);
+        assert_eq!(all, vec![vec![5.0, 7.0], vec![2.0], vec![10.0, 30.0]]);
+        let kept = per_iter_by_round(&samples, |i| i != 2);
+        assert_eq!(kept, vec![vec![5.0, 7.0], vec![], vec![10.0, 30.0]]);
+        assert!(per_iter_by_round(&[], |_| true).is_empty());
+    }
 }

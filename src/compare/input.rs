@@ -4,7 +4,7 @@
 
 use super::disturbance::{Disturbed, SetAside, filter_rounds};
 use crate::config::OutlierPolicy;
-use crate::results::{CaseResult, RunReport};
+use crate::results::{CaseResult, RunReport, per_iter_by_round};
 use crate::stats::{Levels, OutlierClass, tukey};
 use anyhow::{Result, bail};
 use std::collections::HashSet;
@@ -49,9 +49,8 @@ pub fn policy_of(report: &RunReport, case: &CaseResult) -> OutlierPolicy {
 /// outliers), so the comparison sees the same samples the run's own
 /// estimates did.
 pub fn rounds_of(case: &CaseResult, policy: OutlierPolicy) -> Vec<Vec<f64>> {
-    let times: Vec<(u32, f64)> = case.samples.iter().map(|s| (s.round, s.per_iter())).collect();
     let keep: Vec<bool> = if policy == OutlierPolicy::Remove {
-        let values: Vec<f64> = times.iter().map(|t| t.1).collect();
+        let values: Vec<f64> = case.samples.iter().map(|s| s.per_iter()).collect();
         let (_, classes) = tukey(&values);
         let outliers = classes.iter().filter(|c| **c != OutlierClass::Normal).count();
         if outliers > 0 && outliers < values.len() {
@@ -60,16 +59,9 @@ pub fn rounds_of(case: &CaseResult, policy: OutlierPolicy) -> Vec<Vec<f64>> {
             vec![true; values.len()]
         }
     } else {
-        vec![true; times.len()]
+        vec![true; case.samples.len()]
     };
-    let rounds = times.iter().map(|t| t.0).max().map_or(0, |m| m as usize + 1);
-    let mut out = vec![Vec::new(); rounds];
-    for ((round, t), k) in times.into_iter().zip(keep) {
-        if k {
-            out[round as usize].push(t);
-        }
-    }
-    out
+    per_iter_by_round(&case.samples, |i| keep[i])
 }
 
 /// A case's samples across every run of a side that has it measured, with

@@ -124,15 +124,11 @@ pub fn entry_from_report(r: &RunReport) -> HistoryEntry {
 /// The median per-iteration time of each round of `c`, in round order;
 /// empty when it ran one round.
 fn round_medians(c: &crate::results::CaseResult) -> Vec<f64> {
-    let rounds = c.samples.iter().map(|s| s.round).max().map_or(0, |m| m as usize + 1);
-    if rounds < 2 {
+    let rounds = crate::results::per_iter_by_round(&c.samples, |_| true);
+    if rounds.len() < 2 {
         return Vec::new();
     }
-    let mut by_round = vec![Vec::new(); rounds];
-    for s in &c.samples {
-        by_round[s.round as usize].push(s.per_iter());
-    }
-    by_round.into_iter().filter(|r| !r.is_empty()).map(|r| crate::stats::median(&r)).collect()
+    rounds.into_iter().filter(|r| !r.is_empty()).map(|r| crate::stats::median(&r)).collect()
 }
 
 /// A case's noise learned from a machine's history.
