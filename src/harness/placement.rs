@@ -79,14 +79,10 @@ fn copy_of(suite: &dyn Suite, case: &Case) -> Result<Box<dyn Workload>> {
             bail!("another placement of the case was refused: {e:#}")
         }
         Ok(Err(e)) => Err(e.context("preparing another placement of the case")),
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic payload".into());
-            bail!("preparing another placement of the case panicked: {msg}")
-        }
+        Err(p) => bail!(
+            "preparing another placement of the case panicked: {}",
+            super::runner::panic_message(p.as_ref())
+        ),
     }
 }
 

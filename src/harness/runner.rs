@@ -53,6 +53,16 @@ impl Observer for Silent {}
 
 static LAST_PANIC: Mutex<Option<String>> = Mutex::new(None);
 
+/// The message of a caught panic's payload (`panic!` gives a `&str` or a
+/// `String`), for the error that reports it.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic payload".into())
+}
+
 /// Runs `f`, turning a panic into an error that carries the panic message and
 /// location (captured by a quiet hook, so nothing is printed twice).
 pub(crate) fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, String> {
@@ -61,12 +71,7 @@ pub(crate) fn guarded<T>(f: impl FnOnce() -> anyhow::Result<T>) -> Result<T, Str
         Ok(Err(e)) => Err(format!("{e:#}")),
         Err(payload) => {
             let hooked = LAST_PANIC.lock().ok().and_then(|mut g| g.take());
-            let msg = payload
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic payload".into());
-            Err(format!("panicked: {}", hooked.unwrap_or(msg)))
+            Err(format!("panicked: {}", hooked.unwrap_or_else(|| panic_message(payload.as_ref()))))
         }
     }
 }

@@ -98,14 +98,10 @@ pub(super) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(Reply::Failed { phase: phase.into(), reason: format!("{e:#}") }),
-        Err(p) => {
-            let msg = p
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| p.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "non-string panic payload".into());
-            Err(Reply::Failed { phase: phase.into(), reason: format!("panicked: {msg}") })
-        }
+        Err(p) => Err(Reply::Failed {
+            phase: phase.into(),
+            reason: format!("panicked: {}", crate::harness::runner::panic_message(p.as_ref())),
+        }),
     }
 }
 
