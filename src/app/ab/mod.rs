@@ -28,7 +28,7 @@ use crate::compare::{self, paired::PairedCase};
 use crate::config::Settings;
 use anyhow::{Result, bail};
 use pairing::{CaseRun, RoundShare, pair_case, warm_up};
-use process::{Worker, check_executable, parse_env};
+use process::{Spent, Worker, check_executable, parse_env};
 use rand::seq::SliceRandom;
 use std::time::Instant;
 
@@ -110,13 +110,14 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     let seed = args.plan.timing.seed.unwrap_or(d.seed);
     let wargs = plan_args(&args.plan);
     let start = |label, path, env| Worker::start(label, path, env, &wargs);
+    let started = Instant::now();
     let mut base = start("base", &args.base, &base_env)?;
     let mut head = start("head", &args.head, &head_env)?;
     let (hb, hh) = (base.hello.clone(), head.hello.clone());
     check_pairable(&hb, &hh)?;
     let rounds = args.plan.timing.rounds.unwrap_or(hb.rounds.max(DEFAULT_ROUNDS)).max(1);
     let min_sample_ns = crate::harness::timer::calibrate().min_sample_ns();
-    let started = Instant::now();
+    let mut spent = Spent::default();
     let mut tallies: Vec<Tally> = hb
         .cases
         .iter()
@@ -133,8 +134,8 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     for round in 0..rounds {
         if round > 0 {
             // A fresh pair of processes, started in alternating order.
-            base.quit();
-            head.quit();
+            spent += base.quit();
+            spent += head.quit();
             if round % 2 == 1 {
                 head = start("head", &args.head, &head_env)?;
                 base = start("base", &args.base, &base_env)?;
@@ -182,8 +183,9 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
             }
         }
     }
-    base.quit();
-    head.quit();
+    spent += base.quit();
+    spent += head.quit();
+    let wall = started.elapsed();
     let mut cases = Vec::new();
     let (mut failed, mut skipped) = (Vec::new(), Vec::new());
     for (t, (id, _)) in tallies.into_iter().zip(&hb.cases) {
@@ -214,10 +216,10 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     }
     c.notes.extend(reasons);
     c.notes.push(format!(
-        "{} (head) against {} (base); {rounds} rounds, each with fresh worker processes (each build verified every case in the first round; later rounds run the same binaries on the same seeded inputs); wall time {:.1} s",
+        "{} (head) against {} (base); {rounds} rounds, each with fresh worker processes (each build verified every case in the first round; later rounds run the same binaries on the same seeded inputs); {}",
         hh.build,
         hb.build,
-        started.elapsed().as_secs_f64()
+        spent.describe(wall)
     ));
     super::emit_comparison(&c, args.format, args.output.as_deref(), &args.gate)
 }

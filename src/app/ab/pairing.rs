@@ -20,6 +20,10 @@ pub(super) const LATER_WARM_UP: f64 = 0.01;
 /// time the first round saw), so a slow case still runs a few unmeasured.
 const LATER_WARM_UP_ITERS: f64 = 3.0;
 
+/// The pause before each sample, so the other build's idle threads
+/// (spinning GEMM workers, rayon) are asleep when this one's clock starts.
+const SETTLE: Duration = Duration::from_micros(500);
+
 /// The least pairs a round takes.
 const MIN_PAIRS: usize = 5;
 
@@ -138,8 +142,7 @@ pub(super) fn pair_case(
             for w in order {
                 // Let the other build's idle threads (spinning GEMM workers,
                 // rayon) settle before this one's clock starts.
-                std::thread::sleep(Duration::from_micros(500));
-                match w.ask(&Request::Sample(iters))? {
+                match w.sample_after(SETTLE, iters)? {
                     Reply::Nanos(ns) => {
                         if w.label == "base" {
                             tb.push(ns / iters as f64)
