@@ -70,6 +70,16 @@ fn a_build_against_itself_shows_no_large_change() {
             c["round"].as_array().unwrap().iter().filter_map(|r| r.as_u64()).collect();
         assert_eq!(rounds.len(), 12, "{c}");
         assert!(c["base"].as_array().unwrap().iter().all(|t| t.as_f64().is_some_and(|t| t > 0.0)), "{c}");
+        // The kernel's load figures around each round's pairs, both workers
+        // counted as the measurement (Linux has /proc).
+        if cfg!(target_os = "linux") {
+            let load = c["load"].as_array().unwrap_or_else(|| panic!("no load figures: {c}"));
+            let rounds: Vec<u64> = load.iter().filter_map(|l| l["round"].as_u64()).collect();
+            assert_eq!(rounds, (0..12).collect::<Vec<u64>>(), "{c}");
+            assert!(
+                load.iter().all(|l| l["case"] == c["id"] && l["wall_ns"].as_f64().is_some_and(|w| w > 0.0))
+            );
+        }
     }
     assert!(!notes.contains("fewer than 3 rounds"), "{notes}");
     assert_eq!(v["changes"].as_array().map(Vec::len), Some(2));

@@ -22,7 +22,7 @@
 //! Results without load figures (older ones, other platforms) set nothing
 //! aside.
 
-use crate::results::RunReport;
+use crate::results::{LoadSample, RunReport};
 use std::collections::HashMap;
 
 /// The share of one core other work may take during a case-round before the
@@ -51,18 +51,19 @@ pub type Disturbed = HashMap<(String, u32), f64>;
 
 /// The disturbed case-rounds of `run` (see the module docs).
 pub fn disturbed(run: &RunReport) -> Disturbed {
-    let mut out = Disturbed::new();
-    for l in &run.load {
-        if !(l.wall_ns.is_finite() && l.wall_ns > 0.0) {
-            continue;
-        }
-        let spare = (l.cpus as f64 - l.threads as f64).max(0.0);
-        let taken = l.steal_ns.max(0.0) + (l.others_ns - spare * l.wall_ns).max(0.0);
-        if taken > MIN_TAKEN_NS && taken > DISTURBED_SHARE * l.wall_ns {
-            out.insert((l.case.clone(), l.round), taken / l.wall_ns);
-        }
+    run.load.iter().filter_map(|l| taken_share(l).map(|share| ((l.case.clone(), l.round), share))).collect()
+}
+
+/// The share of a core other work took from the measurement in `l`, when
+/// that makes it disturbed (see the module docs); `None` when it ran clean
+/// or its figures are unusable. `run` and `ab` use the same rule.
+pub fn taken_share(l: &LoadSample) -> Option<f64> {
+    if !(l.wall_ns.is_finite() && l.wall_ns > 0.0) {
+        return None;
     }
-    out
+    let spare = (l.cpus as f64 - l.threads as f64).max(0.0);
+    let taken = l.steal_ns.max(0.0) + (l.others_ns - spare * l.wall_ns).max(0.0);
+    (taken > MIN_TAKEN_NS && taken > DISTURBED_SHARE * l.wall_ns).then(|| taken / l.wall_ns)
 }
 
 /// What one side of one case lost to disturbance.
@@ -114,7 +115,6 @@ pub fn filter_rounds(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::LoadSample;
 
     fn load(case: &str, round: u32, wall_ms: f64, others_ms: f64, steal_ms: f64) -> LoadSample {
         LoadSample {

@@ -40,10 +40,22 @@ pub struct Snapshot {
 
 /// Reads the counters now, or `None` where `/proc` has none.
 pub fn snapshot() -> Option<Snapshot> {
+    snapshot_with(&[])
+}
+
+/// Reads the counters now, counting the CPU time of the processes `pids`
+/// (`tfbench ab`'s workers) as this process's own: what they use is the
+/// measurement, not other work. `None` where `/proc` has none, or where a
+/// worker's figures cannot be read (it exited): a reading that would count
+/// the measured work as a disturbance is worse than none.
+pub fn snapshot_with(pids: &[u32]) -> Option<Snapshot> {
     let at = Instant::now();
     let allowed = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| allowed_cpus(&s));
     let (busy, steal, cpus) = cpu_ticks(&std::fs::read_to_string("/proc/stat").ok()?, allowed.as_deref())?;
-    let own = own_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    let mut own = own_ticks(&std::fs::read_to_string("/proc/self/stat").ok()?)?;
+    for pid in pids {
+        own += own_ticks(&std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+    }
     Some(Snapshot { at, busy, steal, own, cpus })
 }
 
@@ -146,5 +158,15 @@ mod tests {
         let s = between(&a, &b, "c", 1, 2);
         assert!(s.wall_ns > 0.0 && s.others_ns >= 0.0 && s.steal_ns >= 0.0 && s.cpus >= 1);
         assert_eq!((s.case.as_str(), s.round, s.threads), ("c", 1, 2));
+    }
+
+    #[test]
+    fn other_processes_counted_as_own_are_read_and_a_gone_one_refuses() {
+        let me = std::process::id();
+        let (Some(one), Some(twice)) = (snapshot(), snapshot_with(&[me])) else { return };
+        // Counting this process twice adds its own ticks once more.
+        assert!(twice.own >= 2 * one.own, "{} vs {}", twice.own, one.own);
+        // No process has pid 0 in /proc: the reading is refused, not guessed.
+        assert!(snapshot_with(&[0]).is_none());
     }
 }

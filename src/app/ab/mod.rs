@@ -27,7 +27,7 @@ use crate::cli::AbArgs;
 use crate::compare::{self, paired::PairedCase};
 use crate::config::Settings;
 use anyhow::{Result, bail};
-use pairing::{CaseRun, RoundShare, pair_case, warm_up};
+use pairing::{CaseRound, CaseRun, RoundShare, pair_case, warm_up};
 use process::{Spent, Worker, check_executable, parse_env};
 use rand::seq::SliceRandom;
 use std::time::Instant;
@@ -95,7 +95,7 @@ fn check_pairable(hb: &Hello, hh: &Hello) -> Result<()> {
 /// paired ratios.
 pub fn ab(args: &AbArgs) -> Result<Outcome> {
     // The driver resolves the plan first, so a bad option fails here, once.
-    resolve_plan(&args.plan)?;
+    let threads = resolve_plan(&args.plan)?.threads;
     check_executable(&args.base, "--base")?;
     check_executable(&args.head, "--head")?;
     let base_env = parse_env(&args.base_env, "--base-env")?;
@@ -122,7 +122,13 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
         .cases
         .iter()
         .map(|(id, _)| {
-            Tally::Pairs(PairedCase { id: id.clone(), base: Vec::new(), head: Vec::new(), round: Vec::new() })
+            Tally::Pairs(PairedCase {
+                id: id.clone(),
+                base: Vec::new(),
+                head: Vec::new(),
+                round: Vec::new(),
+                load: Vec::new(),
+            })
         })
         .collect();
     // Per case, the slower build's per-iteration time in its last round:
@@ -164,12 +170,15 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
             let verified = round > 0;
             // Later rounds warm up briefly (see `pairing::warm_up`).
             let share = RoundShare { warm_up: warm_up(&share, seen[ci]), ..share };
-            match pair_case(&mut base, &mut head, id, &share, round as usize + ci, min_sample_ns, verified)? {
-                CaseRun::Pairs(b, h, per_iter) => {
-                    seen[ci] = Some(per_iter);
-                    case.round.extend(std::iter::repeat_n(round, b.len()));
-                    case.base.extend(b);
-                    case.head.extend(h);
+            let ask =
+                CaseRound { id, share, round, parity: round as usize + ci, min_sample_ns, verified, threads };
+            match pair_case(&mut base, &mut head, &ask)? {
+                CaseRun::Pairs(p) => {
+                    seen[ci] = Some(p.per_iter);
+                    case.round.extend(std::iter::repeat_n(round, p.base.len()));
+                    case.base.extend(p.base);
+                    case.head.extend(p.head);
+                    case.load.extend(p.load);
                 }
                 CaseRun::Skipped(why) => {
                     reasons.push(format!("{id}: skipped: {why}"));

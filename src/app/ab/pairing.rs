@@ -66,11 +66,41 @@ impl RoundShare {
     }
 }
 
+/// One case's round as the driver asks for it.
+pub(super) struct CaseRound<'a> {
+    /// The case id.
+    pub id: &'a str,
+    /// Its share of the profile's time.
+    pub share: RoundShare,
+    /// The round (0-based).
+    pub round: u32,
+    /// Picks which build goes first: prepares, warms up and samples first.
+    pub parity: usize,
+    /// The shortest sample the timer allows, ns.
+    pub min_sample_ns: f64,
+    /// Both builds verified the case in an earlier round.
+    pub verified: bool,
+    /// The plan's worker threads (what the load figures leave free).
+    pub threads: usize,
+}
+
+/// A round's pairs.
+pub(super) struct Pairs {
+    /// The base build's per-iteration times, ns.
+    pub base: Vec<f64>,
+    /// The head build's, paired with `base`.
+    pub head: Vec<f64>,
+    /// The slower build's warm-up per-iteration time, ns.
+    pub per_iter: f64,
+    /// How much CPU other work took while the pairs were taken, where
+    /// `/proc` could be read.
+    pub load: Option<crate::results::LoadSample>,
+}
+
 /// What one case's round gave.
 pub(super) enum CaseRun {
-    /// The base and head per-iteration times (ns) of each pair, and the
-    /// slower build's warm-up per-iteration time.
-    Pairs(Vec<f64>, Vec<f64>, f64),
+    /// The pairs.
+    Pairs(Pairs),
     Skipped(String),
     Failed(String),
 }
@@ -78,15 +108,8 @@ pub(super) enum CaseRun {
 /// Prepares, warms up and samples one case on both workers; `parity` picks
 /// which build goes first in the first pair. A worker that dies fails the
 /// case and is restarted for the next one.
-pub(super) fn pair_case(
-    base: &mut Worker,
-    head: &mut Worker,
-    id: &str,
-    s: &RoundShare,
-    parity: usize,
-    min_sample_ns: f64,
-    verified: bool,
-) -> Result<CaseRun> {
+pub(super) fn pair_case(base: &mut Worker, head: &mut Worker, c: &CaseRound) -> Result<CaseRun> {
+    let (id, s, parity, verified) = (c.id, &c.share, c.parity, c.verified);
     let outcome = (|| -> Result<CaseRun> {
         let mut per_iter = [0.0f64; 2];
         // Which build prepares and warms up first alternates with `parity`,
@@ -125,11 +148,15 @@ pub(super) fn pair_case(
         }
         // The same iterations for both, sized on the slower of the two so a
         // sample lasts what `run` would give it.
-        let target = (0.9 * s.measurement * 1e9 / s.pairs as f64).max(min_sample_ns);
+        let target = (0.9 * s.measurement * 1e9 / s.pairs as f64).max(c.min_sample_ns);
         let iters = ((target / per_iter[0].max(per_iter[1])).round() as u64).max(1);
         // Both builds' budgets: the measurement time, capped by --max-time.
         let per_build = s.max_time.map_or(s.measurement, |m| m.min(s.measurement));
         let budget = Duration::from_secs_f64(2.0 * per_build);
+        // The kernel's counters around the pairs, both workers' CPU time
+        // counted as the measurement's own (`harness::load`).
+        let pids = [base.pid(), head.pid()];
+        let before = crate::harness::load::snapshot_with(&pids);
         let start = Instant::now();
         let (mut tb, mut th) = (Vec::new(), Vec::new());
         for i in 0..s.pairs {
@@ -157,10 +184,13 @@ pub(super) fn pair_case(
                 }
             }
         }
+        let after = crate::harness::load::snapshot_with(&pids);
+        let load =
+            before.zip(after).map(|(a, b)| crate::harness::load::between(&a, &b, id, c.round, c.threads));
         for w in [&mut *base, &mut *head] {
             w.ask(&Request::Finish)?;
         }
-        Ok(CaseRun::Pairs(tb, th, per_iter[0].max(per_iter[1])))
+        Ok(CaseRun::Pairs(Pairs { base: tb, head: th, per_iter: per_iter[0].max(per_iter[1]), load }))
     })();
     match outcome {
         Ok(r) => {

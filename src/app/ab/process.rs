@@ -116,6 +116,11 @@ impl Worker {
         })
     }
 
+    /// The worker's process id.
+    pub(super) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends `req` and reads the reply; a dead worker is an error. The
     /// wait is added to [`Worker::spent`] under the request's kind.
     pub(super) fn ask(&mut self, req: &Request) -> Result<Reply> {
