@@ -5,7 +5,7 @@
 
 use super::{CHUNK, PAR_MIN, choice, reference, shape2};
 use crate::kernels::norm::layer_norm_row;
-use crate::kernels::reduce::{BLOCK, LANES, lanes_max, lanes_sum};
+use crate::kernels::reduce::{BLOCK, LANES, lanes_max, lanes_sum_simd};
 use crate::kernels::simd_dispatch;
 use crate::kernels::softmax::softmax_row;
 use crate::plan::Case;
@@ -19,12 +19,10 @@ pub(super) const OPS: &[&str] = &["sum", "mean", "max", "argmax", "softmax", "la
 /// Layer-norm epsilon (PyTorch's default).
 pub(crate) const LN_EPS: f32 = 1e-5;
 
-simd_dispatch! {
-    /// Sum of at most [`BLOCK`] values with [`LANES`] independent accumulators,
-    /// combined by a pairwise tree.
-    fn sum_block(x: &[f32]) -> f32 {
-        lanes_sum(x)
-    }
+/// Sum of at most [`BLOCK`] values with [`LANES`] independent accumulators,
+/// combined by a pairwise tree (in vector registers where the CPU has them).
+fn sum_block(x: &[f32]) -> f32 {
+    lanes_sum_simd(x)
 }
 
 /// Pairwise sum: blocks of [`BLOCK`] summed lane-wise, then halves combined recursively.
