@@ -10,7 +10,8 @@
 # TIMING (extra run options, e.g. '--measurement-time 0.5 --warm-up-time 0.2'
 # to shorten every case; empty: configs/ci.toml as it is), PHASE (all, or
 # stored / paired to run one half: the halves share OUT_DIR, and each prints
-# its own rows of the table; interleaved: per round one timed ci.toml run,
+# its own rows of the table; judge: only the stored comparisons, of the
+# runs already in OUT_DIR, by this build; interleaved: per round one timed ci.toml run,
 # then one paired run each at 0%, +10% and +5%, so that a window of the host
 # that changes mid-experiment touches every kind alike and the cost ratio
 # compares runs of the same minutes), KINDS (the paired kinds each
@@ -43,6 +44,13 @@ for i in $(seq 1 "$RUNS"); do
 done
 log "one ci.toml run took ${one_run}s"
 echo "$one_run" >"$out/one-run-seconds"
+stored_judge
+}
+
+# Compares the stored runs of OUT_DIR (all A/A pairs, each injected run
+# against its clean one) with this build: PHASE=judge re-judges runs saved
+# earlier, so that a change to the verdict rules is tried on the same data.
+stored_judge() {
 
 aa_pass=0; aa_fail=0; verdicts="$out/aa-verdicts.txt"; : >"$verdicts"
 for i in $(seq 1 "$RUNS"); do
@@ -144,8 +152,9 @@ echo "| goal | measured |"
 echo "| --- | --- |"
 case "$PHASE" in
   stored) stored_phase ;;
+  judge) stored_judge ;;
   paired) paired_phase ;;
   interleaved) interleaved_phase ;;
   all) stored_phase; paired_phase ;;
-  *) echo "PHASE must be all, stored, paired or interleaved" >&2; exit 2 ;;
+  *) echo "PHASE must be all, stored, judge, paired or interleaved" >&2; exit 2 ;;
 esac

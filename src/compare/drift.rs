@@ -33,6 +33,10 @@ pub const LARGE_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
 /// How the large cases' drift estimate's `source` ends ([`MachineDrift::large`]; it starts "median of N").
 pub const LARGE_SOURCE: &str = "large cases (32 MiB or more per iteration)";
 
+/// How the smaller cases' drift estimate's `source` ends
+/// ([`MachineDrift::small`]).
+pub const SMALL_SOURCE: &str = "smaller cases (under 32 MiB per iteration)";
+
 /// One estimate of the machine's drift (`new / old` time of the same work).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriftEstimate {
@@ -122,6 +126,7 @@ pub fn measure(
     let cases: Vec<DriftEstimate> =
         median_estimate(case_ratios.iter().map(|r| r.0), "cases", level).into_iter().collect();
     let large = median_estimate(case_ratios.iter().filter(|r| r.1).map(|r| r.0), LARGE_SOURCE, level);
+    let small = median_estimate(case_ratios.iter().filter(|r| !r.1).map(|r| r.0), SMALL_SOURCE, level);
     let (judging, judged_by) = if canaries.is_empty() { (&cases, "cases") } else { (&canaries, "canaries") };
     let outside = |e: &DriftEstimate| e.ratio.lower > 1.0 + band || e.ratio.upper < 1.0 - band;
     let beyond_band = judging.iter().any(outside);
@@ -136,6 +141,7 @@ pub fn measure(
     let mut estimates = canaries;
     estimates.extend(cases);
     estimates.extend(large);
+    estimates.extend(small);
     MachineDrift { estimates, beyond_band, envelope, normalized_by: None, judged_by, large_envelope }
 }
 
@@ -146,7 +152,7 @@ impl MachineDrift {
         let judging: Vec<&DriftEstimate> = self
             .estimates
             .iter()
-            .filter(|e| !e.source.ends_with(LARGE_SOURCE))
+            .filter(|e| !e.source.ends_with(LARGE_SOURCE) && !e.source.ends_with(SMALL_SOURCE))
             .filter(|e| (self.judged_by == "canaries") == e.source.contains("canary"))
             .collect();
         if judging.is_empty() {
@@ -161,6 +167,19 @@ impl MachineDrift {
     /// as well as on its own (see the `compare` module docs).
     pub fn large(&self) -> Option<&Estimate> {
         self.estimates.iter().find(|e| e.source.ends_with(LARGE_SOURCE)).map(|e| &e.ratio)
+    }
+
+    /// The smaller cases' own drift (the median of their ratios), when
+    /// enough were compared: each smaller case is judged relative to it as
+    /// well as on its own, as the large ones are relative to theirs. In the
+    /// stored A/A runs of docs/verdicts.md (2026-11-27 15:24) every gate
+    /// failure was a few minutes of the host that slowed the small cases
+    /// together by 3-5% (their median +4.6% [+4.0%, +6.0%]) while the
+    /// canaries' intervals still reached inside the band, so no drift was
+    /// declared and the cases that moved most with it were called
+    /// regressed.
+    pub fn small(&self) -> Option<&Estimate> {
+        self.estimates.iter().find(|e| e.source.ends_with(SMALL_SOURCE)).map(|e| &e.ratio)
     }
 
     /// One line for people: `machine drift: compute canary +3.1% [...]`.

@@ -45,11 +45,13 @@
 //! 4. **inconclusive** otherwise (the interval is wider than the band, or
 //!    the case moved with the machine): no evidence either way.
 //!
-//! A *large* case (at least [`drift::LARGE_BYTES`] per iteration) is also
-//! judged relative to the large cases' median ratio, the intervals combined
-//! on the log scale (`relative_ratio`): regressed or improved only when it
-//! is so both ways, else inconclusive (it moved with the memory system the
-//! host shares, which the canaries cannot see).
+//! Every case is also judged relative to the median ratio of the cases of
+//! its size, the intervals combined on the log scale (`relative_ratio`):
+//! regressed or improved only when it is so both ways, else inconclusive.
+//! A *large* case (at least [`drift::LARGE_BYTES`] per iteration) moves
+//! with the memory system the host shares, which the canaries cannot see;
+//! the smaller ones move together over a few minutes of the host by less
+//! than the canaries resolve.
 //!
 //! # Gating
 //!
@@ -327,7 +329,18 @@ pub fn compare_sets(
     // also judged relative to their median (not with --normalize, which has
     // already divided by the machine's drift, nor against a peer program).
     let large_drift = drift.large().copied().filter(|_| factor.is_none() && peer.is_none());
+    // So are the smaller ones, relative to theirs, when they moved together
+    // (their median's interval leaves 1): a few minutes of the host move
+    // them alike, by less than the canaries can resolve. When it holds 1,
+    // nothing says the host moved them, and a change in a few of them (whose
+    // ratios widen that interval) is judged on its own.
+    let small_drift = drift
+        .small()
+        .copied()
+        .filter(|g| g.lower > 1.0 || g.upper < 1.0)
+        .filter(|_| factor.is_none() && peer.is_none());
     let mut moved_with_large = 0usize;
+    let mut moved_with_small = 0usize;
     if let Some((lo, hi)) = drift.large_envelope.filter(|_| large_drift.is_some()) {
         notes.push(format!(
             "the large cases (32 MiB or more per iteration: data in the last-level cache and memory the host shares) moved together, {:+.1}% at the median [{:+.1}%, {:+.1}%]: each is judged relative to that, since the memory system, not the code, moves them all alike",
@@ -411,16 +424,21 @@ pub fn compare_sets(
             } else {
                 Verdict::judge(&Judgement { p: p_value, q: q_value, ratio, band, envelope }, opts)
             };
-            // A large case is called changed only when it also changed
-            // relative to the other large cases: otherwise it moved with them.
-            let relative_to_large = large_drift.filter(|_| c.large).map(|g| relative_ratio(&ratio, &g));
-            if let Some(rel) = relative_to_large
+            // A case is called changed only when it also changed relative
+            // to the other cases of its size: otherwise it moved with them.
+            let group = if c.large { large_drift } else { small_drift };
+            let relative_to_group = group.map(|g| relative_ratio(&ratio, &g));
+            if let Some(rel) = relative_to_group
                 && matches!(verdict, Verdict::Regressed | Verdict::Improved)
                 && Verdict::judge(&Judgement { p: p_value, q: q_value, ratio: rel, band, envelope }, opts)
                     != verdict
             {
                 verdict = Verdict::Inconclusive;
-                moved_with_large += 1;
+                if c.large {
+                    moved_with_large += 1;
+                } else {
+                    moved_with_small += 1;
+                }
             }
             let disturbed = describe_disturbance(&c.aside);
             // Unjudgeable on disturbed rounds alone, unless the whole
@@ -437,7 +455,7 @@ pub fn compare_sets(
             // Gate on the change relative to the machine when it drifted (and,
             // for a large case, relative to the other large cases).
             let relative =
-                relative_to_large.map_or(f64::INFINITY, |r| r.point).min(point / envelope.1.max(1.0));
+                relative_to_group.map_or(f64::INFINITY, |r| r.point).min(point / envelope.1.max(1.0));
             CaseChange {
                 old_median_ns: stats::median(&c.old.pooled()),
                 new_median_ns: stats::median(&c.new.pooled()),
@@ -473,6 +491,13 @@ pub fn compare_sets(
         let g = large_drift.map_or(1.0, |g| g.point);
         notes.push(format!(
             "{moved_with_large} large case(s) moved with the large cases (32 MiB or more per iteration; their median moved {:+.1}%): not called changed, since the memory system the host shares moves them together",
+            (g - 1.0) * 100.0
+        ));
+    }
+    if moved_with_small > 0 {
+        let g = small_drift.map_or(1.0, |g| g.point);
+        notes.push(format!(
+            "{moved_with_small} smaller case(s) moved with the other smaller cases (their median moved {:+.1}%): not called changed, since the host moved them together; a change that moves most cases alike cannot be told apart from the host (use `tfbench ab`)",
             (g - 1.0) * 100.0
         ));
     }

@@ -737,3 +737,60 @@ fn a_side_left_with_one_round_carries_the_spread_between_rounds() {
     let c = compare_sets("a", &[report(vec![steady])], "b", &[report(vec![new])], &spreads, &opts());
     assert_eq!(c.changes[0].verdict, Verdict::Inconclusive, "{:?}", c.changes[0]);
 }
+
+#[test]
+fn smaller_cases_that_moved_together_are_judged_relative_to_their_median() {
+    use crate::results::{CanaryKind, CanarySample};
+    // Flat canaries: the machine, as far as they see, did not move.
+    let canaries = |seed: u64| -> Vec<CanarySample> {
+        let mut rng = crate::util::rng(seed);
+        let d = LogNormal::new(0.0, 0.01).unwrap();
+        (0..40)
+            .map(|i| CanarySample {
+                kind: if i % 2 == 0 { CanaryKind::Compute } else { CanaryKind::Memory },
+                round: i / 20,
+                nanos: 1e5 * d.sample(&mut rng),
+                case: None,
+            })
+            .collect()
+    };
+    let names: Vec<String> = (0..24).map(|i| format!("c{i:02}")).collect();
+    let side = |shift: f64, c05: f64, seed: u64| {
+        let mut r = report(
+            names
+                .iter()
+                .zip(0..)
+                .map(|(n, i)| timed(n, if i == 5 { shift * c05 } else { shift }, seed + i))
+                .collect(),
+        );
+        r.canaries = canaries(seed);
+        r
+    };
+    let old = side(1.0, 1.0, 700);
+    // A few minutes of the host slowed every case by 4.5% (the canaries saw
+    // nothing); c05 is 30% slower on top of that: only it is called.
+    let moved = compare("a", &old, "b", &side(1.045, 1.3, 800), &opts());
+    let regressed: Vec<&str> =
+        moved.changes.iter().filter(|c| c.verdict == Verdict::Regressed).map(|c| c.id.as_str()).collect();
+    assert_eq!(regressed, ["synthetic/c05"], "{:?}", moved.notes);
+    let small = moved.drift.as_ref().and_then(|d| d.small().copied()).expect("the smaller cases' median");
+    assert!(small.lower > 1.02 && (small.point - 1.045).abs() < 0.01, "{small:?}");
+    assert!(
+        moved.notes.iter().any(|n| n.contains("moved with the other smaller cases")),
+        "{:?}",
+        moved.notes
+    );
+    // The gate speaks for c05 alone.
+    assert!(moved.changes.iter().filter(|c| c.beyond_limit).all(|c| c.id.ends_with("c05")));
+    // The same change on a host that held still: c05 alone, judged on its
+    // own, and no case said to have moved with the others.
+    let still = compare("a", &old, "b", &side(1.0, 1.3, 900), &opts());
+    let regressed: Vec<&str> =
+        still.changes.iter().filter(|c| c.verdict == Verdict::Regressed).map(|c| c.id.as_str()).collect();
+    assert_eq!(regressed, ["synthetic/c05"]);
+    assert!(
+        !still.notes.iter().any(|n| n.contains("moved with the other smaller cases")),
+        "{:?}",
+        still.notes
+    );
+}
