@@ -523,22 +523,24 @@ fn learned_spread_sets_the_band() {
     assert!(render_table(&wide, false).contains("±6.0% (history)"));
 }
 
+/// Two rounds of both canaries (20 each) at `scale` x 0.1 ms, 1% noise.
+fn canaries(scale: f64, seed: u64) -> Vec<crate::results::CanarySample> {
+    use crate::results::{CanaryKind, CanarySample};
+    let mut rng = crate::util::rng(seed);
+    let d = LogNormal::new(0.0, 0.01).unwrap();
+    (0..40)
+        .map(|i| CanarySample {
+            kind: if i % 2 == 0 { CanaryKind::Compute } else { CanaryKind::Memory },
+            round: i / 20,
+            nanos: 1e5 * scale * d.sample(&mut rng),
+            case: None,
+        })
+        .collect()
+}
+
 #[test]
 fn machine_drift_from_canaries_is_measured_and_not_called_a_regression() {
-    use crate::results::{CanaryKind, CanarySample};
     let names: Vec<String> = (0..12).map(|i| format!("c{i:02}")).collect();
-    let canaries = |scale: f64, seed: u64| -> Vec<CanarySample> {
-        let mut rng = crate::util::rng(seed);
-        let d = LogNormal::new(0.0, 0.01).unwrap();
-        (0..40)
-            .map(|i| CanarySample {
-                kind: if i % 2 == 0 { CanaryKind::Compute } else { CanaryKind::Memory },
-                round: i / 20,
-                nanos: 1e5 * scale * d.sample(&mut rng),
-                case: None,
-            })
-            .collect()
-    };
     let mut old = report(names.iter().zip(0..).map(|(n, i)| timed(n, 1.0, 300 + i)).collect());
     // The whole machine 8% slower in the candidate; one case 30% on top.
     let mut new = report(
@@ -740,20 +742,7 @@ fn a_side_left_with_one_round_carries_the_spread_between_rounds() {
 
 #[test]
 fn smaller_cases_that_moved_together_are_judged_relative_to_their_median() {
-    use crate::results::{CanaryKind, CanarySample};
     // Flat canaries: the machine, as far as they see, did not move.
-    let canaries = |seed: u64| -> Vec<CanarySample> {
-        let mut rng = crate::util::rng(seed);
-        let d = LogNormal::new(0.0, 0.01).unwrap();
-        (0..40)
-            .map(|i| CanarySample {
-                kind: if i % 2 == 0 { CanaryKind::Compute } else { CanaryKind::Memory },
-                round: i / 20,
-                nanos: 1e5 * d.sample(&mut rng),
-                case: None,
-            })
-            .collect()
-    };
     let names: Vec<String> = (0..24).map(|i| format!("c{i:02}")).collect();
     let side = |shift: f64, c05: f64, seed: u64| {
         let mut r = report(
@@ -763,7 +752,7 @@ fn smaller_cases_that_moved_together_are_judged_relative_to_their_median() {
                 .map(|(n, i)| timed(n, if i == 5 { shift * c05 } else { shift }, seed + i))
                 .collect(),
         );
-        r.canaries = canaries(seed);
+        r.canaries = canaries(1.0, seed);
         r
     };
     let old = side(1.0, 1.0, 700);
