@@ -15,7 +15,9 @@
 # then one paired run each at 0%, +10% and +5%, so that a window of the host
 # that changes mid-experiment touches every kind alike and the cost ratio
 # compares runs of the same minutes), KINDS (the paired kinds each
-# interleaved round runs: 'aa p10 p5'; 'aa' alone measures the cost).
+# interleaved round runs: 'aa p10 p5'; 'aa' alone measures the cost),
+# COMPARE (extra options of every stored `compare`, e.g. '--noise-k 2', to
+# judge saved runs by other settings with PHASE=judge).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-target/verdict-experiments}
@@ -25,6 +27,7 @@ B=${TFBENCH:-target/release/tfbench}
 SELECT=${SELECT:-binary|reduction|unary}
 INJECT=${INJECT:-tensor/(binary/op=add,shape=500x500|binary/op=mul,shape=4096x4096|unary/elements=1048576,op=exp|unary/elements=16777216,op=sqrt|reduction/op=sum,shape=1000x1000)$}
 read -r -a timing <<<"${TIMING:-}"
+read -r -a compare_opts <<<"${COMPARE:-}"
 [ -x "$B" ] || { echo "no tfbench at $B: cargo build --release first" >&2; exit 2; }
 mkdir -p "$out"
 store="$out/baselines"
@@ -55,7 +58,7 @@ stored_judge() {
 aa_pass=0; aa_fail=0; verdicts="$out/aa-verdicts.txt"; : >"$verdicts"
 for i in $(seq 1 "$RUNS"); do
   for j in $(seq $((i + 1)) "$RUNS"); do
-    if "$B" compare --baseline-dir "$store" --history-dir "$hist" -b "aa$i" -a "aa$j" --fail-on-regression \
+    if "$B" compare --baseline-dir "$store" --history-dir "$hist" -b "aa$i" -a "aa$j" --fail-on-regression "${compare_opts[@]}" \
       --format json -o "$out/aa-$i-$j.json" >/dev/null 2>>"$out/compare.log"; then
       aa_pass=$((aa_pass + 1))
     else
@@ -70,7 +73,7 @@ total=$(wc -l <"$verdicts")
 
 inj_caught=0; inj_cases=0
 for i in $(seq 1 "$RUNS"); do
-  "$B" compare --baseline-dir "$store" --history-dir "$hist" -b "aa$i" -a "inj$i" --format json \
+  "$B" compare --baseline-dir "$store" --history-dir "$hist" -b "aa$i" -a "inj$i" "${compare_opts[@]}" --format json \
     -o "$out/inj-$i.json" >/dev/null 2>>"$out/compare.log" || true
   n=$(python3 -c 'import json,re,sys; c=json.load(open(sys.argv[1]))["changes"]; r=re.compile(sys.argv[2]); print(sum(1 for x in c if r.search(x["id"]) and x["verdict"]=="regressed"))' "$out/inj-$i.json" "$INJECT")
   inj_cases=$((inj_cases + n))
