@@ -70,6 +70,17 @@ pub trait Workload: Send {
     /// end (an external process, a wait on a device) gives up by then with an
     /// error naming what hung; others ignore it (the default).
     fn set_time_limit(&mut self, _limit: std::time::Duration) {}
+    /// Another copy of this prepared case in memory of its own: the same
+    /// inputs bit for bit in new buffers, made faster than preparing the
+    /// case again (a copy of each buffer, where preparing draws its inputs
+    /// afresh). The harness spreads a case's samples over several copies
+    /// (`--placements`), since where buffers land moves a case's speed; it
+    /// verifies every copy as it verifies the first. `None` (the default):
+    /// the harness prepares the case again for each copy where that is
+    /// cheap, else takes every sample from the one copy.
+    fn replicate(&self) -> Option<Box<dyn Workload>> {
+        None
+    }
 }
 
 /// The error a suite's `prepare` returns to refuse a case on this machine

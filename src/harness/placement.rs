@@ -20,9 +20,17 @@
 //! to 3.9% (`sum 1000x1000`) with 4 placements.
 //!
 //! Only cases for which extra copies are cheap and placement can matter are
-//! spread ([`eligible`]): CPU cases whose iteration moves at most
-//! [`MAX_BYTES`], prepared in at most [`MAX_PREPARE`], without fixed
-//! iterations (an external process has no buffers of ours to place).
+//! spread: CPU cases without fixed iterations (an external process has no
+//! buffers of ours to place) that either copy themselves
+//! ([`Workload::replicate`]: a copy of each buffer) and move at most
+//! [`MAX_REPLICATED_BYTES`] per iteration, the copies fitting in a quarter
+//! of the memory available, or else move at most [`MAX_BYTES`] and were
+//! prepared in at most [`MAX_PREPARE`] (each copy is prepared again). The large cases need it as much: on one thread, the
+//! round medians of `unary/op=sqrt 16M` (128 MiB per iteration), each
+//! round on buffers of its own, spread by 2-8% while one round's samples
+//! agreed within 2-3%; four copies per round brought that to 1-2%
+//! (docs/verdicts.md, 2026-11-27). Re-preparing them would cost 0.2-1.5 s
+//! a copy (drawing 16M seeded inputs), copying their buffers 20-60 ms.
 
 use crate::device::Device;
 use crate::plan::Case;
@@ -40,27 +48,30 @@ pub use crate::config::MAX_PLACEMENTS;
 /// and each copy costs that much memory again.
 pub const MAX_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
 
-/// Longest first preparation of a spread case: each extra copy costs about
-/// as long again, every round.
+/// Longest first preparation of a spread case that is prepared again for
+/// each copy: each extra copy costs about as long again, every round.
 pub const MAX_PREPARE: Duration = Duration::from_millis(50);
 
-/// Whether a case prepared as `w` in `prepare_time`, on the CPU when
-/// `on_cpu`, is worth spreading (see the module docs).
-pub fn eligible(w: &dyn Workload, prepare_time: Duration, on_cpu: bool) -> bool {
-    let bytes = w
-        .throughput()
+/// Largest declared bytes per iteration of a case spread by copying its
+/// buffers ([`Workload::replicate`]): a 4096x4096 f32 binary op (192 MiB)
+/// fits, four copies of it 768 MiB.
+pub const MAX_REPLICATED_BYTES: f64 = 256.0 * 1024.0 * 1024.0;
+
+/// The most bytes per iteration a case moves (its declared bytes throughput).
+fn bytes_of(w: &dyn Workload) -> f64 {
+    w.throughput()
         .iter()
         .filter(|t| t.kind == ThroughputKind::Bytes)
         .map(|t| t.per_iteration)
-        .fold(0.0, f64::max);
-    on_cpu && w.fixed_iterations().is_none() && prepare_time <= MAX_PREPARE && bytes <= MAX_BYTES
+        .fold(0.0, f64::max)
 }
 
 /// `first` (case `case` of `suite`, prepared in `prepare_time`) and further
-/// copies prepared the same way (up to `placements` in all), when
-/// `placements > 1` and [`eligible`]; else `first` alone. Returns the
-/// workload and how many placements it spans. A copy that fails to prepare,
-/// is refused or panics fails the case, as the first would have.
+/// copies (up to `placements` in all: prepared the same way, or copies of
+/// its buffers, see the module docs), when `placements > 1` and the case is
+/// eligible; else `first` alone. Returns the workload and how many
+/// placements it spans. A copy that fails to prepare, is refused or panics
+/// fails the case, as the first would have.
 pub fn spread(
     first: Box<dyn Workload>,
     placements: usize,
@@ -92,17 +103,46 @@ fn spread_with(
     placements: usize,
     prepare_time: Duration,
     on_cpu: bool,
+    more: impl FnMut() -> Result<Box<dyn Workload>>,
+) -> Result<(Box<dyn Workload>, usize)> {
+    spread_in(first, placements, prepare_time, on_cpu, crate::util::mem_available(), more)
+}
+
+/// [`spread_with`] with `available` bytes of memory free (`None`: unknown).
+fn spread_in(
+    first: Box<dyn Workload>,
+    placements: usize,
+    prepare_time: Duration,
+    on_cpu: bool,
+    available: Option<u64>,
     mut more: impl FnMut() -> Result<Box<dyn Workload>>,
 ) -> Result<(Box<dyn Workload>, usize)> {
     let k = placements.min(MAX_PLACEMENTS);
-    if k < 2 || !eligible(first.as_ref(), prepare_time, on_cpu) {
+    if k < 2 || !on_cpu || first.fixed_iterations().is_some() {
         return Ok((first, 1));
     }
+    let bytes = bytes_of(first.as_ref());
+    // The copies' memory: the declared traffic of an iteration is about the
+    // size of the case's buffers (inputs read once, output written once).
+    let extra = bytes * (k - 1) as f64;
+    let fits = available.is_none_or(|a| extra <= a as f64 / 4.0);
     let mut copies = Vec::with_capacity(k);
-    copies.push(first);
-    for _ in 1..k {
-        copies.push(more()?);
+    if bytes <= MAX_REPLICATED_BYTES
+        && fits
+        && let Some(copy) = first.replicate()
+    {
+        copies.push(copy);
+        while copies.len() < k - 1 {
+            copies.push(first.replicate().ok_or_else(|| anyhow::anyhow!("the case stopped copying itself"))?);
+        }
+    } else if bytes <= MAX_BYTES && prepare_time <= MAX_PREPARE {
+        for _ in 1..k {
+            copies.push(more()?);
+        }
+    } else {
+        return Ok((first, 1));
     }
+    copies.insert(0, first);
     Ok((Box::new(Rotating { copies, current: 0 }), k))
 }
 
@@ -259,5 +299,65 @@ mod tests {
         assert!(!v.passed && v.detail == "copy 2", "{v:?}");
         let failing = spread_with(first(1.0, &log), 3, Duration::ZERO, true, || anyhow::bail!("no memory"));
         assert!(failing.err().unwrap().to_string().contains("no memory"));
+    }
+
+    /// A large workload that copies itself: each copy gets the next id.
+    struct Copying {
+        id: usize,
+        bytes: f64,
+        made: Arc<Mutex<usize>>,
+        log: Arc<Mutex<Vec<usize>>>,
+    }
+
+    impl Workload for Copying {
+        fn verify(&mut self) -> Result<Verification> {
+            Ok(Verification::pass("copying probe"))
+        }
+        fn throughput(&self) -> Vec<Throughput> {
+            vec![Throughput::bytes(self.bytes)]
+        }
+        fn run(&mut self, _iters: u64) -> Result<()> {
+            self.log.lock().unwrap().push(self.id);
+            Ok(())
+        }
+        fn replicate(&self) -> Option<Box<dyn Workload>> {
+            let mut made = self.made.lock().unwrap();
+            *made += 1;
+            Some(Box::new(Copying {
+                id: *made,
+                bytes: self.bytes,
+                made: self.made.clone(),
+                log: self.log.clone(),
+            }))
+        }
+    }
+
+    #[test]
+    fn large_cases_that_copy_themselves_are_spread_over_copies_when_memory_allows() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let copying = |bytes: f64| -> Box<dyn Workload> {
+            Box::new(Copying { id: 0, bytes, made: Arc::new(Mutex::new(0)), log: log.clone() })
+        };
+        let never = || -> Result<Box<dyn Workload>> { panic!("a copying case is not prepared again") };
+        let slow = Duration::from_secs(1);
+        let gib = Some(16u64 << 30);
+        // 128 MiB a copy, prepared slowly: three copies of its buffers.
+        let (mut w, k) = spread_in(copying(128.0 * 1048576.0), 4, slow, true, gib, never).unwrap();
+        assert_eq!(k, 4);
+        for _ in 0..4 {
+            w.before_sample().unwrap();
+            w.run(1).unwrap();
+        }
+        assert_eq!(*log.lock().unwrap(), vec![1, 2, 3, 0]);
+        let one = |w: Result<(Box<dyn Workload>, usize)>| w.unwrap().1;
+        // Three more copies must fit in a quarter of what is available.
+        assert_eq!(one(spread_in(copying(128.0 * 1048576.0), 4, slow, true, Some(1 << 30), never)), 1);
+        assert_eq!(one(spread_in(copying(2.0 * MAX_REPLICATED_BYTES), 4, slow, true, gib, never)), 1);
+        assert_eq!(one(spread_in(copying(64.0 * 1048576.0), 4, slow, false, gib, never)), 1, "a GPU case");
+        assert_eq!(one(spread_in(copying(64.0 * 1048576.0), 1, slow, true, gib, never)), 1, "placements = 1");
+        // A small case that copies itself is copied too, even when it
+        // would have been cheap to prepare again.
+        let (_, k) = spread_in(copying(1e6), 3, Duration::ZERO, true, gib, never).unwrap();
+        assert_eq!(k, 3);
     }
 }

@@ -81,6 +81,7 @@ pub(crate) fn broadcast_add(out: &mut [f32], a: &[f32], row: &[f32]) {
     }
 }
 
+#[derive(Clone)]
 struct Binary {
     op: Option<BinOp>,
     rows: usize,
@@ -134,6 +135,12 @@ impl Binary {
 }
 
 impl Workload for Binary {
+    /// Its buffers copied: the same inputs in memory of their own, without
+    /// drawing them again (see `harness::placement`).
+    fn replicate(&self) -> Option<Box<dyn Workload>> {
+        Some(Box::new(self.clone()))
+    }
+
     fn verify(&mut self) -> Result<Verification> {
         self.out.fill(f32::NAN);
         self.once();

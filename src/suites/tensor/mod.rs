@@ -389,6 +389,32 @@ mod tests {
     }
 
     #[test]
+    fn binary_unary_and_reduction_cases_copy_themselves_and_every_copy_verifies() {
+        let cases: Vec<(&str, Vec<(&str, ParamValue)>)> = vec![
+            (
+                "binary",
+                vec![("op", ParamValue::Str("div".into())), ("shape", ParamValue::Str("64x48".into()))],
+            ),
+            ("unary", vec![("op", ParamValue::Str("gelu".into())), ("elements", ParamValue::Int(3001))]),
+            (
+                "reduction",
+                vec![("op", ParamValue::Str("layernorm".into())), ("shape", ParamValue::Str("33x70".into()))],
+            ),
+        ];
+        for (bench, params) in cases {
+            let p: BTreeMap<String, ParamValue> =
+                params.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            let case = Case::new("tensor", bench, p);
+            let first = TensorSuite.prepare(&case).unwrap();
+            let mut copy = first.replicate().unwrap_or_else(|| panic!("{bench} copies itself"));
+            assert_eq!(copy.throughput(), first.throughput(), "{bench}");
+            let v = copy.verify().unwrap();
+            assert!(v.passed, "{bench}: {v:?}");
+            copy.run(2).unwrap();
+        }
+    }
+
+    #[test]
     fn unknown_benchmarks_and_bad_params_name_the_valid_choices() {
         let case = Case::new("tensor", "nope", BTreeMap::new());
         let err = TensorSuite.prepare(&case).err().unwrap().to_string();

@@ -154,6 +154,7 @@ pub(crate) enum Op {
     LayerNorm,
 }
 
+#[derive(Clone)]
 struct Reduction {
     op: Op,
     rows: usize,
@@ -273,6 +274,12 @@ pub(crate) fn check_sum(got: f64, x: &[f32], divide: bool) -> Verification {
 }
 
 impl Workload for Reduction {
+    /// Its buffers copied: the same inputs in memory of their own, without
+    /// drawing them again (see `harness::placement`).
+    fn replicate(&self) -> Option<Box<dyn Workload>> {
+        Some(Box::new(self.clone()))
+    }
+
     fn verify(&mut self) -> Result<Verification> {
         self.out.fill(f32::NAN);
         self.once();

@@ -96,6 +96,7 @@ pub(crate) fn inputs(op: UnOp, n: usize, seed: u64) -> Vec<f32> {
     }
 }
 
+#[derive(Clone)]
 struct Unary {
     op: UnOp,
     x: Vec<f32>,
@@ -118,6 +119,12 @@ fn check(op: UnOp, x: &[f32], out: &[f32]) -> Verification {
 }
 
 impl Workload for Unary {
+    /// Its buffers copied: the same inputs in memory of their own, without
+    /// drawing them again (see `harness::placement`).
+    fn replicate(&self) -> Option<Box<dyn Workload>> {
+        Some(Box::new(self.clone()))
+    }
+
     fn verify(&mut self) -> Result<Verification> {
         self.out.fill(f32::NAN);
         unary(self.op, &mut self.out, &self.x);
