@@ -217,13 +217,15 @@ pub struct Timing {
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Repeat the whole plan N times, samples pooled per case (`ab`: each
-    /// round a fresh pair of worker processes; at least 6 by default,
+    /// round a fresh pair of worker processes; at least 12 by default,
     /// sharing the profile's rounds' time).
     #[arg(long, value_name = "N")]
     pub rounds: Option<u32>,
-    /// Prepare each small CPU case N times and take its samples from the
-    /// copies in turn, so the median averages over where its buffers land in
-    /// memory (cases of at most 32 MiB per iteration, prepared in 50 ms)
+    /// Hold N copies of each CPU case in memory of their own and take its
+    /// samples from the copies in turn, so the median averages over where
+    /// its buffers land in memory (a case that copies its buffers: up to
+    /// 256 MiB per iteration, the copies within a quarter of free memory;
+    /// another is prepared again: up to 32 MiB, prepared in 50 ms)
     /// [default: 1; configs/ci.toml: 4].
     #[arg(long, value_name = "N")]
     pub placements: Option<usize>,

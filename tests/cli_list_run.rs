@@ -209,7 +209,7 @@ fn placements_spread_small_cpu_cases_over_copies_and_say_so() {
     let copied = case("tensor/binary/op=mul,shape=4096x4096");
     // Two more copies of 192 MiB need 1.5 GiB free; with 4 GiB free the
     // case is spread whatever else the runner does meanwhile.
-    if mem_available_bytes().is_some_and(|b| b >= 4 << 30) {
+    if tfbench::util::mem_available().is_some_and(|b| b >= 4 << 30) {
         assert_eq!(copied["sampling"]["placements"], 3, "{}", copied["sampling"]);
         let reference = copied["verification"]["reference"].as_str().unwrap();
         assert!(reference.contains("each of 3 placements"), "{reference}");
@@ -289,12 +289,4 @@ fn parse_csv_row(row: &str) -> Vec<String> {
         }
     }
     fields
-}
-
-/// `MemAvailable` from /proc/meminfo in bytes, where readable.
-fn mem_available_bytes() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
 }

@@ -38,7 +38,7 @@ pub struct Settings {
     pub seed: u64,
     /// Outlier policy.
     pub outliers: OutlierPolicy,
-    /// Copies of each small CPU case to prepare and take samples from in
+    /// Copies of each eligible CPU case to hold and take samples from in
     /// turn, so a run's median averages over where buffers land in memory
     /// (see `harness::placement`); 1 prepares each case once. Absent in
     /// results written before it existed: 1.
