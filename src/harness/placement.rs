@@ -25,12 +25,15 @@
 //! ([`Workload::replicate`]: a copy of each buffer) and move at most
 //! [`MAX_REPLICATED_BYTES`] per iteration, the copies fitting in a quarter
 //! of the memory available, or else move at most [`MAX_BYTES`] and were
-//! prepared in at most [`MAX_PREPARE`] (each copy is prepared again). The large cases need it as much: on one thread, the
-//! round medians of `unary/op=sqrt 16M` (128 MiB per iteration), each
-//! round on buffers of its own, spread by 2-8% while one round's samples
-//! agreed within 2-3%; four copies per round brought that to 1-2%
-//! (docs/verdicts.md, 2026-11-27). Re-preparing them would cost 0.2-1.5 s
-//! a copy (drawing 16M seeded inputs), copying their buffers 20-60 ms.
+//! prepared in at most [`MAX_PREPARE`] (each copy is prepared again).
+//!
+//! The large cases need it as much: on one thread, the round medians of
+//! `unary/op=sqrt 16M` (128 MiB per iteration), each round on buffers of
+//! its own, spread by 2-8% while one round's samples agreed within 2-3%;
+//! four copies per round brought that to 1-2% and its learned band from
+//! 24.8% to 2.3% (docs/verdicts.md, 2026-11-27). Re-preparing them would
+//! cost 0.2-1.5 s a copy (drawing 16M seeded inputs), copying their
+//! buffers 20-60 ms.
 
 use crate::device::Device;
 use crate::plan::Case;
