@@ -117,6 +117,33 @@ pub struct GateArgs {
     /// (no case in common, every case failed, a run compared with itself).
     #[arg(long)]
     pub allow_vacuous: bool,
+    /// With --fail-on-regression, pass a comparison that could not judge
+    /// more than --max-unjudged of its cases (or a --require'd case); without
+    /// it such a gate exits 4, since "could not judge" is never a pass.
+    #[arg(long)]
+    pub allow_inconclusive: bool,
+    /// Largest share of the compared cases, percent, that may end
+    /// inconclusive, with too few samples or set aside as disturbed before
+    /// the gate says "could not judge" (exit 4).
+    #[arg(long, value_name = "PCT", default_value_t = 25.0, value_parser = parse_percent)]
+    pub max_unjudged: f64,
+    /// Cases (a regex over case ids) the gate must judge: one that is
+    /// missing, failed or not judged fails it (exit 4, or 3 when it failed).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub require: Option<regex::Regex>,
+}
+
+/// A percentage in [0, 100].
+fn parse_percent(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(v) if (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!("expected a percentage in [0, 100], e.g. 25, got {text:?}")),
+    }
+}
+
+/// A regular expression over case ids.
+fn parse_regex(text: &str) -> Result<regex::Regex, String> {
+    regex::Regex::new(text).map_err(|e| format!("bad regex: {e}"))
 }
 
 /// `tfbench compare`.

@@ -33,6 +33,18 @@ fn synthetic_copy(src: &Path, dst: &Path, factor: f64) {
     // A synthetic run of its own, not the source run again (a comparison of
     // a run with itself is refused as vacuous).
     v["run_id"] = Value::String(format!("synthetic-x{factor}"));
+    // Nor does it carry the machine state of the run it was copied from: the
+    // source run's load figures (other work on a busy machine) would set its
+    // rounds aside as disturbed, and its canaries would measure a drift the
+    // synthetic samples do not have. Set both explicitly: no load taken,
+    // no canaries, so the verdicts depend on the samples above alone.
+    v["load"] = Value::Array(Vec::new());
+    v["canaries"] = Value::Array(Vec::new());
+    // Thirty samples as a full profile takes them, not the --quick run's
+    // budget (a comparison judges smoke-profile runs with a wide band).
+    for s in v["harness"]["settings"].as_object_mut().unwrap().values_mut() {
+        s["measurement_time"] = serde_json::json!(3.0);
+    }
     std::fs::write(dst, serde_json::to_string(&v).unwrap()).unwrap();
 }
 
@@ -202,6 +214,99 @@ fn compare_detects_a_slowdown_and_gates() {
     assert_eq!(better.code, 0);
     assert!(better.stdout.contains("2 improved"), "{}", better.stdout);
     assert_eq!(std::fs::read_to_string(&md).unwrap(), better.stdout);
+}
+
+/// `compare --fail-on-regression` of `base` against `cand` (files) with
+/// `extra` args, in a history folder of its own.
+fn gate(dir: &Path, base: &Path, cand: &Path, extra: &[&str]) -> Run {
+    let hist = dir.join("history").display().to_string();
+    let (b, c) = (base.display().to_string(), cand.display().to_string());
+    let mut args =
+        vec!["compare", "--history-dir", &hist, "--baseline", &b, "--against", &c, "--fail-on-regression"];
+    args.extend_from_slice(extra);
+    tfbench(&args)
+}
+
+#[test]
+fn the_gate_fails_on_a_broken_candidate_case_and_on_cases_it_could_not_judge() {
+    let dir = scratch("compare-gate-codes");
+    let run = dir.join("run.json");
+    assert_eq!(run_in(&dir, &["--output", &run.display().to_string(), "-q"]).code, 0);
+    let (base, same, slow) = (dir.join("base.json"), dir.join("same.json"), dir.join("slow.json"));
+    synthetic_copy(&run, &base, 1.0);
+    synthetic_copy(&run, &same, 1.0001);
+    synthetic_copy(&run, &slow, 1.25);
+
+    // A wrong result on the candidate's side fails the gate with exit 3,
+    // naming the case, the side and the reason, even beside a regression.
+    let broken = dir.join("broken.json");
+    let mut v = json_file(&slow);
+    v["run_id"] = Value::String("synthetic-broken".into());
+    let case = &mut v["cases"][0];
+    case["status"] = serde_json::json!({"state": "failed", "phase": "verify", "reason": "max error 3.1 > tolerance 1e-6 (test)"});
+    case["samples"] = Value::Array(Vec::new());
+    let id = case["id"].as_str().unwrap().to_string();
+    std::fs::write(&broken, serde_json::to_string(&v).unwrap()).unwrap();
+    let r = gate(&dir, &base, &broken, &[]);
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(&format!("{id}: failed on the candidate side: verify: max error 3.1")),
+        "{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("regressed beyond the limits"), "the regression is named too: {}", r.stderr);
+    assert!(r.stdout.contains(&format!("FAILED {id}")), "{}", r.stdout);
+    // The same case broken in the baseline only: the candidate fixed it
+    // (and the other case improved from 1.25 to 1).
+    let r = gate(&dir, &broken, &base, &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("failed on the baseline side only"), "{}", r.stdout);
+
+    // Two synthetic single-round runs a hair apart: the interval carries an
+    // assumed run-to-run spread, so no case is judged, and "could not
+    // judge" is exit 4, never a pass; the comment says which and why.
+    let md = dir.join("unjudged.md");
+    let r = gate(&dir, &base, &same, &["-f", "markdown", "-o", &md.display().to_string()]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("could not judge 2 of 2 cases"), "{}", r.stderr);
+    let text = std::fs::read_to_string(&md).unwrap();
+    assert!(text.contains("could not judge 2 of 2") && text.contains("neither inside the band"), "{text}");
+    assert_eq!(gate(&dir, &base, &same, &["--allow-inconclusive"]).code, 0);
+    assert_eq!(gate(&dir, &base, &same, &["--max-unjudged", "100"]).code, 0);
+    // A judged comparison passes; a --require'd case that is missing fails it.
+    let r = gate(&dir, &base, &slow, &["--max-regression", "30"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = gate(&dir, &base, &slow, &["--max-regression", "30", "--require", "op=nosuch"]);
+    assert_eq!(r.code, 4, "{}", r.stderr);
+    assert!(r.stderr.contains("no case matches --require"), "{}", r.stderr);
+    let r = gate(&dir, &base, &slow, &["--require", "("]);
+    assert_eq!(r.code, 2, "a bad --require regex is a usage error: {}", r.stderr);
+}
+
+#[test]
+fn run_with_baseline_gates_a_failing_case_with_exit_3() {
+    let dir = scratch("run-baseline-failure");
+    assert_eq!(run_in(&dir, &["--save-baseline", "main", "-q"]).code, 0);
+    let r = tfbench_env(
+        &[("TFBENCH_INJECT_PANIC", "op=mul")],
+        &[
+            "run",
+            "--quick",
+            "--no-probe",
+            "--sample-size",
+            "20",
+            "--baseline-dir",
+            &dir.join("baselines").display().to_string(),
+            SMALL,
+            "--baseline",
+            "main",
+            "--fail-on-regression",
+            "--allow-inconclusive",
+            "-q",
+        ],
+    );
+    assert_eq!(r.code, 3, "{}", r.stderr);
+    assert!(r.stderr.contains("op=mul,shape=100x100: failed on the candidate side"), "{}", r.stderr);
 }
 
 #[test]

@@ -44,6 +44,9 @@ pub enum Outcome {
     CaseFailures,
     /// `--fail-on-regression` on a comparison with nothing to judge (exit 1).
     VacuousGate,
+    /// `--fail-on-regression` on a comparison that could not judge enough
+    /// of its cases, or a required one (exit 4).
+    Unjudged,
 }
 
 impl Outcome {
@@ -53,6 +56,7 @@ impl Outcome {
             Self::Success => 0,
             Self::Regression | Self::VacuousGate => 1,
             Self::CaseFailures => 3,
+            Self::Unjudged => 4,
         }
     }
 }
@@ -288,21 +292,57 @@ fn emit_comparison(
     Ok(gate_outcome(c, gate))
 }
 
-/// The exit status of a comparison's gate; says why on stderr when the
-/// comparison has nothing to judge.
+/// The gate's policy from the command line (see [`crate::compare::gate`]).
+pub(crate) fn gate_policy(g: &crate::cli::GateArgs) -> crate::compare::gate::GatePolicy {
+    crate::compare::gate::GatePolicy {
+        max_unjudged: g.max_unjudged / 100.0,
+        required: g.require.clone(),
+        allow_inconclusive: g.allow_inconclusive,
+        allow_vacuous: g.allow_vacuous,
+    }
+}
+
+/// The exit status of a comparison's gate ([`crate::compare::gate::judge`]):
+/// every reason it fails goes to stderr, a line each, the first deciding
+/// the status.
 fn gate_outcome(c: &crate::compare::Comparison, g: &crate::cli::GateArgs) -> Outcome {
+    use crate::compare::gate::{GateFailure, judge};
     if !g.fail_on_regression {
         return Outcome::Success;
     }
-    if c.has_gating_failure() {
-        return Outcome::Regression;
-    }
-    match &c.vacuous {
-        Some(why) if !g.allow_vacuous => {
-            eprintln!("error: the regression gate has nothing to judge: {why} (--allow-vacuous passes it)");
-            Outcome::VacuousGate
+    let failures = judge(c, &gate_policy(g));
+    for f in &failures {
+        match f {
+            GateFailure::Failed(lines) => {
+                eprintln!(
+                    "error: the regression gate failed: {} case(s) failed on the candidate's side:",
+                    lines.len()
+                );
+                lines.iter().for_each(|l| eprintln!("  {l}"));
+            }
+            GateFailure::Regressed(lines) => {
+                eprintln!(
+                    "error: the regression gate failed: {} case(s) regressed beyond the limits:",
+                    lines.len()
+                );
+                lines.iter().for_each(|l| eprintln!("  {l}"));
+            }
+            GateFailure::Vacuous(why) => {
+                eprintln!(
+                    "error: the regression gate has nothing to judge: {why} (--allow-vacuous passes it)"
+                )
+            }
+            GateFailure::Unjudged(why) => eprintln!(
+                "error: the regression gate {why}\n  (--allow-inconclusive passes it; `tfbench ab` judges two builds on one busy machine where stored results cannot)"
+            ),
         }
-        _ => Outcome::Success,
+    }
+    match failures.first() {
+        None => Outcome::Success,
+        Some(GateFailure::Failed(_)) => Outcome::CaseFailures,
+        Some(GateFailure::Regressed(_)) => Outcome::Regression,
+        Some(GateFailure::Vacuous(_)) => Outcome::VacuousGate,
+        Some(GateFailure::Unjudged(_)) => Outcome::Unjudged,
     }
 }
 

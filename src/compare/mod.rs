@@ -68,10 +68,12 @@
 mod calibration;
 pub mod disturbance;
 pub mod drift;
+pub mod gate;
 pub mod input;
 mod memory;
 mod options;
 mod render;
+mod smoke;
 #[cfg(test)]
 mod tests;
 
@@ -156,6 +158,11 @@ pub struct Comparison {
     /// Cases in both runs that failed (or have no usable samples) on either
     /// side, hence not compared.
     pub failed: Vec<String>,
+    /// Every case that failed on a side (also those only one side has), with
+    /// the side and the reason: a failure on the candidate's side fails the
+    /// gate ([`gate`]). Absent in comparisons written before it existed.
+    #[serde(default)]
+    pub failures: Vec<gate::FailedCase>,
     /// Cases skipped on either side (not run on that machine).
     #[serde(default)]
     pub skipped: Vec<String>,
@@ -181,10 +188,12 @@ impl Comparison {
         self.changes.iter().filter(|c| c.memory.as_ref().is_some_and(|m| m.regressed)).collect()
     }
 
-    /// True when a time regression beyond the limit or a memory regression
-    /// is present: what `compare` fails a CI job on.
+    /// True when a time regression beyond the limit, a memory regression or
+    /// a case that failed on the candidate's side is present (the gate's
+    /// first two reasons; [`gate::judge`] has them all).
     pub fn has_gating_failure(&self) -> bool {
         self.changes.iter().any(|c| c.beyond_limit || c.memory.as_ref().is_some_and(|m| m.regressed))
+            || self.failures.iter().any(gate::FailedCase::gates)
     }
 
     /// Number of compared cases with verdict `v`.
@@ -226,6 +235,8 @@ struct Pending {
     aside: [disturbance::SetAside; 2],
     /// Moves at least [`drift::LARGE_BYTES`] per iteration on either side.
     large: bool,
+    /// Measured with a smoke profile on either side ([`smoke`]).
+    smoke: bool,
 }
 
 /// Compares the candidate's runs `new` with the baseline's runs `old`
@@ -284,6 +295,7 @@ pub fn compare_sets(
                     new_alloc: alloc_of(new, id),
                     aside: [ao, an],
                     large: is_large(old, id) || is_large(new, id),
+                    smoke: smoke::is_smoke(old, id) || smoke::is_smoke(new, id),
                 })
             }
             _ => failed.push(id.clone()),
@@ -386,6 +398,11 @@ pub fn compare_sets(
                 }
                 None => (opts.noise_threshold, "default".to_string()),
             };
+            let (band, band_source) = if c.smoke && band < smoke::SMOKE_BAND {
+                (smoke::SMOKE_BAND, "smoke profile".to_string())
+            } else {
+                (band, band_source)
+            };
             // A side replicated nothing above its samples: add its run-to-run
             // spread, measured in history or else assumed.
             let unreplicated = [&c.old, &c.new].iter().filter(|l| l.groups() == 1).count();
@@ -478,6 +495,10 @@ pub fn compare_sets(
         })
         .collect();
     changes.sort_by(|a, b| b.ratio.point.total_cmp(&a.ratio.point).then_with(|| a.id.cmp(&b.id)));
+    let smoked = changes.iter().filter(|c| c.band_source == "smoke profile").count();
+    if smoked > 0 {
+        notes.push(smoke::note(smoked));
+    }
     let set_aside: usize = changes.iter().filter(|c| c.disturbed.is_some()).count();
     if set_aside > 0 {
         let unjudged =
@@ -528,6 +549,7 @@ pub fn compare_sets(
         ));
     }
     let vacuous = vacuous_reason(old, new, &changes, &failed, &skipped);
+    let failures = failures_of(old, new);
     Comparison {
         baseline: baseline_name.to_string(),
         candidate: candidate_name.to_string(),
@@ -539,11 +561,37 @@ pub fn compare_sets(
         only_in_baseline,
         only_in_candidate,
         failed,
+        failures,
         skipped,
         vacuous,
         notes,
         options: opts.clone(),
     }
+}
+
+/// Every case that failed in some run of a side, with the side and the
+/// candidate's reason (the baseline's when only it failed), in the order the
+/// cases first appear.
+fn failures_of(old: &[RunReport], new: &[RunReport]) -> Vec<gate::FailedCase> {
+    let reason_in = |runs: &[RunReport], id: &str| {
+        runs.iter().rev().flat_map(|r| r.cases.iter()).find_map(|c| match &c.status {
+            crate::results::CaseStatus::Failed { phase, reason } if c.id == id => {
+                Some(format!("{phase}: {reason}"))
+            }
+            _ => None,
+        })
+    };
+    let mut seen = HashSet::new();
+    old.iter()
+        .chain(new)
+        .flat_map(|r| r.cases.iter())
+        .filter(|c| c.status.is_failed() && seen.insert(c.id.clone()))
+        .filter_map(|c| {
+            let (o, n) = (reason_in(old, &c.id), reason_in(new, &c.id));
+            let side = gate::FailedSide::from_flags(o.is_some(), n.is_some())?;
+            Some(gate::FailedCase { id: c.id.clone(), side, reason: n.or(o).unwrap_or_default() })
+        })
+        .collect()
 }
 
 /// `ratio` relative to the drift `g` (`ratio / g`), its interval widened by

@@ -136,13 +136,13 @@ fn judge_logs(d: &[(u32, f64)], level: f64) -> LogJudgement {
     LogJudgement { point: stats::quantile_sorted(&sorted, 0.5), lower, upper, p, by_round: false }
 }
 
-/// Builds the comparison of a paired run. `failed` and `skipped` are the
-/// cases that could not be judged (with either build).
+/// Builds the comparison of a paired run. `failed` (with the build that
+/// failed) and `skipped` are the cases that could not be judged.
 pub fn compare_paired(
     base_label: &str,
     head_label: &str,
     cases: &[PairedCase],
-    failed: Vec<String>,
+    failed: Vec<super::gate::FailedCase>,
     skipped: Vec<String>,
     opts: &CompareOptions,
 ) -> Comparison {
@@ -225,7 +225,8 @@ pub fn compare_paired(
         changes,
         only_in_baseline: Vec::new(),
         only_in_candidate: Vec::new(),
-        failed,
+        failed: failed.iter().map(|f| f.id.clone()).collect(),
+        failures: failed,
         skipped,
         vacuous,
         notes: {
@@ -402,7 +403,14 @@ mod tests {
         let o = CompareOptions::default();
         let c = compare_paired("a", "b", &[drifting("short", 3, 2.0, 3, 0.0, 1)], vec![], vec![], &o);
         assert_eq!(c.changes[0].verdict, Verdict::TooFewSamples);
-        let c = compare_paired("a", "b", &[], vec!["f".into()], vec![], &o);
+        let f = crate::compare::gate::FailedCase {
+            id: "f".into(),
+            side: crate::compare::gate::FailedSide::Candidate,
+            reason: "verify: wrong".into(),
+        };
+        let c = compare_paired("a", "b", &[], vec![f], vec![], &o);
         assert!(c.vacuous.as_deref().is_some_and(|v| v.contains("1 failed")), "{:?}", c.vacuous);
+        assert_eq!(c.failed, ["f"]);
+        assert!(c.has_gating_failure(), "a case the head build failed gates");
     }
 }

@@ -176,21 +176,33 @@ fn ci_header(c: &Comparison) -> String {
     format!("change [{} CI]", percent(c.options.confidence_level))
 }
 
-/// The lists of cases that were not compared, one line each.
+/// The lists of cases that were not compared, one line each: missing on a
+/// side, failed (each with its side and reason, which the gate reads), and
+/// the compared cases that could not be judged, each with why.
 fn not_compared(c: &Comparison, item: impl Fn(&str) -> String) -> Vec<String> {
     let lists = [
         ("only in baseline", &c.only_in_baseline),
         ("only in candidate", &c.only_in_candidate),
         ("failed in either run", &c.failed),
     ];
-    lists
+    let mut out: Vec<String> = lists
         .iter()
         .filter(|(_, ids)| !ids.is_empty())
         .map(|(what, ids)| {
             let items: Vec<String> = ids.iter().map(|id| item(id)).collect();
             format!("{what}, not compared ({}): {}", ids.len(), items.join(", "))
         })
-        .collect()
+        .collect();
+    for f in &c.failures {
+        let gate = if f.gates() { " (fails the gate)" } else { "" };
+        out.push(format!("FAILED {}: {}{gate}: {}", item(&f.id), f.side.describe(), f.reason));
+    }
+    let unjudged = super::gate::unjudged(c);
+    if !unjudged.is_empty() {
+        out.push(format!("could not judge {} of {} compared case(s):", unjudged.len(), c.changes.len()));
+        out.extend(unjudged.iter().map(|(ch, why)| format!("  {}: {why}", item(&ch.id))));
+    }
+    out
 }
 
 /// The comparison as a terminal table: a mismatch warning first when the

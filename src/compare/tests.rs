@@ -182,7 +182,15 @@ fn missing_and_failed_cases_are_listed_not_compared() {
     assert_eq!(c.failed, ["synthetic/x", "synthetic/y"]);
     let ids: Vec<&str> = c.changes.iter().map(|ch| ch.id.as_str()).collect();
     assert_eq!(ids, ["synthetic/b"]);
-    assert!(!c.has_gating_failure());
+    // x failed on the baseline only (the candidate fixed it): listed, not
+    // gating; y failed on the candidate: it gates, with its reason.
+    use crate::compare::gate::FailedSide;
+    let sides: Vec<(&str, FailedSide)> = c.failures.iter().map(|f| (f.id.as_str(), f.side)).collect();
+    assert_eq!(sides, [("synthetic/x", FailedSide::Baseline), ("synthetic/y", FailedSide::Candidate)]);
+    assert!(c.failures[1].reason.contains(": "), "{:?}", c.failures[1]);
+    assert!(c.has_gating_failure(), "a candidate case failed");
+    let fixed = report(vec![timed("b", 1.0, 4), timed("x", 1.0, 6), timed("y", 1.0, 7)]);
+    assert!(!compare("base", &old, "cand", &fixed, &opts()).has_gating_failure(), "baseline-only failures");
 }
 
 #[test]
@@ -303,6 +311,10 @@ fn markdown_has_summary_rows_and_lists() {
     assert!(md.contains("only in baseline, not compared (1): `synthetic/gone`"), "{md}");
     assert!(md.contains("only in candidate, not compared (1): `synthetic/added`"), "{md}");
     assert!(md.contains("failed in either run, not compared (1): `synthetic/broken`"), "{md}");
+    assert!(
+        md.contains("- FAILED `synthetic/broken`: failed on the baseline side only: verify: wrong answer"),
+        "{md}"
+    );
     assert!(!md.contains("WARNING"));
 }
 
@@ -782,4 +794,35 @@ fn smaller_cases_that_moved_together_are_judged_relative_to_their_median() {
         "{:?}",
         still.notes
     );
+}
+
+#[test]
+fn smoke_profile_sides_are_judged_with_a_wide_band_and_say_so() {
+    // The runs' settings say how they were measured: a --quick budget of
+    // 0.08 s of samples per case on the baseline side.
+    let smoke = |mut r: RunReport| {
+        let quick = Settings { measurement_time: 0.08, ..Default::default() };
+        r.harness.settings.insert("synthetic".into(), quick);
+        r
+    };
+    let old = smoke(report(vec![timed("a", 1.0, 1), timed("b", 1.0, 2), timed("c", 1.0, 3)]));
+    let new = report(vec![timed("a", 1.3, 4), timed("b", 3.0, 5), timed("c", 1.0, 6)]);
+    let c = compare("base", &old, "cand", &new, &opts());
+    let verdict = |id: &str| c.changes.iter().find(|ch| ch.id == format!("synthetic/{id}")).unwrap();
+    // +30% is quick-profile noise (an A/A pair of quick runs differs by that
+    // much); 3x is breakage and still gates.
+    assert_eq!(verdict("a").verdict, Verdict::Unchanged, "{:?}", verdict("a"));
+    assert_eq!(verdict("a").band_source, "smoke profile");
+    assert_eq!(verdict("b").verdict, Verdict::Regressed);
+    assert!(c.has_gating_failure());
+    assert!(c.notes.iter().any(|n| n.contains("smoke profile") && n.contains("±60%")), "{:?}", c.notes);
+    // Full-profile sides keep the default band: +30% is a regression.
+    let full = compare(
+        "base",
+        &report(vec![timed("a", 1.0, 1)]),
+        "cand",
+        &report(vec![timed("a", 1.3, 4)]),
+        &opts(),
+    );
+    assert_eq!(full.changes[0].verdict, Verdict::Regressed);
 }

@@ -189,8 +189,9 @@ pub(super) enum Step {
 }
 
 /// Runs one job (one matrix entry) of a GitHub Actions workflow in `ws`.
-/// A step must exit 0, or 1 when it has `--fail-on-regression` (a
-/// regression verdict, a valid outcome of the gate on a noisy machine).
+/// A step must exit 0, or 1 or 4 when it has `--fail-on-regression` (a
+/// regression verdict, or "could not judge": valid outcomes of the gate on a
+/// noisy machine with the tests' few samples).
 pub(super) fn run_github_job(
     sb: &Sandbox,
     workflow: &Value,
@@ -281,7 +282,7 @@ pub(super) fn run_github_job(
         let r = sb.shell(&["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c"], script, ws, &step_env);
         let gate = script.contains("--fail-on-regression");
         assert!(
-            r.code == 0 || (gate && r.code == 1),
+            r.code == 0 || (gate && (r.code == 1 || r.code == 4)),
             "{job}/{name} exited {}:\n{script}\n--- stdout\n{}\n--- stderr\n{}",
             r.code,
             r.stdout,

@@ -55,7 +55,7 @@ pub const DEFAULT_ROUNDS: u32 = 12;
 enum Tally {
     Pairs(PairedCase),
     Skipped,
-    Failed,
+    Failed(crate::compare::gate::FailedCase),
 }
 
 /// Refuses two builds that cannot be paired: another protocol, another
@@ -184,10 +184,11 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
                     reasons.push(format!("{id}: skipped: {why}"));
                     tallies[ci] = Tally::Skipped;
                 }
-                CaseRun::Failed(why) => {
-                    eprintln!("{id}: FAILED: {why}");
-                    reasons.push(format!("{id}: failed: {why}"));
-                    tallies[ci] = Tally::Failed;
+                CaseRun::Failed(side, why) => {
+                    eprintln!("{id}: FAILED ({}): {why}", side.describe());
+                    reasons.push(format!("{id}: {}: {why}", side.describe()));
+                    tallies[ci] =
+                        Tally::Failed(crate::compare::gate::FailedCase { id: id.clone(), side, reason: why });
                 }
             }
         }
@@ -201,7 +202,7 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
         match t {
             Tally::Pairs(c) => cases.push(c),
             Tally::Skipped => skipped.push(id.clone()),
-            Tally::Failed => failed.push(id.clone()),
+            Tally::Failed(f) => failed.push(f),
         }
     }
     if let Some(p) = &args.pairs_output {

@@ -3,6 +3,7 @@
 
 use super::process::Worker;
 use super::protocol::{Reply, Request};
+use crate::compare::gate::FailedSide;
 use crate::config::Settings;
 use anyhow::{Result, bail};
 use std::time::{Duration, Instant};
@@ -102,12 +103,21 @@ pub(super) enum CaseRun {
     /// The pairs.
     Pairs(Pairs),
     Skipped(String),
-    Failed(String),
+    /// The case failed: on which build, and why.
+    Failed(FailedSide, String),
+}
+
+/// The side of a worker, by its label.
+fn side_of(w: &Worker) -> FailedSide {
+    if w.label == "base" { FailedSide::Baseline } else { FailedSide::Candidate }
 }
 
 /// Prepares, warms up and samples one case on both workers; `parity` picks
-/// which build goes first in the first pair. A worker that dies fails the
-/// case and is restarted for the next one.
+/// which build goes first in the first pair. Both builds prepare and warm
+/// up even when one fails, so a failure is reported for the side(s) it
+/// happened on (a failure on the head's side fails the gate). A worker that
+/// dies fails the case on both sides (which one is not known) and is
+/// restarted for the next one.
 pub(super) fn pair_case(base: &mut Worker, head: &mut Worker, c: &CaseRound) -> Result<CaseRun> {
     let (id, s, parity, verified) = (c.id, &c.share, c.parity, c.verified);
     let outcome = (|| -> Result<CaseRun> {
@@ -120,6 +130,7 @@ pub(super) fn pair_case(base: &mut Worker, head: &mut Worker, c: &CaseRound) -> 
         let first_head = parity % 2 == 1;
         let sides: [(usize, &mut Worker); 2] =
             if first_head { [(1, &mut *head), (0, &mut *base)] } else { [(0, &mut *base), (1, &mut *head)] };
+        let mut failed: Vec<(FailedSide, String)> = Vec::new();
         for (k, w) in sides {
             // A worker of a build that already verified this case (in an
             // earlier round) prepares it without checking it again, if it
@@ -134,17 +145,24 @@ pub(super) fn pair_case(base: &mut Worker, head: &mut Worker, c: &CaseRound) -> 
                 Reply::Ok => {}
                 Reply::Skipped(why) => return Ok(CaseRun::Skipped(why)),
                 Reply::Failed { phase, reason } => {
-                    return Ok(CaseRun::Failed(format!("{} build, {phase}: {reason}", w.label)));
+                    failed.push((side_of(w), format!("{} build, {phase}: {reason}", w.label)));
+                    continue;
                 }
                 other => bail!("unexpected reply {other:?}"),
             }
             per_iter[k] = match w.ask(&Request::WarmUp(s.warm_up))? {
                 Reply::PerIter(ns) => ns,
                 Reply::Failed { phase, reason } => {
-                    return Ok(CaseRun::Failed(format!("{} build, {phase}: {reason}", w.label)));
+                    failed.push((side_of(w), format!("{} build, {phase}: {reason}", w.label)));
+                    continue;
                 }
                 other => bail!("unexpected reply {other:?}"),
             };
+        }
+        if !failed.is_empty() {
+            let side = if failed.len() == 2 { FailedSide::Both } else { failed[0].0 };
+            let why: Vec<String> = failed.into_iter().map(|(_, w)| w).collect();
+            return Ok(CaseRun::Failed(side, why.join("; ")));
         }
         // The same iterations for both, sized on the slower of the two so a
         // sample lasts what `run` would give it.
@@ -178,7 +196,10 @@ pub(super) fn pair_case(base: &mut Worker, head: &mut Worker, c: &CaseRound) -> 
                         }
                     }
                     Reply::Failed { phase, reason } => {
-                        return Ok(CaseRun::Failed(format!("{} build, {phase}: {reason}", w.label)));
+                        return Ok(CaseRun::Failed(
+                            side_of(w),
+                            format!("{} build, {phase}: {reason}", w.label),
+                        ));
                     }
                     other => bail!("unexpected reply {other:?}"),
                 }
@@ -207,10 +228,10 @@ pub(super) fn pair_case(base: &mut Worker, head: &mut Worker, c: &CaseRound) -> 
         Err(e) => {
             // A worker died (a crash, not a panic): fail this case, start
             // both afresh so the others still run.
-            let why = format!("{e:#}");
+            let why = format!("a worker process died: {e:#}");
             base.restart()?;
             head.restart()?;
-            Ok(CaseRun::Failed(why))
+            Ok(CaseRun::Failed(FailedSide::Both, why))
         }
     }
 }

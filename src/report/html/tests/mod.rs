@@ -304,6 +304,7 @@ fn comparison_fixture() -> Comparison {
         only_in_baseline: vec!["t/gone".into()],
         only_in_candidate: vec!["t/new".into()],
         failed: vec!["t/broken".into()],
+        failures: Vec::new(),
         skipped: Vec::new(),
         method: Default::default(),
         runs: (1, 1),
