@@ -272,3 +272,30 @@ fn data_dirs_json(data: &crate::data::Lookup) -> serde_json::Value {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_load_hook_parses_a_share_per_try_and_refuses_nonsense() {
+        let s = LoadSource::parse("0.6, 0.25,unknown").expect("parses");
+        assert_eq!(
+            s,
+            LoadSource::Injected {
+                spec: "0.6, 0.25,unknown".into(),
+                shares: vec![Some(0.6), Some(0.25), None]
+            }
+        );
+        assert_eq!((s.injected(1), s.injected(2), s.injected(3)), (Some(0.6), Some(0.25), None));
+        assert_eq!(s.injected(9), None, "the last entry repeats");
+        assert!(s.readable(), "the first try has a reading");
+        let one = LoadSource::parse("0").expect("parses");
+        assert_eq!((one.injected(1), one.injected(5)), (Some(0.0), Some(0.0)));
+        assert!(!LoadSource::parse("UNKNOWN").expect("parses").readable());
+        for bad in ["lots", "-0.1", "NaN", "inf", "0.5,", "2000"] {
+            let e = LoadSource::parse(bad).expect_err(bad).to_string();
+            assert!(e.contains(PROBE_LOAD_VAR), "{e}");
+        }
+    }
+}
