@@ -101,6 +101,12 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
     }
     r.throughput = o.throughput.iter().map(|t| rate(t, &est.median, roof)).collect();
     r.bound = roof.and_then(|roof| classify_roof(&o.throughput, est.median.point, roof));
+    // A CPU case's % of peak and class from a probe taken while other work
+    // ran (used for this run only, never cached) must not read as clean.
+    let from_probe = r.bound.is_some() || r.throughput.iter().any(|t| t.pct_of_peak.is_some());
+    if o.case.device == crate::device::Device::Cpu && from_probe {
+        r.notes.extend(limits.and_then(MachineLimits::disturbed_note));
+    }
     r.outliers = Some(counts);
     r.estimates = Some(est);
     r
@@ -286,6 +292,19 @@ pub fn evaluate_targets(
                 ratio * 100.0
             )
         });
+        // A disturbed probe's limits read low, so its ratios read high: a
+        // "met" cannot be trusted, while "not met" stands (the true limit is
+        // higher still, and the true ratio lower).
+        let caveat = caveat.or_else(|| {
+            let crate::probe::LoadState::Disturbed(share) = l.load_state() else { return None };
+            (ratio >= spec.required).then(|| {
+                format!(
+                    "no verdict: the probe ran while other work took {:.0}% of a core, so its limit reads low and \
+                     the ratio high; re-probe on a quiet machine (tfbench sysinfo --probe)",
+                    share * 100.0
+                )
+            })
+        });
         out.push(TargetCheck {
             name,
             case_id: case.id.clone(),
@@ -319,6 +338,7 @@ mod tests {
             copy_bandwidth_all_threads: 20e9,
             triad_bandwidth_one_thread: 10e9,
             triad_bandwidth_all_threads: 20e9,
+            load: None,
         }
     }
 
@@ -481,6 +501,38 @@ mod tests {
         let cases = vec![rated("q/a", 25e9)];
         let check = &evaluate_targets(&[every("^q/")], &cases, Some(&limits()))[0];
         assert!(check.met && check.caveat.is_none());
+    }
+
+    #[test]
+    fn a_disturbed_probe_notes_its_rates_and_withholds_a_met_target() {
+        let mut disturbed = limits();
+        disturbed.load = Some(crate::probe::ProbeLoad {
+            wall_ns: 4e9,
+            others_ns: 2.4e9,
+            steal_ns: 0.0,
+            cpus: 2,
+            threads: 2,
+            disturbed: Some(0.6),
+            attempt: 3,
+            injected: None,
+        });
+        let o = outcome(&[100.0, 101.0, 99.0, 100.0, 102.0], vec![Throughput::flops(1000.0)]);
+        let s = Settings::default();
+        let r = analyze(&o, &s, Some(&disturbed));
+        assert!(r.throughput[0].pct_of_peak.is_some());
+        assert!(r.notes.iter().any(|n| n.contains("probe disturbed") && n.contains("60%")), "{:?}", r.notes);
+        let clean = analyze(&o, &s, Some(&limits()));
+        assert!(clean.notes.iter().all(|n| !n.contains("probe")), "{:?}", clean.notes);
+        // No limits, no % of peak, no note.
+        assert!(analyze(&o, &s, None).notes.iter().all(|n| !n.contains("probe")));
+
+        // 170 of 200 GFLOP/s would meet 80%, but the limit reads low.
+        let check = &evaluate_targets(&[gemm_target()], &[flops_at("t/mm/a", 170e9)], Some(&disturbed))[0];
+        assert!(!check.met);
+        assert!(check.caveat.as_deref().is_some_and(|c| c.contains("60% of a core")), "{check:?}");
+        // 100 of 200 misses it, and would miss a higher true limit too.
+        let check = &evaluate_targets(&[gemm_target()], &[flops_at("t/mm/a", 100e9)], Some(&disturbed))[0];
+        assert!(!check.met && check.caveat.is_none(), "{check:?}");
     }
 
     fn rated(id: &str, rate: f64) -> CaseResult {

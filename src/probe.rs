@@ -37,7 +37,57 @@ pub struct MachineLimits {
     pub triad_bandwidth_one_thread: f64,
     /// STREAM triad bandwidth on all threads, bytes/s.
     pub triad_bandwidth_all_threads: f64,
+    /// Other work's CPU use while the probe ran; `None` when not known (a
+    /// probe cached before tfbench recorded it, or a platform whose kernel
+    /// does not tell).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<ProbeLoad>,
 }
+
+/// Other work's CPU use over a whole probe, from the kernel's counters
+/// (`harness::load`), and the verdict of the rule that sets disturbed
+/// case-rounds aside (`compare::disturbance::taken_share`). The app layer
+/// reads and judges it: this module sits below both (the results embed
+/// [`MachineLimits`]), so it only stores the figures and the verdict.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProbeLoad {
+    /// Wall time the figures cover (the whole probe, one and all threads), ns.
+    pub wall_ns: f64,
+    /// CPU time other processes used on the CPUs the probe could use, ns.
+    pub others_ns: f64,
+    /// Time the hypervisor gave other guests on those CPUs, ns.
+    pub steal_ns: f64,
+    /// CPUs the probe could use.
+    pub cpus: u32,
+    /// The probe's threads (its all-thread figures).
+    pub threads: u32,
+    /// The share of one core other work took from the probe, when that
+    /// made it disturbed; `None` when it ran clean.
+    pub disturbed: Option<f64>,
+    /// Which try of this probe it was (1 = the first).
+    pub attempt: u32,
+    /// The `TFBENCH_INJECT_PROBE_LOAD` test hook's value when it, not the
+    /// kernel, gave these figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected: Option<String>,
+}
+
+/// What is known of the load a probe ran under.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoadState {
+    /// Not recorded (see [`MachineLimits::load`]).
+    Unknown,
+    /// Other work took less than the disturbance bound.
+    Clean,
+    /// Other work took this share of one core: the figures read low.
+    Disturbed(f64),
+}
+
+/// The most tries of a probe before a disturbed one is used (uncached).
+pub const MAX_TRIES: u32 = 3;
+
+/// The pause between tries, so a burst of other work can pass.
+pub const RETRY_PAUSE: Duration = Duration::from_secs(2);
 
 /// The widest vector code this CPU runs, detected at run time so one binary
 /// serves every x86-64 machine. Deliberately not capped by `TFBENCH_MAX_ISA`
@@ -131,6 +181,7 @@ fn measure_with(threads: usize, config: &ProbeConfig, fingerprint: String) -> Re
         copy_bandwidth_all_threads: bw.copy_all,
         triad_bandwidth_one_thread: bw.triad_one,
         triad_bandwidth_all_threads: bw.triad_all,
+        load: None,
     };
     for (name, v) in [
         ("peak FLOP/s (1 core)", limits.peak_flops_one_core),
@@ -146,6 +197,69 @@ fn measure_with(threads: usize, config: &ProbeConfig, fingerprint: String) -> Re
 }
 
 impl MachineLimits {
+    /// What is known of the load the probe ran under.
+    pub fn load_state(&self) -> LoadState {
+        match &self.load {
+            None => LoadState::Unknown,
+            Some(ProbeLoad { disturbed: Some(share), .. }) => LoadState::Disturbed(*share),
+            Some(_) => LoadState::Clean,
+        }
+    }
+
+    /// Whether these figures may be cached: a disturbed probe's figures
+    /// read low, and every later "% of peak", roofline class and target
+    /// would inherit them. A probe of unknown load is cached (on a platform
+    /// that cannot tell, it could never be otherwise).
+    pub fn cacheable(&self) -> bool {
+        !matches!(self.load_state(), LoadState::Disturbed(_))
+    }
+
+    /// The load in words, for `sysinfo` and the results table.
+    pub fn load_summary(&self) -> String {
+        let Some(l) = &self.load else {
+            return "unknown (not recorded: cached by an older tfbench, or the platform does not tell)"
+                .into();
+        };
+        let cores = |ns: f64| if l.wall_ns > 0.0 { ns / l.wall_ns } else { 0.0 };
+        let injected =
+            l.injected.as_ref().map_or(String::new(), |v| format!(", injected by the test hook ({v})"));
+        let figures = format!(
+            "other processes used {:.2} cores, {:.2} stolen, over {:.1} s on {} CPUs with {} probe threads{injected}",
+            cores(l.others_ns),
+            cores(l.steal_ns),
+            l.wall_ns / 1e9,
+            l.cpus,
+            l.threads
+        );
+        match l.disturbed {
+            Some(share) => {
+                format!("DISTURBED: other work took {:.0}% of a core ({figures}); not cached", share * 100.0)
+            }
+            None => format!("clean ({figures})"),
+        }
+    }
+
+    /// The load in a few words, for the results table's machine-limits line.
+    pub fn load_brief(&self) -> String {
+        match self.load_state() {
+            LoadState::Unknown => "unknown".into(),
+            LoadState::Clean => "clean".into(),
+            LoadState::Disturbed(share) => {
+                format!("DISTURBED, other work took {:.0}% of a core, not cached", share * 100.0)
+            }
+        }
+    }
+
+    /// The note for a result whose "% of peak" or roofline class comes
+    /// from these figures, when the probe was disturbed; `None` otherwise.
+    pub fn disturbed_note(&self) -> Option<String> {
+        let LoadState::Disturbed(share) = self.load_state() else { return None };
+        Some(format!(
+            "probe disturbed (other work took {:.0}% of a core; not cached): % of peak reads high, roofline class uncertain",
+            share * 100.0
+        ))
+    }
+
     /// Signs that the probe ran on a busy machine, as sentences for the
     /// user: with several threads the all-thread figures should exceed the
     /// one-thread ones (by at least 1.2x for FMA, whose cores do not share
@@ -190,6 +304,53 @@ pub fn busy_warning(limits: &MachineLimits) -> Option<String> {
         "warning: the probe looks disturbed{load}: {}. \"% of peak\" figures will read high; re-run `tfbench sysinfo --probe` on an idle machine.",
         found.join("; ")
     ))
+}
+
+/// Whether a cached probe should be taken again before it is used: its
+/// load is unknown (cached by an older tfbench) and the load can now be
+/// read (`load_readable`), so a new probe would say whether it is clean.
+/// Where the load cannot be read, re-probing would never end.
+pub fn needs_reprobe(cached: &MachineLimits, load_readable: bool) -> bool {
+    load_readable && cached.load_state() == LoadState::Unknown
+}
+
+/// What [`settle`] found: the figures to use and how many tries it took.
+#[derive(Debug, Clone)]
+pub struct Settled {
+    /// The first try that was not disturbed, or, when every try was, the
+    /// least disturbed one ([`MachineLimits::cacheable`] then says no).
+    pub limits: MachineLimits,
+    /// Tries taken.
+    pub tries: u32,
+}
+
+/// Takes a probe up to `max_tries` times (at least once) until one was not
+/// disturbed, pausing `pause` between tries. `attempt(k)` takes try `k`
+/// (1-based) with its load recorded; `disturbed(k, share)` hears of each
+/// disturbed try that is followed by another. An error of any try ends it.
+pub fn settle(
+    max_tries: u32,
+    pause: Duration,
+    mut attempt: impl FnMut(u32) -> Result<MachineLimits>,
+    mut disturbed: impl FnMut(u32, f64),
+) -> Result<Settled> {
+    let max_tries = max_tries.max(1);
+    let mut best: Option<(f64, MachineLimits)> = None;
+    for k in 1..=max_tries {
+        let limits = attempt(k)?;
+        let LoadState::Disturbed(share) = limits.load_state() else {
+            return Ok(Settled { limits, tries: k });
+        };
+        if best.as_ref().is_none_or(|(b, _)| share < *b) {
+            best = Some((share, limits));
+        }
+        if k < max_tries {
+            disturbed(k, share);
+            std::thread::sleep(pause);
+        }
+    }
+    let (_, limits) = best.context("no probe try was taken")?;
+    Ok(Settled { limits, tries: max_tries })
 }
 
 /// What [`run_gated`] returns: each job's result, in order, and the wall time

@@ -31,16 +31,50 @@ fn format_from_extension(path: &Path) -> Option<Format> {
 }
 
 /// Machine limits for this run: a fresh probe when `fresh`, else the cached
-/// one, else a fresh one (unless `no_probe`); fresh probes are saved for
-/// later runs.
-fn machine_limits(fresh: bool, no_probe: bool, threads: usize, quiet: bool) -> Option<MachineLimits> {
-    if !fresh {
-        if let Some(l) = probe::load_for_this_machine() {
-            return Some(l);
+/// one, else a fresh one (unless `no_probe`). A fresh probe is taken again
+/// while other work disturbs it (up to [`probe::MAX_TRIES`] tries) and
+/// cached only when it was not disturbed; a cached probe that does not
+/// record its load (an older tfbench's) is taken again once, and replaced
+/// when the new one is clean. An error only for a bad test-hook value.
+fn machine_limits(fresh: bool, no_probe: bool, threads: usize, quiet: bool) -> Result<Option<MachineLimits>> {
+    let source = super::sysinfo::LoadSource::from_env()?;
+    let save = |l: &MachineLimits| {
+        if let Err(e) = probe::save(l) {
+            eprintln!("warning: could not cache the probe: {e:#}");
         }
-        if no_probe {
-            return None;
+    };
+    let cached = if fresh { None } else { probe::load_for_this_machine() };
+    if let Some(old) = cached {
+        if no_probe || !probe::needs_reprobe(&old, source.readable()) {
+            return Ok(Some(old));
         }
+        if !quiet {
+            eprintln!(
+                "the cached probe ({}) does not record the load it ran under (cached by an older tfbench): probing again once ...",
+                old.measured_at
+            );
+        }
+        return Ok(Some(match super::sysinfo::take_probe(threads, 1, &source, quiet) {
+            Ok(new) if new.limits.cacheable() => {
+                save(&new.limits);
+                new.limits
+            }
+            Ok(new) => {
+                eprintln!(
+                    "warning: the new probe was disturbed ({}); keeping the cached probe, whose load is unknown. \
+                     Probe again on a quiet machine: tfbench sysinfo --probe",
+                    new.limits.load_brief()
+                );
+                old
+            }
+            Err(e) => {
+                eprintln!("warning: probing again failed, keeping the cached probe: {e:#}");
+                old
+            }
+        }));
+    }
+    if no_probe && !fresh {
+        return Ok(None);
     }
     if !quiet {
         eprintln!(
@@ -52,19 +86,21 @@ fn machine_limits(fresh: bool, no_probe: bool, threads: usize, quiet: bool) -> O
             }
         );
     }
-    match probe::measure(threads) {
-        Ok(l) => {
-            if let Err(e) = probe::save(&l) {
-                eprintln!("warning: could not cache the probe: {e:#}");
+    match super::sysinfo::take_probe(threads, probe::MAX_TRIES, &source, quiet) {
+        Ok(settled) => {
+            if settled.limits.cacheable() {
+                save(&settled.limits);
+            } else {
+                eprintln!("{}", super::sysinfo::not_cached_warning(&settled));
             }
-            if let Some(w) = probe::busy_warning(&l) {
+            if let Some(w) = probe::busy_warning(&settled.limits) {
                 eprintln!("{w}");
             }
-            Some(l)
+            Ok(Some(settled.limits))
         }
         Err(e) => {
             eprintln!("warning: probe failed, results will not show % of peak: {e:#}");
-            None
+            Ok(None)
         }
     }
 }
@@ -238,7 +274,7 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
     gpus.sort_unstable();
     gpus.dedup();
     environment.gpus = crate::cuda::info::environment(&gpus);
-    let limits = machine_limits(args.probe, args.no_probe, plan.threads, ctx.quiet());
+    let limits = machine_limits(args.probe, args.no_probe, plan.threads, ctx.quiet())?;
     let clock = timer::calibrate();
     let started_at = probe::now_rfc3339();
     if let Some(i) = &ctx.injection {

@@ -72,6 +72,7 @@ pub fn render_table(env: &Environment, limits: Option<&MachineLimits>) -> String
         Some(l) => {
             let stale = if l.fingerprint == fingerprint { "" } else { " (other machine fingerprint!)" };
             row("probe measured at", format!("{}{stale}", l.measured_at));
+            row("probe load", l.load_summary());
             row("peak f32 FMA, 1 core", fmt_flops(l.peak_flops_one_core));
             row(&format!("peak f32 FMA, {} threads", l.threads), fmt_flops(l.peak_flops_all_cores));
             row("copy bandwidth, 1 thread", fmt_bandwidth(l.copy_bandwidth_one_thread));
@@ -160,9 +161,29 @@ mod tests {
             copy_bandwidth_all_threads: 24e9,
             triad_bandwidth_one_thread: 14e9,
             triad_bandwidth_all_threads: 30e9,
+            load: None,
         };
         let with = render_table(&env, Some(&limits));
         assert!(with.contains("350.0 GFLOP/s") && with.contains("30.0 GB/s"));
         assert!(!with.contains("other machine"));
+        // When, and under what load: unknown for a probe that did not record it.
+        assert!(with.contains("2024-01-01T00:00:00Z") && with.contains("probe load"), "{with}");
+        assert!(with.contains("unknown (not recorded"), "{with}");
+        let disturbed = MachineLimits {
+            load: Some(crate::probe::ProbeLoad {
+                wall_ns: 5e9,
+                others_ns: 3e9,
+                steal_ns: 0.0,
+                cpus: 2,
+                threads: 2,
+                disturbed: Some(0.6),
+                attempt: 3,
+                injected: None,
+            }),
+            ..limits
+        };
+        let shown = render_table(&env, Some(&disturbed));
+        assert!(shown.contains("DISTURBED: other work took 60% of a core"), "{shown}");
+        assert!(shown.contains("not cached"), "{shown}");
     }
 }

@@ -19,7 +19,25 @@ fn sample_limits(fingerprint: &str) -> MachineLimits {
         copy_bandwidth_all_threads: 24.0e9,
         triad_bandwidth_one_thread: 14.0e9,
         triad_bandwidth_all_threads: 30.0e9,
+        load: None,
     }
+}
+
+/// Load figures as the app records them: other work took `share` of a core
+/// beyond the spare CPUs; `disturbed` is the verdict (synthetic here, the
+/// rule itself is `compare::disturbance`'s and tested there).
+fn with_load(mut l: MachineLimits, share: f64, disturbed: bool, attempt: u32) -> MachineLimits {
+    l.load = Some(ProbeLoad {
+        wall_ns: 4e9,
+        others_ns: share * 4e9,
+        steal_ns: 0.0,
+        cpus: 2,
+        threads: 2,
+        disturbed: disturbed.then_some(share),
+        attempt,
+        injected: None,
+    });
+    l
 }
 
 #[test]
@@ -158,4 +176,102 @@ fn a_busy_probe_is_suspected_and_a_consistent_one_is_not() {
     assert_eq!(triad.suspicions().len(), 1);
     // One thread has nothing to compare.
     assert!(MachineLimits { threads: 1, ..busy }.suspicions().is_empty());
+}
+
+#[test]
+fn a_clean_probe_is_cached_on_the_first_clean_try() {
+    let mut tries = Vec::new();
+    let mut heard = Vec::new();
+    let plan = [(0.6, true), (0.02, false), (0.7, true)];
+    let settled = settle(
+        MAX_TRIES,
+        Duration::ZERO,
+        |k| {
+            tries.push(k);
+            let (share, disturbed) = plan[k as usize - 1];
+            Ok(with_load(sample_limits("aa"), share, disturbed, k))
+        },
+        |k, share| heard.push((k, share)),
+    )
+    .expect("settled");
+    assert_eq!(tries, vec![1, 2], "stops at the first clean try");
+    assert_eq!(heard, vec![(1, 0.6)]);
+    assert_eq!(settled.tries, 2);
+    assert_eq!(settled.limits.load_state(), LoadState::Clean);
+    assert!(settled.limits.cacheable());
+    assert!(settled.limits.disturbed_note().is_none());
+    assert!(settled.limits.load_summary().starts_with("clean"), "{}", settled.limits.load_summary());
+    // A first clean try is taken at once.
+    let once = settle(3, Duration::ZERO, |k| Ok(with_load(sample_limits("aa"), 0.0, false, k)), |_, _| {})
+        .expect("settled");
+    assert_eq!(once.tries, 1);
+}
+
+#[test]
+fn a_probe_disturbed_on_every_try_is_used_but_not_cached() {
+    let shares = [0.9, 0.4, 0.8];
+    let mut heard = Vec::new();
+    let settled = settle(
+        3,
+        Duration::ZERO,
+        |k| Ok(with_load(sample_limits("aa"), shares[k as usize - 1], true, k)),
+        |k, share| heard.push((k, share)),
+    )
+    .expect("settled");
+    assert_eq!(settled.tries, 3);
+    assert_eq!(heard.len(), 2, "the last try is not followed by another: {heard:?}");
+    // The least disturbed try is kept.
+    assert_eq!(settled.limits.load_state(), LoadState::Disturbed(0.4));
+    assert_eq!(settled.limits.load.as_ref().map(|l| l.attempt), Some(2));
+    assert!(!settled.limits.cacheable());
+    let note = settled.limits.disturbed_note().expect("a note");
+    assert!(note.contains("40% of a core") && note.contains("not cached"), "{note}");
+    let summary = settled.limits.load_summary();
+    assert!(summary.starts_with("DISTURBED: other work took 40% of a core"), "{summary}");
+    // A failing try ends it with the error; no try count is zero.
+    assert!(settle(3, Duration::ZERO, |_| bail!("probe failed"), |_, _| {}).is_err());
+    let mut n = 0;
+    let zero = settle(
+        0,
+        Duration::ZERO,
+        |k| {
+            n += 1;
+            Ok(with_load(sample_limits("aa"), 0.5, true, k))
+        },
+        |_, _| {},
+    );
+    assert_eq!((zero.expect("one try").tries, n), (1, 1));
+}
+
+#[test]
+fn a_cache_file_written_before_load_was_recorded_loads_as_unknown() {
+    let dir = temp_dir("old-format");
+    // The layout of a probe cached by tfbench before this field existed.
+    let old = r#"{
+  "fingerprint": "0123abcd",
+  "measured_at": "2025-06-01T10:00:00Z",
+  "threads": 2,
+  "peak_flops_one_core": 60000000000.0,
+  "peak_flops_all_cores": 61000000000.0,
+  "copy_bandwidth_one_thread": 6000000000.0,
+  "copy_bandwidth_all_threads": 6500000000.0,
+  "triad_bandwidth_one_thread": 6200000000.0,
+  "triad_bandwidth_all_threads": 6700000000.0
+}"#;
+    std::fs::write(dir.join("probe-0123abcd.json"), old).expect("write");
+    let l = load_in(&dir, "0123abcd").expect("loads").expect("present");
+    assert_eq!(l.load, None);
+    assert_eq!(l.load_state(), LoadState::Unknown);
+    assert!(l.cacheable(), "unknown is not disturbed");
+    assert!(l.disturbed_note().is_none());
+    assert!(l.load_summary().starts_with("unknown"), "{}", l.load_summary());
+    // Re-probed once where the load can be read; kept where it cannot.
+    assert!(needs_reprobe(&l, true));
+    assert!(!needs_reprobe(&l, false));
+    // A probe with its load recorded is not re-probed, and round-trips.
+    let clean = with_load(sample_limits("0123abcd"), 0.01, false, 1);
+    assert!(!needs_reprobe(&clean, true));
+    save_in(&dir, &clean).expect("save");
+    assert_eq!(load_in(&dir, "0123abcd").expect("load"), Some(clean));
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -422,6 +422,7 @@ pub(crate) fn fixture() -> RunReport {
             copy_bandwidth_all_threads: 2.8e10,
             triad_bandwidth_one_thread: 2.4e10,
             triad_bandwidth_all_threads: 3.0e10,
+            load: None,
         }),
         targets: vec![
             TargetCheck {

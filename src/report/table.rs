@@ -353,9 +353,10 @@ pub fn render_with(report: &RunReport, view: &TableView) -> String {
 
     if let Some(m) = &report.machine_limits {
         let line = format!(
-            "machine limits (probed {}, {} threads): FMA peak {} ({} one core), triad {} ({} one thread)",
+            "machine limits (probed {}, {} threads; load {}): FMA peak {} ({} one core), triad {} ({} one thread)",
             m.measured_at,
             m.threads,
+            m.load_brief(),
             units::format_rate(m.peak_flops_all_cores, "FLOP/s"),
             units::format_rate(m.peak_flops_one_core, "FLOP/s"),
             units::format_rate(m.triad_bandwidth_all_threads, "B/s"),
