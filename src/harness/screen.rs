@@ -67,7 +67,7 @@ pub fn thread_cpu_ns() -> Option<f64> {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
     // SAFETY: clock_gettime writes one timespec through a valid pointer.
     let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    (rc == 0).then(|| ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64)
+    (rc == 0).then_some(ts.tv_sec as f64 * 1e9 + ts.tv_nsec as f64)
 }
 
 /// CPU time the calling thread has used so far: not available here.
@@ -89,7 +89,8 @@ fn ticks_of(nanos: f64, tick: f64) -> Option<f64> {
 /// under [`MAX_CPU_SHARE`] of those (`cpu`: its CPU time per sample, when
 /// known; unknown, the ticks alone decide). `None` when they do not.
 pub fn on_tick(nanos: &[f64], cpu: Option<&[f64]>, tick: f64) -> Option<String> {
-    if nanos.len() < super::sampler::MIN_SAMPLES || !(tick > 0.0) {
+    // A tick that is not a positive number (NaN included) tells nothing.
+    if nanos.len() < super::sampler::MIN_SAMPLES || tick.is_nan() || tick <= 0.0 {
         return None;
     }
     let on: Vec<usize> = (0..nanos.len()).filter(|&i| ticks_of(nanos[i], tick).is_some()).collect();
@@ -120,7 +121,8 @@ pub fn on_tick(nanos: &[f64], cpu: Option<&[f64]>, tick: f64) -> Option<String> 
 /// timed the same work: more than [`DISAGREEMENT`] times apart. `None` when
 /// they agree (or either is not a positive time).
 pub fn far_from_warm_up(warm_up_ns: f64, samples_ns: f64) -> Option<String> {
-    if !(warm_up_ns > 0.0 && samples_ns > 0.0) || !(warm_up_ns.is_finite() && samples_ns.is_finite()) {
+    let usable = |x: f64| x.is_finite() && x > 0.0;
+    if !usable(warm_up_ns) || !usable(samples_ns) {
         return None;
     }
     let ratio = samples_ns / warm_up_ns;
