@@ -99,6 +99,8 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
             _ => {}
         }
     }
+    let suspect = r.sampling.as_ref().and_then(|i| i.timing_suspect.as_deref());
+    r.notes.extend(screen_notes(&o.measurements, suspect));
     r.throughput = o.throughput.iter().map(|t| rate(t, &est.median, roof)).collect();
     r.bound = roof.and_then(|roof| classify_roof(&o.throughput, est.median.point, roof));
     // A CPU case's % of peak and class from a probe taken while other work
@@ -123,7 +125,30 @@ fn sampling_info(ms: &[Measurement]) -> Option<SamplingInfo> {
         prepare_ns: ms.iter().map(|m| m.prepare_ns).sum(),
         verify_ns: ms.iter().map(|m| m.verify_ns).sum(),
         placements: ms.iter().map(|m| m.placements).max().filter(|&k| k > 1),
+        timing_suspect: suspect_of(ms),
     })
+}
+
+/// Why some round's samples are suspect (see `harness::screen`), naming the
+/// round when the case ran several.
+fn suspect_of(ms: &[Measurement]) -> Option<String> {
+    let rounds = ms.iter().filter_map(|m| Some((m.samples.first()?.round, m.screen.suspect.as_ref()?)));
+    let all: Vec<String> =
+        rounds.map(|(r, why)| if ms.len() > 1 { format!("round {r}: {why}") } else { why.clone() }).collect();
+    (!all.is_empty()).then(|| all.join("; "))
+}
+
+/// Notes on screening: rounds measured again, and a suspect case.
+fn screen_notes(ms: &[Measurement], suspect: Option<&str>) -> Vec<String> {
+    let mut notes: Vec<String> = ms
+        .iter()
+        .filter_map(|m| m.screen.remeasured.as_ref())
+        .map(|why| format!("measured again: {why}"))
+        .collect();
+    if let Some(why) = suspect {
+        notes.push(format!("timing suspect, not compared: {why}"));
+    }
+    notes
 }
 
 fn merge_alloc(ms: &[Measurement]) -> Option<AllocStats> {
@@ -362,6 +387,7 @@ mod tests {
                 prepare_ns: 0.0,
                 verify_ns: 0.0,
                 placements: 1,
+                screen: Default::default(),
             }],
         }
     }

@@ -337,6 +337,13 @@ pub struct SamplingInfo {
     /// `placements` setting, where the case was eligible); absent: 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placements: Option<usize>,
+    /// Why the samples cannot be taken as they are, when the harness's
+    /// screening caught them twice (`harness::screen`: samples on the
+    /// scheduler's tick, or far from the warm-up); `compare` does not judge
+    /// such a case. Absent: nothing was caught (and in results from before
+    /// the screening).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing_suspect: Option<String>,
 }
 
 /// Everything about one case.

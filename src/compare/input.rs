@@ -93,3 +93,61 @@ pub fn levels_of(
     let levels = Levels::new(all);
     (!levels.is_empty()).then_some((levels, policies, aside))
 }
+
+/// Why the runs of a side marked `id`'s timing as not to be taken as it is
+/// (`sampling.timing_suspect`, see `harness::screen`), the first run's
+/// reason when several did; `None` when none did.
+pub fn timing_suspect(runs: &[RunReport], id: &str) -> Option<String> {
+    runs.iter()
+        .flat_map(|r| r.cases.iter())
+        .filter(|c| c.id == id)
+        .find_map(|c| c.sampling.as_ref()?.timing_suspect.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{CompareOptions, Spreads, Verdict, compare_sets};
+
+    #[test]
+    fn a_case_a_run_marked_suspect_is_not_judged_and_the_notes_say_why() {
+        let old = crate::report::fixture();
+        let mut new = old.clone();
+        let id = new.cases[0].id.clone();
+        new.cases[0].samples.iter_mut().for_each(|s| s.nanos *= 2.0);
+        new.run_id = "twice as slow".into();
+        let opts = CompareOptions::default();
+        // Without the mark: a 2x slowdown, regressed beyond the limit.
+        let unmarked = compare_sets(
+            "a",
+            std::slice::from_ref(&old),
+            "b",
+            std::slice::from_ref(&new),
+            &Spreads::new(),
+            &opts,
+        );
+        let ch = unmarked.changes.iter().find(|ch| ch.id == id).unwrap();
+        assert_eq!(ch.verdict, Verdict::Regressed);
+        assert!(ch.beyond_limit);
+        // Marked on either side: could not judge, with the side and reason.
+        for side in [0, 1] {
+            let mut runs = [old.clone(), new.clone()];
+            let sampling = runs[side].cases[0].sampling.as_mut().unwrap();
+            sampling.timing_suspect = Some("measured twice: 10 of 10 samples on the tick".into());
+            let [o, n] = runs;
+            let c = compare_sets("a", &[o], "b", &[n], &Spreads::new(), &opts);
+            let ch = c.changes.iter().find(|ch| ch.id == id).unwrap();
+            assert_eq!(ch.verdict, Verdict::Inconclusive);
+            assert!(!ch.beyond_limit && !c.has_gating_failure());
+            let who = ["baseline", "candidate"][side];
+            let note = c.notes.iter().find(|n| n.contains("not judged")).expect("a note");
+            assert!(
+                note.starts_with("1 case(s)") && note.contains(&format!("{id} ({who}: measured twice")),
+                "{note}"
+            );
+            // The other cases are judged as before.
+            for (a, b) in c.changes.iter().zip(&unmarked.changes).filter(|(a, _)| a.id != id) {
+                assert_eq!((&a.id, a.verdict), (&b.id, b.verdict));
+            }
+        }
+    }
+}

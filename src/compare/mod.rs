@@ -353,6 +353,7 @@ pub fn compare_sets(
         .filter(|_| factor.is_none() && peer.is_none());
     let mut moved_with_large = 0usize;
     let mut moved_with_small = 0usize;
+    let mut suspects: Vec<String> = Vec::new();
     if let Some((lo, hi)) = drift.large_envelope.filter(|_| large_drift.is_some()) {
         notes.push(format!(
             "the large cases (32 MiB or more per iteration: data in the last-level cache and memory the host shares) moved together, {:+.1}% at the median [{:+.1}%, {:+.1}%]: each is judged relative to that, since the memory system, not the code, moves them all alike",
@@ -469,6 +470,17 @@ pub fn compare_sets(
             {
                 verdict = Verdict::Inconclusive;
             }
+            // A side whose run caught the case's samples timing something
+            // else (harness::screen) gives no evidence either way.
+            let suspect = [("baseline", old), ("candidate", new)].iter().find_map(|(side, runs)| {
+                input::timing_suspect(runs, &c.id).map(|why| format!("{side}: {why}"))
+            });
+            if let Some(why) = suspect
+                && verdict != Verdict::TooFewSamples
+            {
+                verdict = Verdict::Inconclusive;
+                suspects.push(format!("{} ({why})", c.id));
+            }
             // Gate on the change relative to the machine when it drifted (and,
             // for a large case, relative to the other large cases).
             let relative =
@@ -506,6 +518,13 @@ pub fn compare_sets(
         notes.push(format!(
             "{set_aside} case(s) had rounds measured while the machine was disturbed (other work took more than {:.0}% of a core from the run meanwhile): those rounds were set aside where a clean round remained; {unjudged} case(s) had no clean round on a side and are not called changed unless the change is beyond what the disturbance could explain (1 + 3 x the share of a core taken)",
             disturbance::DISTURBED_SHARE * 100.0
+        ));
+    }
+    if !suspects.is_empty() {
+        notes.push(format!(
+            "{} case(s) not judged: a run marked their samples as timing something other than the work (the harness's screening; reasons in brackets): {}",
+            suspects.len(),
+            suspects.join("; ")
         ));
     }
     if moved_with_large > 0 {

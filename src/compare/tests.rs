@@ -51,6 +51,7 @@ fn timed_with_alloc(name: &str, scale: f64, seed: u64, alloc: Option<AllocStats>
         prepare_ns: 0.0,
         verify_ns: 0.0,
         placements: 1,
+        screen: Default::default(),
     };
     let settings = Settings { bootstrap_resamples: 100, ..Default::default() };
     analyze(&outcome(name, vec![m], None), &settings, None)

@@ -9,4 +9,5 @@ pub mod load;
 pub mod placement;
 pub mod runner;
 pub mod sampler;
+pub mod screen;
 pub mod timer;

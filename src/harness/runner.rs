@@ -277,8 +277,11 @@ fn run_one(
     if let Some(limit) = s.max_time {
         w.set_time_limit(std::time::Duration::from_secs_f64(limit));
     }
+    // A case with a dedicated pool runs from inside a pool as wide, so that
+    // no iteration waits for that pool's worker to wake (issue 45).
+    let width = suite.pool_threads(&o.case);
     let t1 = std::time::Instant::now();
-    let v = guarded(|| sampler::on_pool(|| w.verify())).map_err(|e| ("verify", e))?;
+    let v = guarded(|| sampler::on_pool_of(width, || w.verify())).map_err(|e| ("verify", e))?;
     let verify_ns = t1.elapsed().as_nanos() as f64;
     let passed = v.passed;
     if passed {
@@ -291,8 +294,9 @@ fn run_one(
     }
     o.throughput = w.throughput();
     o.roof = w.roof();
-    let mut m: Measurement = guarded(|| sampler::on_pool(|| sampler::measure(w.as_mut(), s, timer, round)))
-        .map_err(|e| ("measure", e))?;
+    let mut m: Measurement =
+        guarded(|| sampler::on_pool_of(width, || sampler::measure(w.as_mut(), s, timer, round)))
+            .map_err(|e| ("measure", e))?;
     m.prepare_ns = prepare_ns;
     m.verify_ns = verify_ns;
     m.placements = placements;

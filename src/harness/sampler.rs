@@ -2,6 +2,7 @@
 //! No statistics beyond the stopping rule live here.
 
 use super::alloc;
+use super::screen;
 use super::timer::{TimerInfo, secs};
 use crate::config::Settings;
 use crate::results::{AllocStats, Sample, StopReason};
@@ -38,6 +39,19 @@ pub struct Measurement {
     /// Copies of the case the samples were taken from in turn (set by the
     /// runner; see `harness::placement`).
     pub placements: usize,
+    /// What screening the samples found (see [`super::screen`]).
+    pub screen: Screen,
+}
+
+/// What [`measure`]'s screening of the samples found ([`super::screen`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Screen {
+    /// Why these samples cannot be taken as they are: they were caught
+    /// again after one re-measurement (or no time was left for one).
+    pub suspect: Option<String>,
+    /// Why a first measurement was discarded and the case measured again,
+    /// when it was.
+    pub remeasured: Option<String>,
 }
 
 /// Runs `f` on a thread of the global rayon pool (the calling thread blocks
@@ -51,11 +65,73 @@ pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     rayon::scope(|_| f())
 }
 
-/// Warms up, calibrates and samples `w` under `s`. Errors from the workload
-/// propagate; panics are the caller's to catch.
+/// [`on_pool`] for a case whose workload runs its iterations in a dedicated
+/// pool of `threads` ([`crate::suites::Suite::pool_threads`]): `f` runs on
+/// a worker of a harness pool of that width, where the workload's
+/// `install` runs each iteration on the calling thread
+/// ([`crate::suites::common::install`]). From the global pool every
+/// iteration was handed to the dedicated pool's worker and back, two
+/// wake-ups inside the timed region; on a busy core each could wait for the
+/// scheduler's next tick (issue 45: 4 ms per iteration of a 17 us case).
+/// `None`, or the global pool's own width, is [`on_pool`].
+pub fn on_pool_of<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
+    match threads.filter(|&n| n >= 1 && n != rayon::current_num_threads()) {
+        Some(n) => harness_pool(n).install(f),
+        None => on_pool(f),
+    }
+}
+
+/// The harness's pool of `n` threads, built on first use and kept for the
+/// process (a run asks for a few widths at most; idle, its threads sleep).
+fn harness_pool(n: usize) -> &'static rayon::ThreadPool {
+    static POOLS: std::sync::Mutex<Vec<(usize, &'static rayon::ThreadPool)>> =
+        std::sync::Mutex::new(Vec::new());
+    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, p)) = pools.iter().find(|(w, _)| *w == n) {
+        return p;
+    }
+    let built = rayon::ThreadPoolBuilder::new()
+        .num_threads(n)
+        .thread_name(move |i| format!("tfbench-case-{n}-{i}"))
+        .build()
+        // Out of threads: say so as the case's failure (the runner catches it).
+        .unwrap_or_else(|e| panic!("cannot start a pool of {n} threads for the case: {e}"));
+    let p: &'static rayon::ThreadPool = Box::leak(Box::new(built));
+    pools.push((n, p));
+    p
+}
+
+/// Warms up, calibrates and samples `w` under `s`, and screens the samples
+/// ([`super::screen`]): caught, the case is measured once more, and the
+/// second measurement kept (marked suspect if it is caught too, or if
+/// `max_time` left no time for it). Errors from the workload propagate;
+/// panics are the caller's to catch.
 pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32) -> Result<Measurement> {
+    let deadline = s.max_time.map(|m| Instant::now() + secs(m));
+    let (first, caught) = measure_once(w, s, timer, round, deadline)?;
+    let Some(why) = caught else { return Ok(first) };
+    if deadline.is_some_and(|d| Instant::now() >= d) {
+        let suspect = Some(format!("{why} (max-time left no time to measure again)"));
+        return Ok(Measurement { screen: Screen { suspect, remeasured: None }, ..first });
+    }
+    let (mut second, again) = measure_once(w, s, timer, round, deadline)?;
+    second.screen = match again {
+        Some(still) => Screen { suspect: Some(format!("measured twice: {still}")), remeasured: Some(why) },
+        None => Screen { suspect: None, remeasured: Some(why) },
+    };
+    Ok(second)
+}
+
+/// One warm-up, calibration and sampling under `s` (sampling ends by
+/// `deadline` when set), and why screening caught the samples, if it did.
+fn measure_once(
+    w: &mut dyn Workload,
+    s: &Settings,
+    timer: &TimerInfo,
+    round: u32,
+    deadline: Option<Instant>,
+) -> Result<(Measurement, Option<String>)> {
     let start = Instant::now();
-    let deadline = s.max_time.map(|m| start + secs(m));
     // Warm-up and samples run with allocation counting off (see
     // `alloc::set_counting`); allocations are counted in a pass of their own.
     let counting = alloc::is_installed();
@@ -69,6 +145,10 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
     // one run per sample, with untimed hooks around it) keeps them here too.
     let fixed = w.fixed_iterations().map(|n| n.max(1));
     let mut batch = fixed.unwrap_or(1);
+    // The fastest batch timed as precisely as a sample, for screening: a
+    // lone disturbed batch (the last one included) must not count as the
+    // warm-up's speed.
+    let mut fastest: Option<f64> = None;
     let per_iter_ns = loop {
         w.before_sample()?;
         let t0 = Instant::now();
@@ -77,6 +157,9 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         let dt = t0.elapsed();
         w.after_sample(false)?;
         let per_iter = dt.as_nanos() as f64 / batch as f64;
+        if dt.as_nanos() as f64 >= timer.min_sample_ns() {
+            fastest = Some(fastest.map_or(per_iter, |f| f.min(per_iter)));
+        }
         let spent = start.elapsed();
         if spent >= warm_up || past(Instant::now()) {
             break per_iter.max(0.1);
@@ -103,6 +186,8 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
     let expected_sample = Duration::from_nanos((per_iter_ns * iters as f64) as u64);
 
     let mut samples = Vec::with_capacity(s.sample_size);
+    // The timing thread's CPU time per sample, read outside the timed region.
+    let mut cpu: Option<Vec<f64>> = screen::thread_cpu_ns().map(|_| Vec::with_capacity(s.sample_size));
     let mut scratch: Vec<f64> = Vec::with_capacity(s.sample_size);
     let sampling_start = Instant::now();
     let mut stopped_by = StopReason::SampleSize;
@@ -117,11 +202,16 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
             break;
         }
         w.before_sample()?;
+        let cpu0 = cpu.as_ref().and_then(|_| screen::thread_cpu_ns());
         let t0 = Instant::now();
         w.run(iters)?;
         // The device finishes before the clock is read (a no-op on the CPU).
         w.sync()?;
         let nanos = t0.elapsed().as_nanos() as f64;
+        match (cpu0, screen::thread_cpu_ns()) {
+            (Some(a), Some(b)) => cpu.iter_mut().for_each(|c| c.push(b - a)),
+            _ => cpu = None,
+        }
         w.after_sample(true)?;
         samples.push(Sample { iterations: iters, nanos, round });
         if let Some(target) = s.target_precision
@@ -134,7 +224,8 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
     }
     drop(uncounted);
     let alloc = if counting { count_allocations(w, iters, expected_sample, deadline)? } else { None };
-    Ok(Measurement {
+    let caught = screened(&samples, cpu.as_deref(), fastest, &mut scratch);
+    let m = Measurement {
         samples,
         warm_up_ns,
         iterations_per_sample: iters,
@@ -144,7 +235,31 @@ pub fn measure(w: &mut dyn Workload, s: &Settings, timer: &TimerInfo, round: u32
         prepare_ns: 0.0,
         verify_ns: 0.0,
         placements: 1,
-    })
+        screen: Screen::default(),
+    };
+    Ok((m, caught))
+}
+
+/// Why [`super::screen`]'s rules catch `samples` (`cpu`: the timing
+/// thread's CPU time per sample; `warm`: the warm-up's fastest precise
+/// batch per iteration), if they do.
+fn screened(
+    samples: &[Sample],
+    cpu: Option<&[f64]>,
+    warm: Option<f64>,
+    scratch: &mut Vec<f64>,
+) -> Option<String> {
+    let nanos: Vec<f64> = samples.iter().map(|x| x.nanos).collect();
+    let on_tick = screen::tick_ns().and_then(|tick| screen::on_tick(&nanos, cpu, tick));
+    scratch.clear();
+    scratch.extend(samples.iter().map(Sample::per_iter));
+    scratch.sort_by(f64::total_cmp);
+    let median = (!scratch.is_empty()).then(|| crate::stats::quantile_sorted(scratch, 0.5));
+    let far = warm.zip(median).and_then(|(w, m)| screen::far_from_warm_up(w, m));
+    match (on_tick, far) {
+        (Some(a), Some(b)) => Some(format!("{a}; {b}")),
+        (a, b) => a.or(b),
+    }
 }
 
 /// Allocation figures from one untimed sample's worth of iterations with
@@ -329,7 +444,13 @@ mod tests {
         let m = measure(&mut w, &s, &timer(), 0).unwrap();
         assert!(!w.bad_iters, "every run call had one iteration");
         assert_eq!(m.iterations_per_sample, 1);
-        assert_eq!(w.measured, m.samples.len(), "only samples are reported as measured");
+        // Only samples are reported as measured: those kept, and those of a
+        // first measurement that screening caught (a 200 us sleep can wake
+        // late on a busy machine) and discarded.
+        match m.screen.remeasured {
+            None => assert_eq!(w.measured, m.samples.len(), "only samples are reported as measured"),
+            Some(_) => assert!(w.measured > m.samples.len()),
+        }
         // before, run, after, before, run, after, ...: no run outside the hooks.
         assert_eq!(w.log.len() % 3, 0);
         for triple in w.log.chunks(3) {

@@ -296,6 +296,7 @@ pub(crate) fn fixture() -> RunReport {
             prepare_ns: 1.5e6,
             verify_ns: 2.5e6,
             placements: None,
+            timing_suspect: None,
         }),
         samples: samples(107_546.0, 28),
         throughput: vec![
@@ -340,6 +341,7 @@ pub(crate) fn fixture() -> RunReport {
             prepare_ns: 1.5e6,
             verify_ns: 2.5e6,
             placements: None,
+            timing_suspect: None,
         }),
         samples: samples(229_615.0, 13),
         throughput: vec![

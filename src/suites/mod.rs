@@ -59,6 +59,15 @@ pub trait Suite: Sync {
     fn devices(&self, _benchmark: &str) -> &'static [crate::device::DeviceKind] {
         crate::device::CPU_ONLY
     }
+    /// The width of the dedicated pool `case`'s workload runs its iterations
+    /// in ([`common::thread_pool`]: an explicit `threads = N`), `None` when
+    /// it runs on the run's own pool. The harness warms up and samples such
+    /// a case from inside a pool of that width, where [`common::install`]
+    /// runs each iteration on the calling thread instead of waking the
+    /// dedicated pool's worker for it (see `harness::sampler::on_pool_of`).
+    fn pool_threads(&self, case: &Case) -> Option<usize> {
+        common::explicit_threads(case)
+    }
 }
 
 /// The machine limit a target is measured against.

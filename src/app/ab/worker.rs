@@ -5,7 +5,7 @@ use super::protocol::{Hello, PROTOCOL, Reply, Request, resolve_plan};
 use crate::app::Outcome;
 use crate::cli::AbWorkerArgs;
 use crate::config::Resolved;
-use crate::harness::sampler::on_pool;
+use crate::harness::sampler::on_pool_of;
 use crate::suites;
 use crate::workload::Workload;
 use anyhow::{Context, Result};
@@ -40,6 +40,9 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
     };
     send(&hello)?;
     let mut workload: Option<Box<dyn Workload>> = None;
+    // The width of the prepared case's dedicated pool: its warm-up and
+    // samples run from inside a pool as wide (see `sampler::on_pool_of`).
+    let mut width: Option<usize> = None;
     for line in std::io::stdin().lock().lines() {
         let line = line.context("reading the driver's request")?;
         let req: Request = serde_json::from_str(&line).with_context(|| format!("bad request {line:?}"))?;
@@ -50,28 +53,28 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
                 Reply::Ok
             }
             Request::Prepare(id) => match prepare(&plan, &id, injection.as_ref(), panics.as_ref(), true) {
-                Ok(w) => {
-                    workload = Some(w);
+                Ok((w, threads)) => {
+                    (workload, width) = (Some(w), threads);
                     Reply::Ok
                 }
                 Err(r) => r,
             },
             Request::PrepareVerified(id) => {
                 match prepare(&plan, &id, injection.as_ref(), panics.as_ref(), false) {
-                    Ok(w) => {
-                        workload = Some(w);
+                    Ok((w, threads)) => {
+                        (workload, width) = (Some(w), threads);
                         Reply::Ok
                     }
                     Err(r) => r,
                 }
             }
             Request::WarmUp(secs) => match workload.as_mut() {
-                Some(w) => guarded("warm_up", || on_pool(|| warm_up(w.as_mut(), secs)))
+                Some(w) => guarded("warm_up", || on_pool_of(width, || warm_up(w.as_mut(), secs)))
                     .map_or_else(|r| r, Reply::PerIter),
                 None => Reply::Failed { phase: "warm_up".into(), reason: "no case prepared".into() },
             },
             Request::Sample(iters) => match workload.as_mut() {
-                Some(w) => guarded("measure", || on_pool(|| sample(w.as_mut(), iters)))
+                Some(w) => guarded("measure", || on_pool_of(width, || sample(w.as_mut(), iters)))
                     .map_or_else(|r| r, Reply::Nanos),
                 None => Reply::Failed { phase: "measure".into(), reason: "no case prepared".into() },
             },
@@ -106,14 +109,15 @@ pub(super) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T
 }
 
 /// Prepares case `id` of `plan` and, with `verify`, verifies it (wrapped by
-/// the injection hook when it applies).
+/// the injection hook when it applies); with the width of its dedicated
+/// pool ([`suites::Suite::pool_threads`]).
 fn prepare(
     plan: &Resolved,
     id: &str,
     inject: Option<&crate::harness::inject::Injection>,
     panics: Option<&regex::Regex>,
     verify: bool,
-) -> Result<Box<dyn Workload>, Reply> {
+) -> Result<(Box<dyn Workload>, Option<usize>), Reply> {
     let fail = |phase: &str, reason: String| Reply::Failed { phase: phase.into(), reason };
     let case =
         plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
@@ -137,7 +141,7 @@ fn prepare(
         w.set_time_limit(Duration::from_secs_f64(limit));
     }
     if verify {
-        let v = guarded("verify", || on_pool(|| w.verify()))?;
+        let v = guarded("verify", || on_pool_of(suite.pool_threads(case), || w.verify()))?;
         if !v.passed {
             return Err(fail("verify", format!("wrong result against {}: {}", v.reference, v.detail)));
         }
@@ -148,7 +152,7 @@ fn prepare(
     if panics.is_some_and(|p| p.is_match(id)) {
         w = Box::new(crate::harness::inject::Panicking(w));
     }
-    Ok(w)
+    Ok((w, suite.pool_threads(case)))
 }
 
 /// Times `iters` iterations of `w` and returns the nanoseconds. A workload

@@ -6,7 +6,10 @@
 //! holds its weights: the gap to `tfbench` is what repacking B costs.
 //!
 //! Threading: `threads = 1` runs inside a dedicated one-thread rayon pool so
-//! no kernel can go parallel; `threads = "all"` uses the global pool.
+//! no kernel can go parallel; `threads = "all"` uses the global pool. The
+//! harness samples an explicit thread count from inside a pool as wide, so
+//! each iteration's `install` runs on the timing thread rather than waking
+//! the dedicated pool's worker (issue 45: that wake-up once cost a tick).
 //! `gemm` threads itself (`Parallelism::Rayon(threads)`), `tfbench` with
 //! its own persistent workers sharing its packed panels. `matrixmultiply` is
 //! built without its threading feature (single-threaded, and its thread count

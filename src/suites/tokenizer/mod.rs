@@ -86,6 +86,9 @@ impl Suite for TokenizerSuite {
             _ => return None,
         })
     }
+    fn pool_threads(&self, case: &Case) -> Option<usize> {
+        pool_threads(case)
+    }
     fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
             "encode" => encode::prepare_encode(case),
@@ -123,11 +126,18 @@ pub(crate) fn thread_pool(case: &Case) -> Result<(Option<rayon::ThreadPool>, usi
     }
 }
 
-/// Runs `f` inside `pool`, or on the current (global) pool when `None`.
+/// Runs `f` inside `pool`, or on the current (global) pool when `None`; on
+/// the calling thread when that is a worker of a pool as wide (see
+/// [`crate::suites::common::install`]).
 pub(crate) fn install<R: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
-    match pool {
-        Some(p) => p.install(f),
-        None => f(),
+    crate::suites::common::install(pool, f)
+}
+
+/// The width of the pool [`thread_pool`] builds for `case`, `None` for `all`.
+fn pool_threads(case: &Case) -> Option<usize> {
+    match case.params.get("threads") {
+        None => Some(1),
+        _ => crate::suites::common::explicit_threads(case),
     }
 }
 
