@@ -458,7 +458,9 @@ mod tests {
         let cli = crate::cli::Cli::try_parse_from(["tfbench", "compare", "--baseline", "a"]).unwrap();
         let crate::cli::Command::Compare(args) = cli.command else { panic!("not compare") };
         assert_eq!(args.gate.alpha, CompareOptions::default().alpha);
-        let cli = crate::cli::Cli::try_parse_from(["tfbench", "ab", "--base", "a", "--head", "b", "--alpha", "0.01"]);
+        let cli = crate::cli::Cli::try_parse_from([
+            "tfbench", "ab", "--base", "a", "--head", "b", "--alpha", "0.01",
+        ]);
         let crate::cli::Command::Ab(args) = cli.unwrap().command else { panic!("not ab") };
         assert_eq!(args.gate.alpha, 0.01, "--alpha still sets it");
     }
@@ -483,7 +485,16 @@ mod tests {
     /// ratio), the first case `shift` slower.
     fn simulated_ab(m: usize, shift: f64, luck: f64, seed: u64) -> Comparison {
         let cases: Vec<PairedCase> = (0..m)
-            .map(|k| drifting(&format!("c{k}"), 108, if k == 0 { shift } else { 1.0 }, 12, luck, seed * 1000 + k as u64))
+            .map(|k| {
+                drifting(
+                    &format!("c{k}"),
+                    108,
+                    if k == 0 { shift } else { 1.0 },
+                    12,
+                    luck,
+                    seed * 1000 + k as u64,
+                )
+            })
             .collect();
         compare_paired("a", "b", &cases, vec![], vec![], &ab_defaults())
     }
@@ -504,8 +515,12 @@ mod tests {
             .count();
         assert!(caught >= 36, "a lone +10% gated in {caught} of {runs} runs");
         for (m, luck) in [(4, 0.058), (46, 0.058), (46, 0.10)] {
-            let failed = (0..runs).filter(|&s| simulated_ab(m, 1.0, luck, 500 + s).has_gating_failure()).count();
-            assert!(failed <= 4, "A/A of {m} cases at {luck} luck failed the gate in {failed} of {runs} runs");
+            let failed =
+                (0..runs).filter(|&s| simulated_ab(m, 1.0, luck, 500 + s).has_gating_failure()).count();
+            assert!(
+                failed <= 4,
+                "A/A of {m} cases at {luck} luck failed the gate in {failed} of {runs} runs"
+            );
         }
     }
 

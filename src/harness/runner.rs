@@ -219,10 +219,7 @@ fn execute_quietly(
 /// `Ok(Err(reason))` refused (skipped: a device this build or machine lacks,
 /// or a [`suites::SkipCase`]), `Err(reason)` failed: the first step of
 /// [`prepare_case`], the only caller.
-fn prepare(
-    suite: &dyn suites::Suite,
-    case: &Case,
-) -> Result<Result<Box<dyn Workload>, String>, String> {
+fn prepare(suite: &dyn suites::Suite, case: &Case) -> Result<Result<Box<dyn Workload>, String>, String> {
     if let Err(why) = case.device.availability() {
         return Ok(Err(why));
     }
@@ -322,7 +319,11 @@ thread_local! {
 /// an injected slowdown ([`super::inject::Slowed`] refuses to verify). A
 /// panic is caught as a failure; call inside [`quiet_panics`] to have its
 /// message captured rather than printed.
-pub(crate) fn prepare_case(suite: &dyn suites::Suite, case: &Case, p: &Preparation) -> Result<Ready, NotReady> {
+pub(crate) fn prepare_case(
+    suite: &dyn suites::Suite,
+    case: &Case,
+    p: &Preparation,
+) -> Result<Ready, NotReady> {
     #[cfg(test)]
     PREPARED.with(|c| c.set(c.get() + 1));
     let failed = |phase, reason| NotReady::Failed { phase, reason, verification: None };

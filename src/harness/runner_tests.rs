@@ -68,7 +68,8 @@ pub(crate) fn recording_registry(log: &Log) -> Vec<&'static dyn suites::Suite> {
 /// The plan of `reg`: three samples, a time limit, one copy.
 pub(crate) fn recording_plan(reg: &[&'static dyn suites::Suite]) -> Resolved {
     use clap::Parser;
-    let argv = ["t-0123456789abcdef", "--quick", "--no-canary", "--bench", "--sample-size", "3", "--max-time", "60"];
+    let argv =
+        ["t-0123456789abcdef", "--quick", "--no-canary", "--bench", "--sample-size", "3", "--max-time", "60"];
     let args = crate::cli::BenchArgs::try_parse_from(argv).expect("arguments parse");
     crate::app::plan_in(reg, &args.run).expect("the plan resolves")
 }

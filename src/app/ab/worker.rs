@@ -195,7 +195,10 @@ mod tests {
         let nanos = sample(w.as_mut(), 3).expect("a sample");
         let (_, measured) = read_log(&log);
         let &(iters, own) = measured.last().expect("a measured call");
-        assert!(iters == 3 && nanos >= 1.5 * own, "a sample of {nanos} ns for {own} ns of the case's own time");
+        assert!(
+            iters == 3 && nanos >= 1.5 * own,
+            "a sample of {nanos} ns for {own} ns of the case's own time"
+        );
         // A later round's worker: the same steps without the check.
         log.lock().expect("log").clear();
         assert!(prepare(&plan, "t/rec", Some(&slow), None, false).is_ok());
