@@ -513,10 +513,12 @@ mod tests {
                 slow.verdict == Verdict::Regressed && slow.beyond_limit
             })
             .count();
+        eprintln!("a lone +10% among 4 cases gated in {caught} of {runs} runs");
         assert!(caught >= 36, "a lone +10% gated in {caught} of {runs} runs");
         for (m, luck) in [(4, 0.058), (46, 0.058), (46, 0.10)] {
             let failed =
                 (0..runs).filter(|&s| simulated_ab(m, 1.0, luck, 500 + s).has_gating_failure()).count();
+            eprintln!("A/A of {m} cases at {luck} luck failed the gate in {failed} of {runs} runs");
             assert!(
                 failed <= 4,
                 "A/A of {m} cases at {luck} luck failed the gate in {failed} of {runs} runs"

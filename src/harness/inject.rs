@@ -45,7 +45,7 @@
 //! deterministically on a simulated clock.
 //!
 //! The wrapper goes on after the case's self-check
-//! ([`crate::harness::runner::prepare_case`]), so the check never runs
+//! (`harness::runner::prepare_case`), so the check never runs
 //! through it; [`Slowed::verify`] refuses, so a path that verified after
 //! wrapping would fail loudly instead of timing the check with a spin.
 

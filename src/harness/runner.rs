@@ -1,7 +1,7 @@
 //! Runs a resolved plan: for each round and case, prepare, verify, measure.
 //! A failure or panic in one case is recorded and the run goes on.
 //!
-//! [`prepare_case`] is the one way a case is made ready to measure, for
+//! `prepare_case` is the one way a case is made ready to measure, for
 //! `run`, `ab`'s workers and a bench target's modes alike: available on
 //! this machine -> prepared (or refused: skipped) -> spread over copies ->
 //! time limit -> verified -> wrapped by the test hooks. The hooks wrap the
