@@ -5,7 +5,7 @@
 use super::outcome_of;
 use crate::app::{self, Outcome};
 use crate::cli::{BenchArgs, RunArgs};
-use crate::harness::runner::{guarded, prepare, quiet_panics};
+use crate::harness::runner::{NotReady, Preparation, guarded, prepare_case, quiet_panics};
 use crate::plan::Case;
 use crate::suites::Suite;
 use crate::workload::Workload;
@@ -69,22 +69,20 @@ fn suite_of(registry: &[&'static dyn Suite], case: &Case) -> Result<&'static dyn
         .ok_or_else(|| format!("unknown suite {}", case.suite))
 }
 
-/// Prepares and checks `case`: the workload ready to run, `Ok(Err(reason))`
-/// when refused (skipped), `Err` naming the phase that failed.
+/// Prepares and checks `case` as `run` does ([`prepare_case`]: one copy, no
+/// time limit, no test hooks, since nothing is timed): the workload ready
+/// to run, `Ok(Err(reason))` when refused (skipped), `Err` naming the phase
+/// that failed.
 fn checked(
     registry: &[&'static dyn Suite],
     case: &Case,
 ) -> Result<Result<Box<dyn Workload>, String>, String> {
     let suite = suite_of(registry, case)?;
-    let mut w = match prepare(suite, case).map_err(|e| format!("prepare: {e}"))? {
-        Ok(w) => w,
-        Err(why) => return Ok(Err(why)),
-    };
-    let v = guarded(|| w.verify()).map_err(|e| format!("verify: {e}"))?;
-    if !v.passed {
-        return Err(format!("verify: wrong result against {}: {}", v.reference, v.detail));
+    match prepare_case(suite, case, &Preparation::checked_only()) {
+        Ok(ready) => Ok(Ok(ready.workload)),
+        Err(NotReady::Skipped(why)) => Ok(Err(why)),
+        Err(NotReady::Failed { phase, reason, .. }) => Err(format!("{phase}: {reason}")),
     }
-    Ok(Ok(w))
 }
 
 /// Sizes the worker pool as a measuring run would (once per process).

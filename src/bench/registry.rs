@@ -90,7 +90,7 @@ pub struct Benches {
 
 impl Benches {
     /// An empty registry whose benchmarks form suite `name`.
-    pub(super) fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         Self { name: name.to_string(), benchmarks: Vec::new(), suites: Vec::new(), errors: Vec::new() }
     }
 
@@ -197,7 +197,7 @@ impl Benches {
     /// The suites to run: this target's benchmarks as one suite (when there
     /// are any), then the added suites. Registration mistakes are reported
     /// together, naming each benchmark.
-    pub(super) fn into_registry(self) -> Result<Vec<&'static dyn Suite>> {
+    pub(crate) fn into_registry(self) -> Result<Vec<&'static dyn Suite>> {
         let mut errors = self.errors;
         let mut out: Vec<&'static dyn Suite> = Vec::new();
         if !self.benchmarks.is_empty() {

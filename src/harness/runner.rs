@@ -1,5 +1,12 @@
 //! Runs a resolved plan: for each round and case, prepare, verify, measure.
 //! A failure or panic in one case is recorded and the run goes on.
+//!
+//! `prepare_case` is the one way a case is made ready to measure, for
+//! `run`, `ab`'s workers and a bench target's modes alike: available on
+//! this machine -> prepared (or refused: skipped) -> spread over copies ->
+//! time limit -> verified -> wrapped by the test hooks. The hooks wrap the
+//! checked workload, so the self-check never runs through an injected
+//! slowdown.
 
 use super::sampler::{self, Measurement};
 use super::timer::TimerInfo;
@@ -172,12 +179,12 @@ fn execute_quietly(
                 canaries.extend(super::canary::sample(round, &o.case.id));
             }
             let settings = plan.settings.get(&o.case.suite).cloned().unwrap_or_default();
-            let slow = hooks.inject.filter(|i| i.applies_to(&o.case.id)).map(|i| i.factor);
-            let panic = hooks.panics.is_some_and(|p| p.is_match(&o.case.id));
+            let prep = Preparation::of(&o.case, &settings, hooks);
+            let slow = prep.slow;
             // The plan's own suites, not the global registry: a `cargo bench`
             // target runs suites tfbench does not know.
             let ran = match plan.suite(&o.case.suite) {
-                Some(suite) => run_one(suite, o, &settings, timer, round, obs, Injected { slow, panic }),
+                Some(suite) => run_one(suite, o, &settings, timer, round, obs, &prep),
                 None => Err(("prepare", format!("unknown suite {}", o.case.suite))),
             };
             if let (Some(a), Some(b)) = (&before, before.as_ref().and_then(|_| super::load::snapshot())) {
@@ -210,12 +217,9 @@ fn execute_quietly(
 
 /// Prepares `case` on `suite`, a panic caught: `Ok(Ok(w))` ready to verify,
 /// `Ok(Err(reason))` refused (skipped: a device this build or machine lacks,
-/// or a [`suites::SkipCase`]), `Err(reason)` failed. Call inside
-/// [`quiet_panics`] so a panic's message is captured, not printed.
-pub(crate) fn prepare(
-    suite: &dyn suites::Suite,
-    case: &Case,
-) -> Result<Result<Box<dyn Workload>, String>, String> {
+/// or a [`suites::SkipCase`]), `Err(reason)` failed: the first step of
+/// [`prepare_case`], the only caller.
+fn prepare(suite: &dyn suites::Suite, case: &Case) -> Result<Result<Box<dyn Workload>, String>, String> {
     if let Err(why) = case.device.availability() {
         return Ok(Err(why));
     }
@@ -241,10 +245,122 @@ pub(crate) fn quiet_panics<T>(f: impl FnOnce() -> T) -> T {
     out
 }
 
-/// The test hooks that apply to one case.
-struct Injected {
-    slow: Option<f64>,
-    panic: bool,
+/// How one case is made ready by [`prepare_case`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Preparation {
+    /// Copies to spread the samples over ([`super::placement`]); 1: none.
+    pub placements: usize,
+    /// The case's hard time budget, seconds, given to the workload before
+    /// its check.
+    pub max_time: Option<f64>,
+    /// Run the self-check. Only `ab`'s later rounds skip it: the same
+    /// binaries checked the same seeded inputs in its first round.
+    pub verify: bool,
+    /// The slowdown-injection hook's factor, when it applies to the case.
+    pub slow: Option<f64>,
+    /// The panic-injection hook applies to the case.
+    pub panic: bool,
+}
+
+impl Preparation {
+    /// A case checked and measured under `s`, with the test `hooks` that
+    /// match its id.
+    pub fn of(case: &Case, s: &crate::config::Settings, hooks: &RunHooks<'_>) -> Self {
+        Self {
+            placements: s.placements,
+            max_time: s.max_time,
+            verify: true,
+            slow: hooks.inject.filter(|i| i.applies_to(&case.id)).map(|i| i.factor),
+            panic: hooks.panics.is_some_and(|p| p.is_match(&case.id)),
+        }
+    }
+
+    /// One copy, checked, no time limit, no hooks: a bench target's test
+    /// and profile modes, which run a case without timing it.
+    pub fn checked_only() -> Self {
+        Self { placements: 1, max_time: None, verify: true, slow: None, panic: false }
+    }
+}
+
+/// A case ready to measure.
+pub(crate) struct Ready {
+    /// The workload, wrapped by the test hooks that apply.
+    pub workload: Box<dyn Workload>,
+    /// Copies its samples rotate over.
+    pub placements: usize,
+    /// Preparing it (copies included), ns.
+    pub prepare_ns: f64,
+    /// Checking it, ns (0 when not checked).
+    pub verify_ns: f64,
+    /// The self-check's result, when it ran.
+    pub verification: Option<Verification>,
+}
+
+/// Why a case is not ready.
+pub(crate) enum NotReady {
+    /// Refused on this machine (see [`prepare`]).
+    Skipped(String),
+    /// Failed in `phase` (`prepare` or `verify`); a wrong result keeps its
+    /// verification, for the case's result.
+    Failed { phase: &'static str, reason: String, verification: Option<Verification> },
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Calls of [`prepare_case`] on this thread, so tests can check that
+    /// each path prepares its cases through it.
+    pub(crate) static PREPARED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Makes `case` of `suite` ready to measure as `p` says: available ->
+/// prepared (a refusal skips it) -> spread over copies -> time limit ->
+/// verified -> wrapped by the test hooks, in that order and only here. The
+/// hooks go on last, so the check runs on the case itself and never through
+/// an injected slowdown ([`super::inject::Slowed`] refuses to verify). A
+/// panic is caught as a failure; call inside [`quiet_panics`] to have its
+/// message captured rather than printed.
+pub(crate) fn prepare_case(
+    suite: &dyn suites::Suite,
+    case: &Case,
+    p: &Preparation,
+) -> Result<Ready, NotReady> {
+    #[cfg(test)]
+    PREPARED.with(|c| c.set(c.get() + 1));
+    let failed = |phase, reason| NotReady::Failed { phase, reason, verification: None };
+    let t0 = std::time::Instant::now();
+    let first = match prepare(suite, case) {
+        Ok(Ok(w)) => w,
+        Ok(Err(why)) => return Err(NotReady::Skipped(why)),
+        Err(e) => return Err(failed("prepare", e)),
+    };
+    let (mut w, placements) = super::placement::spread(first, p.placements, t0.elapsed(), suite, case)
+        .map_err(|e| failed("prepare", format!("{e:#}")))?;
+    let prepare_ns = t0.elapsed().as_nanos() as f64;
+    if let Some(limit) = p.max_time {
+        w.set_time_limit(std::time::Duration::from_secs_f64(limit));
+    }
+    let t1 = std::time::Instant::now();
+    let verification = if p.verify {
+        // A case with a dedicated pool is checked from inside a pool as wide,
+        // as it is sampled (issue 45: no hand-off to a sleeping worker).
+        let width = suite.pool_threads(case);
+        let v = guarded(|| sampler::on_pool_of(width, || w.verify())).map_err(|e| failed("verify", e))?;
+        if !v.passed {
+            let reason = format!("wrong result against {}: {}", v.reference, v.detail);
+            return Err(NotReady::Failed { phase: "verify", reason, verification: Some(v) });
+        }
+        Some(v)
+    } else {
+        None
+    };
+    let verify_ns = if p.verify { t1.elapsed().as_nanos() as f64 } else { 0.0 };
+    if let Some(f) = p.slow {
+        w = Box::new(super::inject::Slowed::new(w, f));
+    }
+    if p.panic {
+        w = Box::new(super::inject::Panicking(w));
+    }
+    Ok(Ready { workload: w, placements, prepare_ns, verify_ns, verification })
 }
 
 fn run_one(
@@ -254,46 +370,29 @@ fn run_one(
     timer: &TimerInfo,
     round: u32,
     obs: &mut dyn Observer,
-    injected: Injected,
+    prep: &Preparation,
 ) -> Result<(), (&'static str, String)> {
-    let t0 = std::time::Instant::now();
-    let w = match prepare(suite, &o.case).map_err(|e| ("prepare", e))? {
-        Ok(w) => w,
-        Err(why) => {
+    let ready = match prepare_case(suite, &o.case, prep) {
+        Ok(r) => r,
+        Err(NotReady::Skipped(why)) => {
             o.skipped = Some(why);
             return Ok(());
         }
+        Err(NotReady::Failed { phase, reason, verification }) => {
+            o.verification = verification;
+            return Err((phase, reason));
+        }
     };
-    let (mut w, placements) = super::placement::spread(w, s.placements, t0.elapsed(), suite, &o.case)
-        .map_err(|e| ("prepare", format!("{e:#}")))?;
-    let prepare_ns = t0.elapsed().as_nanos() as f64;
-    let Injected { slow, panic } = injected;
-    if let Some(f) = slow {
-        w = Box::new(super::inject::Slowed::new(w, f));
+    let Ready { workload: mut w, placements, prepare_ns, verify_ns, verification } = ready;
+    if let Some(v) = &verification {
+        obs.case_verified(&o.case.id, v);
     }
-    if panic {
-        w = Box::new(super::inject::Panicking(w));
-    }
-    if let Some(limit) = s.max_time {
-        w.set_time_limit(std::time::Duration::from_secs_f64(limit));
-    }
+    o.verification = verification;
+    o.throughput = w.throughput();
+    o.roof = w.roof();
     // A case with a dedicated pool runs from inside a pool as wide, so that
     // no iteration waits for that pool's worker to wake (issue 45).
     let width = suite.pool_threads(&o.case);
-    let t1 = std::time::Instant::now();
-    let v = guarded(|| sampler::on_pool_of(width, || w.verify())).map_err(|e| ("verify", e))?;
-    let verify_ns = t1.elapsed().as_nanos() as f64;
-    let passed = v.passed;
-    if passed {
-        obs.case_verified(&o.case.id, &v);
-    }
-    let detail = format!("against {}: {}", v.reference, v.detail);
-    o.verification = Some(v);
-    if !passed {
-        return Err(("verify", format!("wrong result {detail}")));
-    }
-    o.throughput = w.throughput();
-    o.roof = w.roof();
     let mut m: Measurement =
         guarded(|| sampler::on_pool_of(width, || sampler::measure(w.as_mut(), s, timer, round)))
             .map_err(|e| ("measure", e))?;
@@ -304,3 +403,7 @@ fn run_one(
     o.metrics = guarded(|| Ok(w.metrics())).map_err(|e| ("metrics", e))?;
     Ok(())
 }
+
+#[cfg(test)]
+#[path = "runner_tests.rs"]
+pub(crate) mod tests;

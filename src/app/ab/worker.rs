@@ -6,7 +6,6 @@ use crate::app::Outcome;
 use crate::cli::AbWorkerArgs;
 use crate::config::Resolved;
 use crate::harness::sampler::on_pool_of;
-use crate::suites;
 use crate::workload::Workload;
 use anyhow::{Context, Result};
 use std::io::{BufRead, Write};
@@ -108,58 +107,40 @@ pub(super) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T
     }
 }
 
-/// Prepares case `id` of `plan` and, with `verify`, verifies it (wrapped by
-/// the injection hook when it applies); with the width of its dedicated
-/// pool ([`suites::Suite::pool_threads`]).
-fn prepare(
+/// Prepares case `id` of `plan` and, with `verify`, verifies it, then wraps
+/// it with the test hooks that apply: the steps and order of `run`
+/// ([`crate::harness::runner::prepare_case`]). Also returns the width of the
+/// case's dedicated pool ([`crate::suites::Suite::pool_threads`]), to sample
+/// it from inside a pool as wide.
+pub(super) fn prepare(
     plan: &Resolved,
     id: &str,
     inject: Option<&crate::harness::inject::Injection>,
     panics: Option<&regex::Regex>,
     verify: bool,
 ) -> Result<(Box<dyn Workload>, Option<usize>), Reply> {
+    use crate::harness::runner::{NotReady, Preparation, RunHooks, prepare_case};
     let fail = |phase: &str, reason: String| Reply::Failed { phase: phase.into(), reason };
     let case =
         plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
-    case.device.availability().map_err(Reply::Skipped)?;
     let suite = plan.suite(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
-    let t0 = Instant::now();
-    let first = match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
-        Ok(Ok(w)) => w,
-        Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => {
-            return Err(Reply::Skipped(format!("{e:#}")));
-        }
-        Ok(Err(e)) => return Err(fail("prepare", format!("{e:#}"))),
-        Err(_) => return Err(fail("prepare", "panicked".into())),
-    };
-    // Each build's copies of a small case, sampled in turn (see
+    let settings = plan.settings.get(&case.suite).cloned().unwrap_or_default();
+    let hooks = RunHooks { canaries: false, inject, panics };
+    // Each build's copies of a case, sampled in turn (see
     // `harness::placement`): both sides of a pair average over placements.
-    let placements = plan.settings.get(&case.suite).map_or(1, |s| s.placements);
-    let (mut w, _) = crate::harness::placement::spread(first, placements, t0.elapsed(), suite, case)
-        .map_err(|e| fail("prepare", format!("{e:#}")))?;
-    if let Some(limit) = plan.settings.get(&case.suite).and_then(|s| s.max_time) {
-        w.set_time_limit(Duration::from_secs_f64(limit));
+    let p = Preparation { verify, ..Preparation::of(case, &settings, &hooks) };
+    match prepare_case(suite, case, &p) {
+        Ok(ready) => Ok((ready.workload, suite.pool_threads(case))),
+        Err(NotReady::Skipped(why)) => Err(Reply::Skipped(why)),
+        Err(NotReady::Failed { phase, reason, .. }) => Err(fail(phase, reason)),
     }
-    if verify {
-        let v = guarded("verify", || on_pool_of(suite.pool_threads(case), || w.verify()))?;
-        if !v.passed {
-            return Err(fail("verify", format!("wrong result against {}: {}", v.reference, v.detail)));
-        }
-    }
-    if let Some(i) = inject.filter(|i| i.applies_to(id)) {
-        w = Box::new(crate::harness::inject::Slowed::new(w, i.factor));
-    }
-    if panics.is_some_and(|p| p.is_match(id)) {
-        w = Box::new(crate::harness::inject::Panicking(w));
-    }
-    Ok((w, suite.pool_threads(case)))
 }
 
 /// Times `iters` iterations of `w` and returns the nanoseconds. A workload
 /// that fixes its iterations per call (an external process) gets calls of
 /// that many, each bracketed by its untimed hooks, and only the calls are
 /// timed; the time is scaled to `iters` when they do not divide it.
-fn sample(w: &mut dyn Workload, iters: u64) -> Result<f64> {
+pub(super) fn sample(w: &mut dyn Workload, iters: u64) -> Result<f64> {
     let per_call = w.fixed_iterations().map_or(iters, |f| f.max(1));
     let calls = (iters / per_call).max(1);
     let mut nanos = 0.0;
@@ -194,5 +175,42 @@ fn warm_up(w: &mut dyn Workload, secs: f64) -> Result<f64> {
             || batch.saturating_mul(2).min((remaining / per_iter).max(1.0) as u64).max(1),
             |f| f.max(1),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::harness::runner::tests::{Log, prepared, read_log, recording_plan, recording_registry};
+
+    #[test]
+    fn a_worker_prepares_through_prepare_case_as_run_does() {
+        let log = Log::default();
+        let reg = recording_registry(&log);
+        let plan = recording_plan(&reg);
+        let slow = crate::harness::inject::Injection::parse("^t/rec$=1.5").expect("a valid spec");
+        let before = prepared();
+        let ready = prepare(&plan, "t/rec", Some(&slow), None, true);
+        assert_eq!(prepared() - before, 1, "the worker prepares through prepare_case");
+        let Ok((mut w, _width)) = ready else { panic!("not ready: {:?}", ready.err()) };
+        // The steps of `run`'s test, in the same order: checked, then wrapped
+        // (the wrapper refuses to verify, so the check ran on the case).
+        let (steps, _) = read_log(&log);
+        assert_eq!(steps, ["prepare", "set_time_limit", "verify"]);
+        let nanos = sample(w.as_mut(), 3).expect("a sample");
+        let (_, measured) = read_log(&log);
+        let &(iters, own) = measured.last().expect("a measured call");
+        assert!(
+            iters == 3 && nanos >= 1.5 * own,
+            "a sample of {nanos} ns for {own} ns of the case's own time"
+        );
+        // A later round's worker: the same steps without the check.
+        log.lock().expect("log").clear();
+        assert!(prepare(&plan, "t/rec", Some(&slow), None, false).is_ok());
+        assert_eq!(read_log(&log).0, ["prepare", "set_time_limit"]);
+        match prepare(&plan, "t/none", None, None, true) {
+            Err(Reply::Failed { phase, reason }) => assert!(phase == "prepare" && reason.contains("no case")),
+            other => panic!("{:?}", other.err()),
+        }
     }
 }
