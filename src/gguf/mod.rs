@@ -30,7 +30,7 @@ mod types;
 pub use types::{GgmlType, SUPPORTED};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// `GGUF` read as a little-endian u32.
 const MAGIC: &[u8; 4] = b"GGUF";

@@ -34,6 +34,13 @@ impl Writer {
         self.n_kv += 1;
         self
     }
+    pub fn kv_u64(&mut self, key: &str, v: u64) -> &mut Self {
+        string(&mut self.kv, key);
+        self.kv.extend_from_slice(&10u32.to_le_bytes());
+        self.kv.extend_from_slice(&v.to_le_bytes());
+        self.n_kv += 1;
+        self
+    }
     pub fn kv_f32(&mut self, key: &str, v: f32) -> &mut Self {
         string(&mut self.kv, key);
         self.kv.extend_from_slice(&6u32.to_le_bytes());

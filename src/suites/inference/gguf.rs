@@ -212,7 +212,13 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     let names: HashSet<&str> = h.tensors.iter().map(|t| t.name.as_str()).collect();
     for n in super::gguf_arch::required(&cfg, |n| names.contains(n)) {
         if !names.contains(n.as_str()) {
-            bail!("no tensor `{n}`, which the `{arch}` architecture needs");
+            // A block's tensor: the count may be what is wrong.
+            let count = if n.starts_with("blk.") {
+                format!(" (`{arch}.block_count` is {})", cfg.layers)
+            } else {
+                String::new()
+            };
+            bail!("no tensor `{n}`, which the `{arch}` architecture needs{count}");
         }
     }
     let mut by_type: Vec<(&str, u64)> = Vec::new();
@@ -373,6 +379,10 @@ pub fn load(file: &GgufFile, info: &FileInfo, positions: usize) -> Result<Model>
     (m.final_norm, m.lm_head, m.rope) = (final_norm, lm_head, rope);
     Ok(m)
 }
+
+#[cfg(test)]
+#[path = "hostile_tests.rs"]
+mod hostile_tests;
 
 #[cfg(test)]
 mod tests {

@@ -220,18 +220,6 @@ impl HfDir {
     /// [`HfDir::load`] builds RoPE tables for the cases' own positions.
     fn check_counts(&self, sts: &[SafeTensors], cfg: &ModelConfig, keys: &Keys, at: &str) -> Result<()> {
         let (hk, h) = (keys.hidden, cfg.hidden);
-        if cfg.heads == 0 || !h.is_multiple_of(cfg.heads) {
-            bail!("{at}: `{}` is {}: it must divide `{hk}` ({h})", keys.heads, cfg.heads);
-        }
-        if cfg.kv_heads == 0 || !cfg.heads.is_multiple_of(cfg.kv_heads) {
-            bail!(
-                "{at}: `{}` is {}: it must divide `{}` ({})",
-                keys.kv_heads,
-                cfg.kv_heads,
-                keys.heads,
-                cfg.heads
-            );
-        }
         let prefix = self.gpt2_prefix(sts, cfg.arch);
         // Each tensor's shape names the counts it backs (rows, columns).
         let shape = |ours: &str, want: [(&str, usize); 2]| -> Result<()> {
@@ -257,9 +245,28 @@ impl HfDir {
         if cfg.arch == Arch::Bert {
             shape("embed.types", [("type_vocab_size", cfg.type_vocab), (hk, h)])?;
         }
-        let (mut one, mut none) = (cfg.clone(), cfg.clone());
-        (one.layers, none.layers) = (1, 0);
-        let per = one.weights().len() - none.weights().len();
+        if cfg.heads == 0 || !h.is_multiple_of(cfg.heads) {
+            bail!("{at}: `{}` is {}: it must divide `{hk}` ({h})", keys.heads, cfg.heads);
+        }
+        if cfg.kv_heads == 0 || !cfg.heads.is_multiple_of(cfg.kv_heads) {
+            bail!(
+                "{at}: `{}` is {}: it must divide `{}` ({})",
+                keys.kv_heads,
+                cfg.kv_heads,
+                keys.heads,
+                cfg.heads
+            );
+        }
+        // The files' tensors per layer (GPT-2's Q, K and V share `c_attn`).
+        let mut one = cfg.clone();
+        one.layers = 1;
+        let per = one
+            .weights()
+            .iter()
+            .filter(|w| w.name.starts_with("layers.0."))
+            .map(|w| hf_name(cfg.arch, &w.name, cfg, prefix).0)
+            .collect::<std::collections::HashSet<_>>()
+            .len();
         let present: usize = sts.iter().map(SafeTensors::len).sum();
         if cfg.layers == 0 || cfg.layers.checked_mul(per).is_none_or(|n| n > present) {
             bail!(
