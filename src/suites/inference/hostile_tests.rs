@@ -217,8 +217,11 @@ fn mutated_gguf_models_load_or_fail_never_panic() {
             // A count set to an extreme or random value.
             0 => {
                 let k = format!("{arch}.{}", keys[(rng.next() % keys.len() as u64) as usize]);
-                let v =
-                    if rng.next() % 2 == 0 { EXTREMES[(rng.next() % 10) as usize] } else { rng.next() % 64 };
+                let v = if rng.next().is_multiple_of(2) {
+                    EXTREMES[(rng.next() % 10) as usize]
+                } else {
+                    rng.next() % 64
+                };
                 gguf(arch, &[(&k, v)])
             }
             _ => gguf(arch, &[]),
