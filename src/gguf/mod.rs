@@ -2,10 +2,18 @@
 //! 3): header, metadata key/values, tensor infos, alignment and data offsets.
 //!
 //! The parser ([`Header::parse`]) works on a byte slice and trusts nothing in
-//! it: every count and length is checked against the bytes that remain
-//! before anything is allocated for it, so a corrupt or hostile header can
-//! neither panic nor make the reader allocate more than the file's own size
-//! (the unit tests mutate and truncate a valid header thousands of times).
+//! it: every count and length is checked against the bytes that remain, and
+//! memory is spent only on what has been read. Lists of key/values and
+//! tensors grow as their entries are read; an array's elements are walked
+//! (and so found to be in the file) before its vector is sized; a string is
+//! copied from bytes already in hand. So a count alone reserves nothing, and
+//! the parsed header takes at most about 40 bytes of memory per byte of
+//! header (a one-byte array element becomes a 32-byte [`Value`], the worst
+//! case; strings and tensor entries cost less per byte). Duplicate keys and
+//! tensor names are found through hash sets, in time linear in the header.
+//! A corrupt or hostile header can neither panic nor allocate beyond that
+//! (the unit tests mutate and truncate a valid header thousands of times and
+//! measure the peak).
 //! [`GgufFile::open`] memory-maps the file (`memmap2`): only the header's
 //! pages are read while parsing, and a model larger than the memory budget
 //! is refused, with the figures, before any tensor page is touched.
@@ -14,6 +22,7 @@
 //! library and the suites; this module only locates them.
 
 use anyhow::{Context, Result, bail};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 pub mod tokenizer;
@@ -21,7 +30,7 @@ mod types;
 pub use types::{GgmlType, SUPPORTED};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 /// `GGUF` read as a little-endian u32.
 const MAGIC: &[u8; 4] = b"GGUF";
@@ -197,6 +206,48 @@ impl<'a> Cursor<'a> {
         let s = self.take(n, what)?;
         String::from_utf8(s.to_vec()).map_err(|_| anyhow::anyhow!("{what} at byte {at} is not valid UTF-8"))
     }
+    /// Walks the `n` elements of type `et` of an array without building
+    /// them, so that the array's vector is sized only for elements found in
+    /// the file (a count alone, even one the remaining bytes could hold at
+    /// one byte each, reserves nothing).
+    fn skip_elements(&mut self, et: u32, n: usize, key: &str, depth: usize) -> Result<()> {
+        if let Some(size) = fixed_size(et) {
+            // `count` checked n * size <= the bytes left (size is the minimum).
+            let at = self.pos;
+            let elems = self.take(n * size, key)?;
+            if let (7, Some(i)) = (et, elems.iter().position(|&b| b > 1)) {
+                bail!("metadata `{key}`: bool byte at {} is {}, not 0 or 1", at + i, elems[i]);
+            }
+            return Ok(());
+        }
+        for _ in 0..n {
+            if et == 8 {
+                let len = self.count(1, &format!("metadata `{key}` string"))?;
+                self.take(len, key)?;
+            } else {
+                let (inner, m) = self.array_head(key, depth + 1)?;
+                self.skip_elements(inner, m, key, depth + 1)?;
+            }
+        }
+        Ok(())
+    }
+    /// An array's element type and length, the length checked against the
+    /// bytes left at the element type's smallest encoding.
+    fn array_head(&mut self, key: &str, depth: usize) -> Result<(u32, usize)> {
+        if depth >= MAX_DEPTH {
+            bail!("metadata `{key}`: arrays nested deeper than {MAX_DEPTH}");
+        }
+        let et = self.u32(key)?;
+        let min = match et {
+            8 => 8,
+            9 => 12,
+            t => fixed_size(t).ok_or_else(|| {
+                anyhow::anyhow!("metadata `{key}`: unknown array element type {t} (valid 0-12)")
+            })?,
+        };
+        let n = self.count(min, &format!("metadata `{key}` array length"))?;
+        Ok((et, n))
+    }
     fn value(&mut self, ty: u32, key: &str, depth: usize) -> Result<Value> {
         let a = |c: &mut Self| c.array::<1>(key).map(|b| b[0]);
         Ok(match ty {
@@ -214,19 +265,11 @@ impl<'a> Cursor<'a> {
             },
             8 => Value::Str(self.string(&format!("metadata `{key}` string"))?),
             9 => {
-                if depth >= MAX_DEPTH {
-                    bail!("metadata `{key}`: arrays nested deeper than {MAX_DEPTH}");
-                }
-                let et = self.u32(key)?;
-                let min = match et {
-                    0 | 1 | 7 => 1,
-                    2 | 3 => 2,
-                    4..=6 => 4,
-                    8 | 10..=12 => 8,
-                    9 => 12,
-                    t => bail!("metadata `{key}`: unknown array element type {t} (valid 0-12)"),
-                };
-                let n = self.count(min, &format!("metadata `{key}` array length"))?;
+                let (et, n) = self.array_head(key, depth)?;
+                let first = self.pos;
+                self.skip_elements(et, n, key, depth)?;
+                // All n elements are in the file: now the vector may be sized.
+                self.pos = first;
                 let mut v = Vec::with_capacity(n);
                 for _ in 0..n {
                     v.push(self.value(et, key, depth + 1)?);
@@ -238,6 +281,18 @@ impl<'a> Cursor<'a> {
             12 => Value::F64(f64::from_le_bytes(self.array(key)?)),
             t => bail!("metadata `{key}`: unknown value type {t} (valid 0-12)"),
         })
+    }
+}
+
+/// Bytes of a value of fixed-size type `ty` (`None` for strings, arrays and
+/// unknown types).
+fn fixed_size(ty: u32) -> Option<usize> {
+    match ty {
+        0 | 1 | 7 => Some(1),
+        2 | 3 => Some(2),
+        4..=6 => Some(4),
+        10..=12 => Some(8),
+        _ => None,
     }
 }
 
@@ -267,22 +322,25 @@ impl Header {
         let n_tensors = c.count(24, "tensor count")?;
         // Smallest key/value: empty key (8), type (4), a one-byte value.
         let n_kv = c.count(13, "metadata count")?;
-        let mut metadata: Vec<(String, Value)> = Vec::with_capacity(n_kv);
+        // Both lists grow as their entries are read (see the module doc).
+        let mut metadata: Vec<(String, Value)> = Vec::new();
+        let mut keys: HashSet<String> = HashSet::new();
         for i in 0..n_kv {
             let key = c.string(&format!("metadata key {i}"))?;
-            if metadata.iter().any(|(k, _)| *k == key) {
+            if !keys.insert(key.clone()) {
                 bail!("metadata key `{key}` appears twice");
             }
             let ty = c.u32(&key)?;
             let v = c.value(ty, &key, 0)?;
             metadata.push((key, v));
         }
+        drop(keys);
         let alignment = match metadata.iter().find(|(k, _)| k == "general.alignment") {
             None => DEFAULT_ALIGNMENT,
             Some((_, Value::U32(a))) if *a > 0 && a.is_power_of_two() => u64::from(*a),
             Some((_, v)) => bail!("general.alignment is {v:?}; it must be a power-of-two u32"),
         };
-        let mut raw = Vec::with_capacity(n_tensors);
+        let mut raw = Vec::new();
         for i in 0..n_tensors {
             let name = c.string(&format!("tensor {i} name"))?;
             let nd = c.u32(&name)?;
@@ -291,7 +349,12 @@ impl Header {
             }
             let mut dims = Vec::with_capacity(nd as usize);
             for _ in 0..nd {
-                dims.push(c.u64(&name)?);
+                let d = c.u64(&name)?;
+                // ggml's dimensions are int64_t.
+                if d > i64::MAX as u64 {
+                    bail!("tensor `{name}` has a dimension of {d}, more than ggml's int64 allows");
+                }
+                dims.push(d);
             }
             let id = c.u32(&name)?;
             let ty = GgmlType::from_id(id)
@@ -299,13 +362,15 @@ impl Header {
             let offset = c.u64(&name)?;
             raw.push((name, dims, ty, offset));
         }
+        let mut names: HashSet<&str> = HashSet::with_capacity(raw.len());
+        if let Some((name, ..)) = raw.iter().find(|(name, ..)| !names.insert(name.as_str())) {
+            bail!("tensor `{name}` appears twice");
+        }
+        drop(names);
         let data_offset = (c.pos as u64).next_multiple_of(alignment);
         let len = file.len() as u64;
-        let mut tensors: Vec<TensorInfo> = Vec::with_capacity(n_tensors);
+        let mut tensors: Vec<TensorInfo> = Vec::with_capacity(raw.len());
         for (name, dims, ty, offset) in raw {
-            if tensors.iter().any(|t| t.name == name) {
-                bail!("tensor `{name}` appears twice");
-            }
             let numel = dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d));
             let bytes = numel.and_then(|n| ty.size_of(n)).ok_or_else(|| {
                 anyhow::anyhow!(
@@ -332,24 +397,26 @@ impl Header {
         Ok(Self { version, metadata, tensors, alignment, data_offset })
     }
 
-    /// The metadata value of `key`.
+    /// The metadata value of `key` (a scan: for the few lookups a loader makes).
     pub fn get(&self, key: &str) -> Option<&Value> {
         self.metadata.iter().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 
-    /// The tensor named `name`.
+    /// The tensor named `name` (a scan: a loader looking up every tensor of
+    /// a model indexes [`Header::tensors`] by name instead).
     pub fn tensor(&self, name: &str) -> Option<&TensorInfo> {
         self.tensors.iter().find(|t| t.name == name)
     }
 
     /// Bytes of all tensor data.
     pub fn data_bytes(&self) -> u64 {
-        self.tensors.iter().map(|t| t.bytes).sum()
+        // Saturating: tensors may share bytes, so the sum is not bounded by the file.
+        self.tensors.iter().fold(0u64, |a, t| a.saturating_add(t.bytes))
     }
 
     /// Number of values in all tensors.
     pub fn params(&self) -> u64 {
-        self.tensors.iter().map(TensorInfo::numel).sum()
+        self.tensors.iter().fold(0u64, |a, t| a.saturating_add(t.numel()))
     }
 }
 

@@ -34,6 +34,13 @@ impl Writer {
         self.n_kv += 1;
         self
     }
+    pub fn kv_u64(&mut self, key: &str, v: u64) -> &mut Self {
+        string(&mut self.kv, key);
+        self.kv.extend_from_slice(&10u32.to_le_bytes());
+        self.kv.extend_from_slice(&v.to_le_bytes());
+        self.n_kv += 1;
+        self
+    }
     pub fn kv_f32(&mut self, key: &str, v: f32) -> &mut Self {
         string(&mut self.kv, key);
         self.kv.extend_from_slice(&6u32.to_le_bytes());
@@ -209,4 +216,161 @@ fn fuzzed_headers_never_panic_or_allocate_without_bound() {
         }
     }
     assert!(ok > 0 && bad > 0, "the mutations should yield both outcomes: {ok} ok, {bad} refused");
+}
+
+/// A header of `n_tensors` tensors and `n_kv` key/values (as the counts say,
+/// whatever follows), then `tail`.
+fn counts(n_tensors: u64, n_kv: u64, tail: &[u8]) -> Vec<u8> {
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(n_tensors.to_le_bytes());
+    b.extend(n_kv.to_le_bytes());
+    b.extend_from_slice(tail);
+    b
+}
+
+/// One key/value `key` of type `ty` with raw payload `v`.
+fn kv(key: &str, ty: u32, v: &[u8]) -> Vec<u8> {
+    let mut b = Vec::new();
+    string(&mut b, key);
+    b.extend(ty.to_le_bytes());
+    b.extend_from_slice(v);
+    b
+}
+
+/// An array payload: element type, length, then `elems`.
+fn arr(et: u32, n: u64, elems: &[u8]) -> Vec<u8> {
+    let mut b = et.to_le_bytes().to_vec();
+    b.extend(n.to_le_bytes());
+    b.extend_from_slice(elems);
+    b
+}
+
+/// Parses under the counting allocator: the outcome (`Err` as its text) and
+/// the peak bytes gained while parsing.
+fn parse_peak(b: &[u8]) -> (Result<Header, String>, usize) {
+    let before = crate::alloc::reset_peak();
+    let r = Header::parse(b).map_err(|e| format!("{e:#}"));
+    (r, crate::alloc::peak().saturating_sub(before))
+}
+
+/// Every count of the format, set far beyond what the file holds, is
+/// refused naming the count, its value and what was left, and the refusal
+/// allocates almost nothing.
+#[test]
+fn each_hostile_count_is_refused_naming_it() {
+    let big = [u64::MAX, 1 << 62, 4_000_000_000, 1 << 20];
+    for n in big {
+        let cases: Vec<(Vec<u8>, String)> = vec![
+            (counts(n, 0, &[0; 64]), format!("tensor count at byte 8 is {n}")),
+            (counts(0, n, &[0; 64]), format!("metadata count at byte 16 is {n}")),
+            (counts(0, 1, &kv("k", 8, &n.to_le_bytes())), format!("metadata `k` string at byte 37 is {n}")),
+            (
+                counts(0, 1, &kv("k", 9, &arr(0, n, &[1; 64]))),
+                format!("metadata `k` array length at byte 41 is {n}"),
+            ),
+            (counts(0, 1, &kv("k", 9, &arr(8, n, &[0; 64]))), format!("`k` array length at byte 41 is {n}")),
+            (counts(0, 1, &kv("k", 9, &arr(9, n, &[0; 64]))), format!("`k` array length at byte 41 is {n}")),
+        ];
+        // A key length beyond the file.
+        let mut key = counts(0, 1, &n.to_le_bytes());
+        key.extend([0; 32]);
+        for (b, want) in cases.into_iter().chain([(key, format!("metadata key 0 at byte 24 is {n}"))]) {
+            let (r, peak) = parse_peak(&b);
+            let e = r.expect_err("must be refused");
+            assert!(e.contains(&want) && e.contains("more than the"), "want {want:?}: {e}");
+            if crate::alloc::is_installed() {
+                assert!(peak < 4096, "refusing {want:?} peaked at {peak} bytes");
+            }
+        }
+    }
+    // Tensor dimensions: beyond ggml's int64, or a product that overflows.
+    let mut w = small();
+    w.tensor("huge", &[1 << 63, 1], 0, vec![]);
+    assert!(err(&w.bytes()).contains("tensor `huge` has a dimension of 9223372036854775808"));
+    let mut w = small();
+    w.tensor("wide", &[1 << 40, 1 << 40], 0, vec![]);
+    assert!(err(&w.bytes()).contains("`wide` [1099511627776, 1099511627776] of F32"));
+    let mut w = small();
+    w.tensor("far", &[1 << 30, 4], 0, vec![]);
+    assert!(
+        err(&w.bytes()).contains("tensor `far` (17179869184 bytes at data offset 64) lies outside the file")
+    );
+    for nd in [0u32, 5, u32::MAX] {
+        let mut t = Vec::new();
+        string(&mut t, "t");
+        t.extend(nd.to_le_bytes());
+        t.extend([0; 64]);
+        let e = err(&counts(1, 0, &t));
+        assert!(e.contains(&format!("tensor `t` has {nd} dimensions; ggml allows 1 to 4")), "{e}");
+    }
+}
+
+/// An array's length is trusted for sizing only once its elements are found:
+/// a length the remaining bytes could hold at the smallest encoding, of
+/// elements that are not there, is refused without reserving its vector.
+#[test]
+fn an_array_length_reserves_nothing_before_its_elements_are_read() {
+    // 1 MiB of 0xff after a string array's length of (bytes left) / 8: the
+    // first string's length runs past the end. Reserving the vector first
+    // would take 32 bytes per claimed element, 4 MiB.
+    let rest = vec![0xffu8; 1 << 20];
+    let b = counts(0, 1, &kv("tokenizer.ggml.tokens", 9, &arr(8, (rest.len() / 8) as u64, &rest)));
+    let (r, peak) = parse_peak(&b);
+    let e = r.expect_err("must be refused");
+    assert!(e.contains("metadata `tokenizer.ggml.tokens` string") && e.contains("more than the"), "{e}");
+    // Two nested arrays of bools, the second with a bad one: found before
+    // the first is built (it would take 32 bytes per bool, 16 MiB).
+    let mut nested = arr(9, 2, &arr(7, 1 << 19, &vec![1u8; 1 << 19]));
+    let mut bad = vec![0u8; 1 << 19];
+    bad[1000] = 2;
+    nested.extend(arr(7, 1 << 19, &bad));
+    let (r2, peak2) = parse_peak(&counts(0, 1, &kv("n", 9, &nested)));
+    let e2 = r2.expect_err("must be refused");
+    assert!(e2.contains("metadata `n`: bool byte at") && e2.contains("is 2, not 0 or 1"), "{e2}");
+    if crate::alloc::is_installed() {
+        assert!(peak < 4096, "refusing the string array peaked at {peak} bytes");
+        assert!(peak2 < 4096, "refusing the nested arrays peaked at {peak2} bytes");
+    }
+}
+
+/// A valid header's memory: the worst case, one-byte array elements, takes
+/// at most 40 bytes per byte of file (each is a 32-byte `Value`), as the
+/// module doc says; a long vocabulary of strings takes less per byte.
+#[test]
+fn a_valid_headers_memory_is_bounded_by_its_bytes() {
+    let n = 100_000u64;
+    let bytes = counts(0, 1, &kv("u8s", 9, &arr(0, n, &vec![1u8; n as usize])));
+    let (r, peak) = parse_peak(&bytes);
+    let h = r.unwrap();
+    assert_eq!(h.get("u8s").and_then(Value::as_array).map(<[Value]>::len), Some(n as usize));
+    let mut w = Writer::new();
+    let tokens: Vec<String> = (0..20_000).map(|i| format!("tok{i}")).collect();
+    w.kv_strs("tokenizer.ggml.tokens", &tokens.iter().map(String::as_str).collect::<Vec<_>>());
+    let vocab = w.bytes();
+    let (r2, peak2) = parse_peak(&vocab);
+    assert!(r2.is_ok());
+    if crate::alloc::is_installed() {
+        assert!(peak <= 40 * bytes.len(), "{} header bytes peaked at {peak}", bytes.len());
+        assert!(peak2 <= 40 * vocab.len(), "{} header bytes peaked at {peak2}", vocab.len());
+    }
+}
+
+/// Duplicate keys and tensor names are found wherever they sit in a long
+/// list (a hash set, not a scan per entry).
+#[test]
+fn duplicates_are_found_in_long_lists() {
+    let mut w = Writer::new();
+    for i in 0..5000 {
+        w.kv_u32(&format!("k{i}"), i);
+    }
+    w.kv_u32("k4999", 1);
+    assert!(err(&w.bytes()).contains("metadata key `k4999` appears twice"));
+    let mut w = Writer::new();
+    for i in 0..5000 {
+        w.tensor(&format!("t{i}"), &[1], 0, vec![0; 4]);
+    }
+    assert!(Header::parse(&w.bytes()).is_ok());
+    w.tensor("t17", &[1], 0, vec![0; 4]);
+    assert!(err(&w.bytes()).contains("tensor `t17` appears twice"));
 }

@@ -12,6 +12,7 @@ use crate::gguf::{GgufFile, Header, TensorInfo, Value};
 use crate::kernels::quant::{QMatrix, WeightFormat, ggml_row_bytes};
 use crate::models::{Arch, ModelConfig};
 use anyhow::{Result, bail};
+use std::collections::{HashMap, HashSet};
 
 /// Architectures this loader runs.
 pub const ARCHITECTURES: &[&str] = &["llama", "gpt2", "bert"];
@@ -67,8 +68,112 @@ pub fn format_of(t: &TensorInfo) -> Result<WeightFormat> {
     })
 }
 
-/// Reads and checks the header's model description: architecture, shape,
-/// every tensor's type. Nothing is loaded.
+/// `v` as a usize (every count here is bounded by a tensor's dims first,
+/// which the parser keeps within the file; a context length is only ever
+/// compared against).
+fn size(v: u64) -> usize {
+    usize::try_from(v).unwrap_or(usize::MAX)
+}
+
+/// The dims of tensor `name`, or an error naming it.
+fn dims<'h>(h: &'h Header, name: &str) -> Result<&'h [u64]> {
+    h.tensor(name).map(|t| t.dims.as_slice()).ok_or_else(|| anyhow::anyhow!("no tensor `{name}`"))
+}
+
+/// The model's shape from the header's counts, each checked against the
+/// tensors the file holds before anything is built from it: the embedding
+/// width and vocabulary are `token_embd.weight`'s dims, the heads divide
+/// the width, the blocks fit in the `blk.*` tensors present, the
+/// feed-forward width is `blk.0.ffn_up.weight`'s, learned position and
+/// segment tables bound theirs. A count the file cannot back is an error
+/// naming its key and value (a 4 KB file saying 4x10^9 blocks made the
+/// loader list 36x10^9 tensor names before checking one). A llama's
+/// `context_length` is backed by no tensor and sizes nothing: RoPE's tables
+/// follow the cases' own positions, which it only bounds.
+fn shape(h: &Header, arch: &str, family: Arch) -> Result<ModelConfig> {
+    let k = |s: &str| format!("{arch}.{s}");
+    let emb = dims(h, "token_embd.weight")?;
+    let (hk, bk, fk) = (k("embedding_length"), k("block_count"), k("feed_forward_length"));
+    let hidden = meta_u64(h, &hk)?;
+    if emb.len() != 2 || emb[0] != hidden || emb.contains(&0) {
+        bail!(
+            "metadata `{hk}` is {hidden}, but tensor `token_embd.weight` has dims {emb:?} (ggml's [{hk}, vocabulary], neither 0)"
+        );
+    }
+    let vocab = emb[1];
+    if let Some(v) = h.get(&k("vocab_size")).and_then(Value::as_u64)
+        && v != vocab
+    {
+        bail!("metadata `{arch}.vocab_size` is {v}, but tensor `token_embd.weight` has dims {emb:?}");
+    }
+    let (qk, kvk) = (k("attention.head_count"), k("attention.head_count_kv"));
+    let heads = meta_u64(h, &qk)?;
+    if heads == 0 || !hidden.is_multiple_of(heads) {
+        bail!("metadata `{qk}` is {heads}: it must divide `{hk}` ({hidden})");
+    }
+    let kv_heads = h.get(&kvk).and_then(Value::as_u64).unwrap_or(heads);
+    if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
+        bail!("metadata `{kvk}` is {kv_heads}: it must divide `{qk}` ({heads})");
+    }
+    // Named first: a file missing one gets its name, not a block count error.
+    if let Some(n) = super::gguf_arch::outside_blocks(family).into_iter().find(|n| h.tensor(n).is_none()) {
+        bail!("no tensor `{n}`, which the `{arch}` architecture needs");
+    }
+    let blocks = meta_u64(h, &bk)?;
+    let per = super::gguf_arch::block_tensors(family, 0, |_| true).len() as u64;
+    let present = h.tensors.iter().filter(|t| t.name.starts_with("blk.")).count() as u64;
+    if blocks == 0 || blocks.checked_mul(per).is_none_or(|n| n > present) {
+        bail!(
+            "metadata `{bk}` is {blocks}, but the file holds {present} block tensors (`blk.*`): room for at most {} blocks of at least {per} tensors",
+            present / per
+        );
+    }
+    let ffn = meta_u64(h, &fk)?;
+    // A missing blk.0.ffn_up is named with the other required tensors.
+    if let Some(up) = h.tensor("blk.0.ffn_up.weight")
+        && (up.dims.get(1) != Some(&ffn) || ffn == 0)
+    {
+        bail!(
+            "metadata `{fk}` is {ffn}, but tensor `blk.0.ffn_up.weight` has dims {:?} (ggml's [{hk}, {fk}])",
+            up.dims
+        );
+    }
+    let mut max_positions = meta_u64(h, &k("context_length"))?;
+    // Learned tables: position rows bound the context; row 0 of the segment table is added.
+    let table = |name: &str| -> Result<u64> {
+        let t = dims(h, name)?;
+        if t.len() != 2 || t[0] != hidden {
+            bail!("tensor `{name}` has dims {t:?}, expected [{hidden}, rows] (`{hk}` is {hidden})");
+        }
+        Ok(t[1])
+    };
+    if family != Arch::Llama {
+        max_positions = max_positions.min(table("position_embd.weight")?);
+    }
+    let type_vocab = match h.tensor("token_types.weight") {
+        Some(_) if family == Arch::Bert => table("token_types.weight")?,
+        _ => 0,
+    };
+    let eps_key = if family == Arch::Llama { "layer_norm_rms_epsilon" } else { "layer_norm_epsilon" };
+    Ok(ModelConfig {
+        name: String::new(),
+        arch: family,
+        layers: size(blocks),
+        hidden: size(hidden),
+        heads: size(heads),
+        kv_heads: size(kv_heads),
+        ffn: size(ffn),
+        vocab: size(vocab),
+        max_positions: size(max_positions),
+        type_vocab: size(type_vocab),
+        norm_eps: meta_f64(h, &k(&format!("attention.{eps_key}")))? as f32,
+        rope_theta: h.get(&k("rope.freq_base")).and_then(Value::as_f64).unwrap_or(10000.0) as f32,
+    })
+}
+
+/// Reads and checks the header's model description: architecture, shape
+/// (every count against the tensors present, [`shape`]), every tensor's
+/// type. Nothing is loaded.
 pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     let h = &file.header;
     let arch = h.get("general.architecture").and_then(Value::as_str).unwrap_or("(none)");
@@ -82,50 +187,15 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
         ),
     };
     let k = |s: &str| format!("{arch}.{s}");
-    let emb =
-        h.tensor("token_embd.weight").ok_or_else(|| anyhow::anyhow!("no tensor `token_embd.weight`"))?;
-    let hidden = meta_u64(h, &k("embedding_length"))? as usize;
-    let heads = meta_u64(h, &k("attention.head_count"))? as usize;
-    let kv_heads = h.get(&k("attention.head_count_kv")).and_then(Value::as_u64).map_or(heads, |v| v as usize);
-    let vocab = match h.get(&k("vocab_size")).and_then(Value::as_u64) {
-        Some(v) => v as usize,
-        None => emb.dims.get(1).copied().unwrap_or(0) as usize,
-    };
     let llama = family == Arch::Llama;
-    let mut max_positions = meta_u64(h, &k("context_length"))? as usize;
-    if !llama {
-        // Learned positions: the table's rows bound the context.
-        let t = h
-            .tensor("position_embd.weight")
-            .ok_or_else(|| anyhow::anyhow!("no tensor `position_embd.weight`"))?;
-        max_positions = max_positions.min(t.dims.get(1).copied().unwrap_or(0) as usize);
-    }
-    let type_vocab = match h.tensor("token_types.weight") {
-        Some(t) if family == Arch::Bert => t.dims.get(1).copied().unwrap_or(0) as usize,
-        _ => 0,
-    };
-    let eps_key = if llama { "attention.layer_norm_rms_epsilon" } else { "attention.layer_norm_epsilon" };
-    let cfg = ModelConfig {
-        name: String::new(),
-        arch: family,
-        layers: meta_u64(h, &k("block_count"))? as usize,
-        hidden,
-        heads,
-        kv_heads,
-        ffn: meta_u64(h, &k("feed_forward_length"))? as usize,
-        vocab,
-        max_positions,
-        type_vocab,
-        norm_eps: meta_f64(h, &k(eps_key))? as f32,
-        rope_theta: h.get(&k("rope.freq_base")).and_then(Value::as_f64).unwrap_or(10000.0) as f32,
-    };
+    let cfg = shape(h, arch, family)?;
     cfg.validate()?;
     if family == Arch::Bert && matches!(h.get(&k("attention.causal")), Some(Value::Bool(true))) {
         bail!("a causal `bert` (bert.attention.causal = true) is not supported");
     }
     if let Some(d) = h.get(&k("rope.dimension_count")).and_then(Value::as_u64)
         && llama
-        && d as usize != cfg.head_dim()
+        && d != cfg.head_dim() as u64
     {
         bail!(
             "partial rotary embeddings (rope.dimension_count {d} of head dimension {}) are not supported",
@@ -137,17 +207,25 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     }
     // Every tensor the architecture needs must be there, and every tensor's
     // type is checked up front, so the error names the first missing or
-    // unsupported one before anything is loaded.
-    for n in super::gguf_arch::required(&cfg, |n| h.tensor(n).is_some()) {
-        if h.tensor(&n).is_none() {
-            bail!("no tensor `{n}`, which the `{arch}` architecture needs");
+    // unsupported one before anything is loaded. The block count is bounded
+    // by the tensors present ([`shape`]), so the list is too.
+    let names: HashSet<&str> = h.tensors.iter().map(|t| t.name.as_str()).collect();
+    for n in super::gguf_arch::required(&cfg, |n| names.contains(n)) {
+        if !names.contains(n.as_str()) {
+            // A block's tensor: the count may be what is wrong.
+            let count = if n.starts_with("blk.") {
+                format!(" (`{arch}.block_count` is {})", cfg.layers)
+            } else {
+                String::new()
+            };
+            bail!("no tensor `{n}`, which the `{arch}` architecture needs{count}");
         }
     }
     let mut by_type: Vec<(&str, u64)> = Vec::new();
     for t in &h.tensors {
         format_of(t)?;
         match by_type.iter_mut().find(|(n, _)| *n == t.ty.name) {
-            Some(e) => e.1 += t.bytes,
+            Some(e) => e.1 = e.1.saturating_add(t.bytes),
             None => by_type.push((t.ty.name, t.bytes)),
         }
     }
@@ -182,17 +260,24 @@ fn unpermute_rows(bytes: &[u8], rows: usize, heads: usize) -> Vec<u8> {
 pub(super) struct Loader<'a> {
     /// The open file.
     pub file: &'a GgufFile,
+    /// The header's tensors by name (a model looks up every one of them).
+    index: HashMap<&'a str, &'a TensorInfo>,
 }
 
-impl Loader<'_> {
+impl<'a> Loader<'a> {
+    /// A loader of `file`'s tensors.
+    pub fn new(file: &'a GgufFile) -> Self {
+        Self { file, index: file.header.tensors.iter().map(|t| (t.name.as_str(), t)).collect() }
+    }
+
     /// The tensor's header entry, or an error naming it.
-    pub fn tensor(&self, name: &str) -> Result<&TensorInfo> {
-        self.file.header.tensor(name).ok_or_else(|| anyhow::anyhow!("no tensor `{name}`"))
+    pub fn tensor(&self, name: &str) -> Result<&'a TensorInfo> {
+        self.index.get(name).copied().ok_or_else(|| anyhow::anyhow!("no tensor `{name}`"))
     }
 
     /// Whether the file holds a tensor of that name.
     pub fn has(&self, name: &str) -> bool {
-        self.file.header.tensor(name).is_some()
+        self.index.contains_key(name)
     }
 
     /// A tensor of `len` values as f32 (norms, biases, position tables).
@@ -262,7 +347,7 @@ impl Loader<'_> {
 /// (the longest sequence the cases will run, at most the context length).
 pub fn load(file: &GgufFile, info: &FileInfo, positions: usize) -> Result<Model> {
     let cfg = &info.cfg;
-    let l = Loader { file };
+    let l = Loader::new(file);
     match cfg.arch {
         Arch::Gpt2 => return super::gguf_arch::gpt2(&l, cfg),
         Arch::Bert => return super::gguf_arch::bert(&l, cfg),
@@ -288,15 +373,16 @@ pub fn load(file: &GgufFile, info: &FileInfo, positions: usize) -> Result<Model>
     }
     let final_norm = Some(l.norm("output_norm.weight", h)?);
     // Tied output (SmolLM2): no `output.weight`, the LM head is the embedding.
-    let lm_head = match file.header.tensor("output.weight") {
-        Some(_) => Some(l.linear("output.weight", v, h, None)?),
-        None => None,
-    };
+    let lm_head = if l.has("output.weight") { Some(l.linear("output.weight", v, h, None)?) } else { None };
     let rope = Some(Rope::new(positions.clamp(1, cfg.max_positions), hd, cfg.rope_theta));
     let mut m = super::gguf_arch::model(cfg, tokens, blocks);
     (m.final_norm, m.lm_head, m.rope) = (final_norm, lm_head, rope);
     Ok(m)
 }
+
+#[cfg(test)]
+#[path = "hostile_tests.rs"]
+mod hostile_tests;
 
 #[cfg(test)]
 mod tests {

@@ -80,12 +80,22 @@ impl Loader<'_> {
 }
 
 /// Every tensor the architecture needs (optional ones left out), so a file
-/// missing one is refused by name before anything is loaded.
+/// missing one is refused by name before anything is loaded. `cfg.layers`
+/// must already be bounded by the tensors present (`gguf::shape` does).
 pub(super) fn required(cfg: &ModelConfig, has: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out = outside_blocks(cfg.arch);
+    for i in 0..cfg.layers {
+        out.extend(block_tensors(cfg.arch, i, &has));
+    }
+    out
+}
+
+/// The tensors the architecture needs outside its blocks.
+pub(super) fn outside_blocks(arch: Arch) -> Vec<String> {
     let w = |n: &str| format!("{n}.weight");
     let wb = |n: &str| [format!("{n}.weight"), format!("{n}.bias")];
     let mut out = vec![w("token_embd")];
-    match cfg.arch {
+    match arch {
         Arch::Llama => out.push(w("output_norm")),
         Arch::Gpt2 => {
             out.push(w("position_embd"));
@@ -96,22 +106,27 @@ pub(super) fn required(cfg: &ModelConfig, has: impl Fn(&str) -> bool) -> Vec<Str
             out.extend(wb("token_embd_norm"));
         }
     }
-    for i in 0..cfg.layers {
-        let p = |s: &str| format!("blk.{i}.{s}");
-        let llama = cfg.arch == Arch::Llama;
-        if !llama && has(&w(&p("attn_qkv"))) {
-            out.push(w(&p("attn_qkv")));
-        } else {
-            out.extend(["attn_q", "attn_k", "attn_v"].map(|n| w(&p(n))));
-        }
-        out.extend(["attn_output", "ffn_up", "ffn_down"].map(|n| w(&p(n))));
-        match cfg.arch {
-            Arch::Llama => out.extend(["ffn_gate", "attn_norm", "ffn_norm"].map(|n| w(&p(n)))),
-            Arch::Gpt2 => ["attn_norm", "ffn_norm"].iter().for_each(|n| out.extend(wb(&p(n)))),
-            Arch::Bert => {
-                ["attn_output_norm", "layer_output_norm"].iter().for_each(|n| out.extend(wb(&p(n))))
-            }
-        }
+    out
+}
+
+/// The tensors block `i` needs: a fused `attn_qkv` (gpt2, bert) when `has`
+/// says the file holds one, else separate Q, K and V. With `has` always
+/// true, the fewest any block of the architecture needs.
+pub(super) fn block_tensors(arch: Arch, i: usize, has: impl Fn(&str) -> bool) -> Vec<String> {
+    let w = |n: &str| format!("{n}.weight");
+    let wb = |n: &str| [format!("{n}.weight"), format!("{n}.bias")];
+    let p = |s: &str| format!("blk.{i}.{s}");
+    let mut out = Vec::new();
+    if arch != Arch::Llama && has(&w(&p("attn_qkv"))) {
+        out.push(w(&p("attn_qkv")));
+    } else {
+        out.extend(["attn_q", "attn_k", "attn_v"].map(|n| w(&p(n))));
+    }
+    out.extend(["attn_output", "ffn_up", "ffn_down"].map(|n| w(&p(n))));
+    match arch {
+        Arch::Llama => out.extend(["ffn_gate", "attn_norm", "ffn_norm"].map(|n| w(&p(n)))),
+        Arch::Gpt2 => ["attn_norm", "ffn_norm"].iter().for_each(|n| out.extend(wb(&p(n)))),
+        Arch::Bert => ["attn_output_norm", "layer_output_norm"].iter().for_each(|n| out.extend(wb(&p(n)))),
     }
     out
 }

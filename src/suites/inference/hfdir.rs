@@ -122,12 +122,19 @@ impl HfDir {
     fn describe(&self, cfg_path: &Path) -> Result<FileInfo> {
         let v = &self.config;
         let at = cfg_path.display();
+        let sts: Vec<SafeTensors> = self
+            .maps
+            .iter()
+            .map(|(_, m)| SafeTensors::deserialize(m))
+            .collect::<Result<_, _>>()
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
         let num = |k: &str| -> Result<usize> {
             v[k].as_u64()
                 .map(|n| n as usize)
                 .with_context(|| format!("{at}: `{k}` is missing or not an integer"))
         };
         let ty = v["model_type"].as_str().unwrap_or("(none)");
+        let keys = Keys::of(ty);
         let mut cfg = match ty {
             "llama" => {
                 if !v["rope_scaling"].is_null() {
@@ -165,7 +172,7 @@ impl HfDir {
                     hidden,
                     heads,
                     kv_heads: heads,
-                    ffn: v["n_inner"].as_u64().map_or(4 * hidden, |n| n as usize),
+                    ffn: v["n_inner"].as_u64().map_or(hidden.saturating_mul(4), |n| n as usize),
                     vocab: num("vocab_size")?,
                     max_positions: num("n_positions")?,
                     type_vocab: 0,
@@ -179,10 +186,10 @@ impl HfDir {
                 MODEL_TYPES.join(", ")
             ),
         };
+        self.check_counts(&sts, &cfg, &keys, &at.to_string())?;
         cfg.validate()?;
         let (mut params, mut bytes, mut by_type) = (0u64, 0u64, Vec::<(Dtype, u64)>::new());
-        for (_, m) in &self.maps {
-            let st = SafeTensors::deserialize(m).map_err(|e| anyhow::anyhow!("{e}"))?;
+        for st in &sts {
             for (_, t) in st.tensors() {
                 let n: u64 = t.shape().iter().product::<usize>() as u64;
                 params += n;
@@ -201,6 +208,80 @@ impl HfDir {
         Ok(FileInfo { cfg, name, ty, params, bytes })
     }
 
+    /// Checks config.json's counts against the tensors the safetensors files
+    /// hold, before anything is built from them (tensor names, shapes,
+    /// buffers): the heads divide the width, the layers fit in the tensors
+    /// present, the embedding's shape is `[vocab, hidden]`, layer 0's FFN
+    /// is `ffn` wide, learned position and segment tables have the rows the
+    /// config says. A count the files cannot back is an error naming the
+    /// key and its value (`num_hidden_layers: 10^12` made the loader list
+    /// 10^13 tensor names before checking one). A llama's
+    /// `max_position_embeddings` is backed by no tensor and sizes nothing:
+    /// [`HfDir::load`] builds RoPE tables for the cases' own positions.
+    fn check_counts(&self, sts: &[SafeTensors], cfg: &ModelConfig, keys: &Keys, at: &str) -> Result<()> {
+        let (hk, h) = (keys.hidden, cfg.hidden);
+        let prefix = self.gpt2_prefix(sts, cfg.arch);
+        // Each tensor's shape names the counts it backs (rows, columns).
+        let shape = |ours: &str, want: [(&str, usize); 2]| -> Result<()> {
+            let (hf, _) = hf_name(cfg.arch, ours, cfg, prefix);
+            let t = sts.iter().find_map(|s| s.tensor(&hf).ok()).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "model directory {}: no tensor `{hf}` (tfbench's `{ours}`) in its safetensors files",
+                    self.dir.display()
+                )
+            })?;
+            let s = t.shape();
+            if let Some((i, (k, n))) = want.iter().enumerate().find(|(i, (_, n))| s.len() != 2 || s[*i] != *n)
+            {
+                let axis = if i == 0 { "rows" } else { "columns" };
+                bail!("{at}: `{k}` is {n}, but tensor `{hf}` has shape {s:?} ({axis}: `{k}`)");
+            }
+            Ok(())
+        };
+        shape("embed.tokens", [(keys.vocab, cfg.vocab), (hk, h)])?;
+        if cfg.arch != Arch::Llama {
+            shape("embed.positions", [(keys.positions, cfg.max_positions), (hk, h)])?;
+        }
+        if cfg.arch == Arch::Bert {
+            shape("embed.types", [("type_vocab_size", cfg.type_vocab), (hk, h)])?;
+        }
+        if cfg.heads == 0 || !h.is_multiple_of(cfg.heads) {
+            bail!("{at}: `{}` is {}: it must divide `{hk}` ({h})", keys.heads, cfg.heads);
+        }
+        if cfg.kv_heads == 0 || !cfg.heads.is_multiple_of(cfg.kv_heads) {
+            bail!(
+                "{at}: `{}` is {}: it must divide `{}` ({})",
+                keys.kv_heads,
+                cfg.kv_heads,
+                keys.heads,
+                cfg.heads
+            );
+        }
+        // The files' tensors per layer (GPT-2's Q, K and V share `c_attn`).
+        let mut one = cfg.clone();
+        one.layers = 1;
+        let per = one
+            .weights()
+            .iter()
+            .filter(|w| w.name.starts_with("layers.0."))
+            .map(|w| hf_name(cfg.arch, &w.name, cfg, prefix).0)
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        let present: usize = sts.iter().map(SafeTensors::len).sum();
+        if cfg.layers == 0 || cfg.layers.checked_mul(per).is_none_or(|n| n > present) {
+            bail!(
+                "{at}: `{}` is {}, but its safetensors files hold {present} tensors: room for at most {} layers of {per} tensors",
+                keys.layers,
+                cfg.layers,
+                present / per
+            );
+        }
+        let up = [(keys.ffn, cfg.ffn), (hk, h)];
+        // GPT-2's Conv1D stores `[in, out]`.
+        shape("layers.0.ffn.up.weight", if cfg.arch == Arch::Gpt2 { [up[1], up[0]] } else { up })?;
+        Ok(())
+    }
+
     /// The storage of the matrices: the checkpoint's dominant precision.
     fn dtype(info: &FileInfo) -> DType {
         match info.ty.as_str() {
@@ -210,8 +291,9 @@ impl HfDir {
         }
     }
 
-    /// Builds the model `open` described.
-    pub fn load(&self, info: &FileInfo) -> Result<Model> {
+    /// Builds the model `open` described; `positions` sizes a llama's RoPE
+    /// tables (the longest sequence the cases will run), as for GGUF files.
+    pub fn load(&self, info: &FileInfo, positions: usize) -> Result<Model> {
         let sts: Vec<SafeTensors> =
             self.maps.iter().map(|(_, m)| SafeTensors::deserialize(m)).collect::<Result<_, _>>()?;
         let d = self.dir.display();
@@ -257,12 +339,20 @@ impl HfDir {
                     }
                 }
             };
-            if vals.len() != shape.iter().product::<usize>() {
+            if Some(vals.len()) != shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)) {
                 bail!("{d}: `{hf}` has shape {:?}, tfbench's `{ours}` needs {shape:?}", t.shape());
             }
             Ok(Tensor::F32(vals))
         };
-        Model::build(cfg, Self::dtype(info), &mut get)
+        // `max_position_embeddings` only bounds the positions: the tables
+        // are built for those the cases run, never for the config's count.
+        let mut built = cfg.clone();
+        if arch == Arch::Llama {
+            built.max_positions = positions.clamp(1, cfg.max_positions);
+        }
+        let mut m = Model::build(&built, Self::dtype(info), &mut get)?;
+        m.cfg = cfg.clone();
+        Ok(m)
     }
 
     /// The directory's `tokenizer.json`, when it has one.
@@ -272,6 +362,42 @@ impl HfDir {
             bail!("{} has no tokenizer.json", self.dir.display());
         }
         tokenizers::Tokenizer::from_file(&p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))
+    }
+}
+
+/// The config.json keys a model type's counts come from, for errors.
+struct Keys {
+    layers: &'static str,
+    hidden: &'static str,
+    heads: &'static str,
+    kv_heads: &'static str,
+    ffn: &'static str,
+    vocab: &'static str,
+    positions: &'static str,
+}
+
+impl Keys {
+    fn of(model_type: &str) -> Self {
+        match model_type {
+            "gpt2" => Self {
+                layers: "n_layer",
+                hidden: "n_embd",
+                heads: "n_head",
+                kv_heads: "n_head",
+                ffn: "n_inner",
+                vocab: "vocab_size",
+                positions: "n_positions",
+            },
+            _ => Self {
+                layers: "num_hidden_layers",
+                hidden: "hidden_size",
+                heads: "num_attention_heads",
+                kv_heads: if model_type == "llama" { "num_key_value_heads" } else { "num_attention_heads" },
+                ffn: "intermediate_size",
+                vocab: "vocab_size",
+                positions: "max_position_embeddings",
+            },
+        }
     }
 }
 

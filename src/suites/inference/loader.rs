@@ -6,6 +6,7 @@ use super::linear::{DType, Linear, Weights};
 use super::model::{Block, Model, Norm};
 use super::ops::Rope;
 use crate::models::{Arch, ModelConfig};
+use std::collections::HashMap;
 
 impl Model {
     /// Builds a model from a function giving each tensor by name and shape
@@ -13,7 +14,8 @@ impl Model {
     /// token embedding are stored in `dtype`.
     pub fn build(cfg: &ModelConfig, dtype: DType, get: &mut Getter<'_>) -> anyhow::Result<Self> {
         let specs = cfg.weights();
-        let mut l = Loader { specs: &specs, get, dtype, model: &cfg.name };
+        let shapes = specs.iter().map(|w| (w.name.as_str(), w.shape.as_slice())).collect();
+        let mut l = Loader { shapes, get, dtype, model: &cfg.name };
         let tokens = l.linear("embed.tokens")?;
         let positions = l.vector("embed.positions")?;
         let types = l.vector("embed.types")?;
@@ -64,7 +66,8 @@ impl Model {
 pub type Getter<'a> = dyn FnMut(&str, &[usize], bool) -> anyhow::Result<Tensor> + 'a;
 
 struct Loader<'a, 'b> {
-    specs: &'a [crate::models::WeightSpec],
+    /// Each tensor's shape by name (a model looks up every one).
+    shapes: HashMap<&'a str, &'a [usize]>,
     get: &'a mut Getter<'b>,
     dtype: DType,
     model: &'a str,
@@ -72,7 +75,7 @@ struct Loader<'a, 'b> {
 
 impl Loader<'_, '_> {
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
-        self.specs.iter().find(|w| w.name == name).map(|w| w.shape.clone())
+        self.shapes.get(name).map(|s| s.to_vec())
     }
     fn has(&self, name: &str) -> bool {
         self.shape(name).is_some()

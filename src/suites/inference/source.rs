@@ -41,7 +41,7 @@ impl Source {
     pub fn load(&self, info: &FileInfo, positions: usize) -> Result<Model> {
         match self {
             Self::Gguf(f) => ggufmodel::load(f, info, positions),
-            Self::Hf(d) => d.load(info),
+            Self::Hf(d) => d.load(info, positions),
         }
     }
 
