@@ -250,21 +250,37 @@ mod tests {
 
     /// Q8_0 / Q8_1 multiply by `127 / amax` as ggml's x86 code does; `1 / d`
     /// (`amax / 127` inverted) differs from it in the last bit for some
-    /// `amax`, and then rounds some value across a tie the other way. Found
-    /// by search over seeded blocks, so the test proves it tells the two apart.
+    /// `amax`, and then rounds a value next to a tie the other way. The test
+    /// searches for such an `amax` and value, so it proves it tells the two apart.
     #[test]
     fn q8_0_multiplies_by_127_over_amax() {
-        let mut told_apart = 0;
-        for seed in 0..400 {
-            let x = crate::util::randn(QB, 1000 + seed);
-            let amax = x.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
-            let (q, _, _) = quantize(ActQuant::Q8_0, &x);
+        let mut found = None;
+        'search: for i in 0..10_000 {
+            let amax = 1.0 + i as f32 * 3.7e-4;
             let (ggml, inv) = (127.0 / amax, 1.0 / (amax / 127.0));
-            for (&v, &c) in x.iter().zip(&q) {
-                assert_eq!(f32::from(c), (v * ggml).round_ties_even(), "seed {seed}: {v}");
-                told_apart += usize::from((v * ggml).round_ties_even() != (v * inv).round_ties_even());
+            if ggml == inv {
+                continue;
+            }
+            let mid = (50.5 / ggml).to_bits();
+            for b in mid - 16..mid + 16 {
+                let x = f32::from_bits(b);
+                if (x * ggml).round_ties_even() != (x * inv).round_ties_even() {
+                    found = Some((amax, x));
+                    break 'search;
+                }
             }
         }
-        assert!(told_apart > 0, "no seeded block tells 127 / amax from 1 / d; widen the search");
+        let (amax, x) = found.expect("an amax and a value that 127 / amax and 1 / d round apart");
+        let mut block = [0.0f32; QB];
+        block[..2].copy_from_slice(&[amax, x]);
+        for quant in [ActQuant::Q8_0, ActQuant::Q8_1] {
+            let (q, _, _) = quantize(quant, &block);
+            assert_eq!(
+                f32::from(q[1]),
+                (x * (127.0 / amax)).round_ties_even(),
+                "{}: {x} of {amax}",
+                quant.name()
+            );
+        }
     }
 }
