@@ -179,7 +179,7 @@ fn uses_q8k(model: &Model) -> bool {
     model
         .blocks
         .iter()
-        .any(|b| [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].into_iter().chain(b.gate.as_ref()).any(|l| q8k(l)))
+        .any(|b| [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].into_iter().chain(b.gate.as_ref()).any(&q8k))
         || q8k(&model.tokens)
         || model.lm_head.as_ref().is_some_and(q8k)
 }
