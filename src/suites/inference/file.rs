@@ -19,6 +19,7 @@ use super::linear::Weights;
 use super::model::{KvCache, Model, Workspace, WorkspaceSize};
 use super::source::Source;
 use crate::gguf::GgufFile;
+use crate::kernels::quant::w4a8::ActQuant;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
@@ -175,7 +176,7 @@ pub(super) fn set_int8_activations(model: &mut Model, on: bool) {
 /// Whether any matrix's int8 decode quantizes activations by Q8_K (Q4_K
 /// and Q6_K weights, llama.cpp's 256-value blocks).
 fn uses_q8k(model: &Model) -> bool {
-    let q8k = |l: &super::linear::Linear| matches!(&l.w, Weights::Quant(q) if q.act_quant() == crate::kernels::quant::w4a8::ActQuant::Q8K);
+    let q8k = |l: &super::linear::Linear| matches!(&l.w, Weights::Quant(q) if q.act_quant() == ActQuant::Q8K);
     model
         .blocks
         .iter()
