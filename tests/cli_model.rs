@@ -357,8 +357,16 @@ fn a_gguf_file_missing_a_tensor_is_refused_naming_it() {
 
 /// Whether this CPU decodes through tfbench's one-token layout (and so makes
 /// a decode copy of Q8_0/Q4_0/Q4_1 matrices): AVX-512 VNNI with BW and VL,
-/// and F16C and FMA (the kernel's whole feature list).
+/// and F16C and FMA (the kernel's whole feature list), unless
+/// `TFBENCH_MAX_ISA` caps dispatch below VNNI.
 fn cpu_makes_decode_copies() -> bool {
+    // VNNI sits above every level TFBENCH_MAX_ISA can name but `native`, so
+    // any other cap (inherited by the binary) rules the copies out.
+    let capped = std::env::var("TFBENCH_MAX_ISA")
+        .is_ok_and(|v| !v.trim().is_empty() && !v.trim().eq_ignore_ascii_case("native"));
+    if capped {
+        return false;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         std::arch::is_x86_feature_detected!("f16c")

@@ -30,7 +30,7 @@
 //! kernels do).
 
 use super::blocks::{BlockFormat, BlockTensor, QK};
-use super::w4a8::{ActLayout, Q8Acts};
+use super::w4a8::{ActLayout, ActQuant, Q8Acts};
 
 /// Blocks per group (lanes of a 512-bit register of i32).
 const GROUP: usize = 16;
@@ -117,9 +117,10 @@ impl LaneCodes {
     }
 }
 
-/// One token's activations quantized as [`Q8Acts`] (blocks of 32, Q8_0's
-/// rule), in the decode layout, with the integer block sums the offset
-/// corrections need.
+/// One token's activations quantized as [`Q8Acts`] by llama.cpp's Q8_1
+/// rule (Q8_0's codes and scales, plus the f16 block sum `s` that only
+/// Q4_1's minimum term reads; Q8_0 and Q4_0 take their offsets out through
+/// the exact integer sums), in the decode layout.
 #[derive(Debug, Clone)]
 pub struct LaneActs {
     /// Blocks.
@@ -128,7 +129,7 @@ pub struct LaneActs {
     pub qs: Vec<i8>,
     /// `d_a` per block.
     pub d: Vec<f32>,
-    /// `d_a * sum(q_a)` per block (Q4_1's minimum term).
+    /// Q8_1's `s` per block (Q4_1's minimum term).
     pub s: Vec<f32>,
     /// `sum(q_a)` per block (the offsets' exact correction).
     pub sum: Vec<i32>,
@@ -141,7 +142,7 @@ pub struct LaneActs {
 impl LaneActs {
     /// Quantizes one token `x` (`x.len()` a multiple of 32).
     pub fn new(x: &[f32]) -> Self {
-        let a = Q8Acts::new(x, 1, x.len(), ActLayout::Natural);
+        let a = Q8Acts::new(x, 1, x.len(), ActLayout::Natural, ActQuant::Q8_1);
         let nb = x.len() / QK;
         let mut qs = vec![0i8; nb * QK];
         let mut sum = vec![0i32; nb];
@@ -539,9 +540,19 @@ mod tests {
                     let mut got = [f32::NAN; ROWS];
                     dot_rows(&codes, &t, 0, &a, use_vnni, &mut got);
                     for (r, &g) in got.iter().enumerate() {
-                        let want: f64 = (0..k).map(|j| f64::from(wd[r * k + j]) * f64::from(xd[j])).sum();
-                        let scale: f64 =
+                        let mut want: f64 = (0..k).map(|j| f64::from(wd[r * k + j]) * f64::from(xd[j])).sum();
+                        let mut scale: f64 =
                             (0..k).map(|j| (f64::from(wd[r * k + j]) * f64::from(xd[j])).abs()).sum();
+                        // Q4_1's minimum term multiplies Q8_1's f16 `s`.
+                        if f == BlockFormat::Q4_1 {
+                            for b in 0..k / QK {
+                                let sum = f64::from(a.d[b]) * f64::from(a.sum[b]);
+                                let c =
+                                    f64::from(t.mins[r * (k / QK) + b].to_f32()) * (f64::from(a.s[b]) - sum);
+                                want += c;
+                                scale += c.abs();
+                            }
+                        }
                         assert!(
                             (f64::from(g) - want).abs() <= 1e-5 * scale.max(1.0),
                             "{f:?} k={k} row {r} vnni={use_vnni}: {g} vs {want}"

@@ -11,7 +11,8 @@
 //!   f32 GEMM, amortising the dequantization over all tokens.
 //!
 //! The 4-bit formats (Q4_0, Q4_1, Q4_K), Q6_K and Q8_0 decode as llama.cpp
-//! does: the activations are quantized per call to int8 blocks of 32 and the
+//! does: the activations are quantized per call by llama.cpp's rule for the
+//! format ([`ActQuant`](super::actq::ActQuant): Q8_0, Q8_1 or Q8_K) and the
 //! codes dotted with them by VNNI ([`w4a8`](super::w4a8), [`q6k`](super::q6k),
 //! [`w8a8`](super::w8a8)); opt out with
 //! [`QMatrix::with_f32_activations`] for the exact weight-only product.
@@ -21,7 +22,8 @@
 //! quantization on the int8 GEMM.
 //!
 //! This file is the dispatcher ([`QMatrix`]: storage, quantization and the
-//! choice of path); the per-format row dot products live in `linear/dot.rs`,
+//! choice of path); the activation rule per format and the references'
+//! view of it live in `linear/act.rs`, the per-format row dot products in `linear/dot.rs`,
 //! the format names in `linear/format.rs`, the W8A8 layer in
 //! `linear/dynamic.rs`.
 
@@ -32,13 +34,14 @@ use super::kquant::{Q4KTensor, QK_K};
 use super::lanes::{self, LaneCodes};
 use super::q6k::Q6KTensor;
 use super::ternary::{self, TernaryMatrix};
-use super::w4a8::{self, ActLayout, Q4Row, Q8Acts};
+use super::w4a8::{self, ActLayout, ActQuant, Q4Row, Q8Acts};
 use crate::kernels::{Layout, SendPtr, matmul};
 use anyhow::{Result, bail};
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
+mod act;
 mod dot;
 mod dynamic;
 mod format;
@@ -154,21 +157,11 @@ impl QMatrix {
         self.act8 = on && act8_format(self.format);
     }
 
-    /// Whether a call with `m` tokens quantizes the activations to int8
-    /// blocks of 32 (4-bit formats at decode sizes, unless opted out).
+    /// Whether a call with `m` tokens quantizes the activations to int8 by
+    /// llama.cpp's rule ([`act_quant`](Self::act_quant); the int8-decode
+    /// formats at decode sizes, unless opted out).
     pub fn quantizes_activations(&self, m: usize) -> bool {
         self.act8 && m <= DECODE_MAX_M
-    }
-
-    /// The activations a call with `m` tokens multiplies: `x` itself, or its
-    /// Q8 round trip when [`quantizes_activations`](Self::quantizes_activations)
-    /// (references compare against `x^ W^T`).
-    pub fn kernel_activations(&self, x: &[f32], m: usize) -> Vec<f32> {
-        if !self.quantizes_activations(m) || m == 0 {
-            return x.to_vec();
-        }
-        let a = Q8Acts::new(x, m, self.cols, self.act_layout());
-        (0..m).flat_map(|t| a.dequantized(t)).collect()
     }
 
     /// Name of the decode kernel family for `m` tokens on this CPU:
@@ -180,14 +173,6 @@ impl QMatrix {
             "avx512"
         } else {
             "portable"
-        }
-    }
-
-    fn act_layout(&self) -> ActLayout {
-        match self.format {
-            WeightFormat::Q4K => ActLayout::K,
-            WeightFormat::Q6K | WeightFormat::Q8_0 => ActLayout::Natural,
-            _ => ActLayout::Quad,
         }
     }
 
@@ -343,7 +328,7 @@ impl QMatrix {
         {
             return lanes::matvec_many(&mut [(self.lane_codes(t), t, y)], x);
         }
-        let a = Q8Acts::new(x, m, k, self.act_layout());
+        let a = Q8Acts::new(x, m, k, self.act_layout(), self.act_quant());
         let out = SendPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
@@ -532,16 +517,18 @@ mod tests {
     }
 
     /// f64 reference: the activations the kernel multiplies (x, or its Q8
-    /// round trip for the W4A8 kernels) times the dequantized weight.
+    /// round trip for the W4A8 kernels) times the dequantized weight, plus
+    /// Q4_1's f16 block-sum correction.
     fn reference(q: &QMatrix, x: &[f32], m: usize) -> (Vec<f32>, Vec<f64>) {
         let w = q.dequantize();
+        let corr = q.kernel_correction(x, m);
         let x = &q.kernel_activations(x, m);
         let (k, n) = (q.cols, q.rows);
         let mut want = vec![0.0f32; m * n];
         let mut tol = vec![0.0f64; m * n];
         for t in 0..m {
             for j in 0..n {
-                let (mut s, mut a) = (0.0f64, 0.0f64);
+                let (mut s, mut a) = (corr[t * n + j], corr[t * n + j].abs());
                 for p in 0..k {
                     let v = x[t * k + p] as f64 * w[j * k + p] as f64;
                     s += v;

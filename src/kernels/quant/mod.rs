@@ -2,6 +2,8 @@
 //!
 //! The API is small on purpose:
 //!
+//! - [`actq`]: the int8 decode kernels' activation quantization, llama.cpp's
+//!   rules bit for bit (Q8_0, Q8_1, Q8_K: the weight format's `vec_dot_type`).
 //! - [`int8`]: INT8 symmetric / asymmetric, per-tensor / per-channel
 //!   quantize and dequantize, and per-token activation quantization.
 //! - [`blocks`]: llama.cpp block formats Q8_0, Q4_0 and Q4_1 (32 values per
@@ -28,6 +30,7 @@
 //! quantizers and block decoders have AVX-512 twins in `avx512`, chosen at
 //! run time, that give the same codes bit for bit.
 
+pub mod actq;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod blocks;

@@ -10,8 +10,8 @@
 //! `128h + 64 + l` in its high one; byte `l < 32` of `qh[32h..]` holds the
 //! high bits of values `128h + l + 32i` in bits `2i..2i+2`.
 //!
-//! Decode ([`dot_row`]) follows llama.cpp's Q6_K x Q8 dot: the activations
-//! quantized to int8 blocks of 32 ([`Q8Acts`] in natural order), the 6-bit
+//! Decode ([`dot_row`]) follows llama.cpp's Q6_K x Q8_K dot: the activations
+//! quantized by llama.cpp's Q8_K rule ([`Q8Acts`] in natural order), the 6-bit
 //! codes unpacked to bytes and dotted by `vpdpbusd` (AVX-512 VNNI), the
 //! `- 32` offset through a second `vpdpbusd` against a constant 32, each
 //! group of 16 scaled by `d * sc[j] * d_a` in f32.

@@ -1,22 +1,24 @@
 //! 4-bit weights times int8 activations (W4A8), llama.cpp's way of running
 //! Q4_0 / Q4_1 / Q4_K matrix-vector products: each call first quantizes
-//! every activation row to Q8_0-style blocks of 32 (`d_a = max|x| / 127`,
-//! codes `round(x / d_a)`, the scale kept in f32), then per weight block the
-//! nibbles are unpacked (AND 0x0F / shift) and dotted with the int8
-//! activations by `vpdpbusd` (AVX-512 VNNI: unsigned 4-bit codes times signed
-//! bytes, exact in i32), scaled by `d_w * d_a` in f32. The code offset (-8
-//! for Q4_0) and the minimums (Q4_1, Q4_K) are applied once per block through
-//! the block sum of the quantized activations, `s_a = d_a * sum(q_a)`.
+//! every activation row by the weight format's llama.cpp rule
+//! ([`ActQuant`]: Q8_0 for Q4_0, Q8_1 for Q4_1, Q8_K for Q4_K; see
+//! [`super::actq`]), then per weight block the nibbles are unpacked (AND
+//! 0x0F / shift) and dotted with the int8 activations by `vpdpbusd`
+//! (AVX-512 VNNI: unsigned 4-bit codes times signed bytes, exact in i32),
+//! scaled by `d_w * d_a` in f32. The code offset (-8 for Q4_0) and the
+//! minimums (Q4_1, Q4_K) are applied once per block through the block sum of
+//! the quantized activations `s_a` (`d_a * sum(q_a)`, or Q8_1's f16 `s`).
 //!
 //! The result is exactly `sum_j w^_j x^_j` with `w^` the dequantized weight
 //! and `x^ = d_a q_a` the dequantized activation, up to f32 rounding of the
-//! scale products; [`Q8Acts::dequantized`] gives `x^` to references.
+//! scale products, and for Q4_1 up to the f16 rounding of `s` that llama.cpp
+//! makes too; [`Q8Acts::dequantized`] gives `x^` to references.
 //!
 //! The activations are stored in the order the kernels consume them
 //! ([`ActLayout`]), so one 64-byte load lines up with the unpacked nibbles
 //! of 64 code bytes.
 
-use super::{clamp_to_i32, rne};
+pub use super::actq::ActQuant;
 use half::f16;
 
 /// Values per activation block.
@@ -47,51 +49,59 @@ impl ActLayout {
     }
 }
 
-/// `m` activation rows quantized to int8 blocks of 32.
+/// `m` activation rows quantized to int8 by one of llama.cpp's rules, with
+/// a scale per block of 32 (a Q8_K scale repeated over its 8 blocks).
 #[derive(Debug, Clone)]
 pub struct Q8Acts {
     /// Tokens.
     pub m: usize,
-    /// Values per token (a multiple of 32).
+    /// Values per token (a multiple of 32; of 256 for Q8_K).
     pub k: usize,
     /// Code order.
     pub layout: ActLayout,
+    /// The rule the codes and scales follow.
+    pub quant: ActQuant,
     /// Codes, `stride` per token (padded to whole groups of 4 blocks).
     pub qs: Vec<i8>,
     /// Bytes per token in `qs`.
     pub stride: usize,
     /// `d_a` per block, `k / 32` per token.
     pub d: Vec<f32>,
-    /// `d_a * sum(q_a)` per block.
+    /// The block sum the offset terms multiply: `d_a * sum(q_a)`, or for
+    /// Q8_1 ggml's `f16(d_a' * sum(q_a))` (`d_a'` before its f16 rounding).
     pub s: Vec<f32>,
 }
 
 impl Q8Acts {
-    /// Quantizes `x` (`m` rows of `k`, `k` a multiple of 32).
+    /// Quantizes `x` (`m` rows of `k`, `k` whole blocks of `quant`) by `quant`.
     ///
     /// # Panics
-    /// When `k` is not a multiple of 32 or `x` is not `m * k` long.
-    pub fn new(x: &[f32], m: usize, k: usize, layout: ActLayout) -> Self {
-        assert!(k.is_multiple_of(QB) && x.len() == m * k, "Q8Acts: x is not {m}x{k} with k % 32 == 0");
+    /// When `k` is not whole blocks or `x` is not `m * k` long.
+    pub fn new(x: &[f32], m: usize, k: usize, layout: ActLayout, quant: ActQuant) -> Self {
+        let bs = quant.block();
+        assert!(
+            k.is_multiple_of(bs) && x.len() == m * k,
+            "Q8Acts: x is not {m}x{k} with k a multiple of {bs} ({})",
+            quant.name()
+        );
         let nb = k / QB;
         let stride = nb.div_ceil(4) * 128;
         let mut a = Self {
             m,
             k,
             layout,
+            quant,
             qs: vec![0; m * stride],
             stride,
             d: vec![0.0; m * nb],
             s: vec![0.0; m * nb],
         };
-        let mut q = [0i8; QB];
+        let mut q = vec![0i8; k];
         for t in 0..m {
+            let (d, s) = (&mut a.d[t * nb..(t + 1) * nb], &mut a.s[t * nb..(t + 1) * nb]);
+            super::actq::quantize_row(quant, &x[t * k..(t + 1) * k], &mut q, d, s);
             for b in 0..nb {
-                let xs = &x[t * k + b * QB..t * k + (b + 1) * QB];
-                let (d, sum) = quantize_block(xs, &mut q);
-                a.d[t * nb + b] = d;
-                a.s[t * nb + b] = d * sum as f32;
-                for (j, &c) in q.iter().enumerate() {
+                for (j, &c) in q[b * QB..(b + 1) * QB].iter().enumerate() {
                     a.qs[t * stride + layout.pos(b, j)] = c;
                 }
             }
@@ -109,22 +119,6 @@ impl Q8Acts {
             })
             .collect()
     }
-}
-
-/// One block of 32 to int8 codes with `d = max|x| / 127` (ggml's Q8_0
-/// rule, ties to even): returns `(d, sum of codes)`.
-#[inline]
-fn quantize_block(x: &[f32], q: &mut [i8; QB]) -> (f32, i32) {
-    let amax = x.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
-    let d = amax / 127.0;
-    let id = if d > 0.0 { 1.0 / d } else { 0.0 };
-    let mut sum = 0;
-    for (q, &v) in q.iter_mut().zip(x) {
-        let c = clamp_to_i32(rne(v * id), -127.0, 127.0);
-        *q = c as i8;
-        sum += c;
-    }
-    (d, sum)
 }
 
 /// Which 4-bit format a row is in.
@@ -420,14 +414,17 @@ mod tests {
                     seen[p] = true;
                 }
             }
+            // The codes land where the layout says: the round trip is the
+            // rule's own `d * q` in value order (the rule's accuracy is
+            // tested in `actq`).
+            let quant = if layout == ActLayout::K { ActQuant::Q8K } else { ActQuant::Q8_0 };
             let x = data(2 * k, 3);
-            let a = Q8Acts::new(&x, 2, k, layout);
+            let a = Q8Acts::new(&x, 2, k, layout, quant);
             for t in 0..2 {
-                let back = a.dequantized(t);
-                for (i, (&v, &w)) in x[t * k..(t + 1) * k].iter().zip(&back).enumerate() {
-                    let d = a.d[t * k / QB + i / QB];
-                    assert!((v - w).abs() <= d * 0.5001, "{v} {w} {d}");
-                }
+                let (mut q, mut d, mut s) = (vec![0i8; k], vec![0.0; k / QB], vec![0.0; k / QB]);
+                super::super::actq::quantize_row(quant, &x[t * k..(t + 1) * k], &mut q, &mut d, &mut s);
+                let want: Vec<f32> = q.iter().enumerate().map(|(i, &c)| d[i / QB] * f32::from(c)).collect();
+                assert_eq!(a.dequantized(t), want, "{layout:?} token {t}");
             }
         }
     }
@@ -474,7 +471,8 @@ mod tests {
                         kt = Some(t);
                     }
                 }
-                let a = Q8Acts::new(&x, m, k, layout);
+                let quant = [ActQuant::Q8_0, ActQuant::Q8_1, ActQuant::Q8K][which];
+                let a = Q8Acts::new(&x, m, k, layout, quant);
                 for r in 0..n {
                     let row = match (&bt, &kt) {
                         (Some(t), _) => {
@@ -506,6 +504,18 @@ mod tests {
                             for (&xv, &wv) in xh.iter().zip(&deq[r * k..(r + 1) * k]) {
                                 s += xv as f64 * wv as f64;
                                 abs += (xv as f64 * wv as f64).abs();
+                            }
+                            // Q4_1's minimum term multiplies Q8_1's f16 `s`,
+                            // not the sum of the dequantized activations.
+                            if let Q4Row::Q4_1 { m: mins, .. } = row {
+                                for (b, mn) in mins.iter().enumerate() {
+                                    let i = t * (k / QB) + b;
+                                    let sum: f64 =
+                                        xh[b * QB..(b + 1) * QB].iter().map(|&v| f64::from(v)).sum();
+                                    let c = f64::from(mn.to_f32()) * (f64::from(a.s[i]) - sum);
+                                    s += c;
+                                    abs += c.abs();
+                                }
                             }
                             let err = (got as f64 - s).abs();
                             assert!(

@@ -1,8 +1,8 @@
 //! Q8_0 weights times int8 activations (W8A8), llama.cpp's way of running a
 //! Q8_0 matrix-vector product (`ggml_vec_dot_q8_0_q8_0`): the activations
-//! are quantized once per call to blocks of 32 ([`Q8Acts`], natural order),
-//! each block pair's 32 products are summed exactly in i32, and the sum is
-//! scaled by `d_w * d_a` in f32.
+//! are quantized once per call to llama.cpp's Q8_0 blocks of 32
+//! ([`Q8Acts`], natural order), each block pair's 32 products are summed
+//! exactly in i32, and the sum is scaled by `d_w * d_a` in f32.
 //!
 //! VNNI multiplies unsigned by signed bytes, so the signed weights go in as
 //! `|w|` and their signs move onto the activations (`a` negated where `w <
@@ -172,7 +172,7 @@ mod tests {
             // A code of -128 (legal in a file, never written by ggml).
             qs[5] = (-128i8) as u8;
             let x = data(m * k, 99 + m as u64);
-            let a = Q8Acts::new(&x, m, k, ActLayout::Natural);
+            let a = Q8Acts::new(&x, m, k, ActLayout::Natural, super::super::w4a8::ActQuant::Q8_0);
             for r in 0..rows {
                 let (dr, qr) = (&d[r * nb..(r + 1) * nb], &qs[r * k..(r + 1) * k]);
                 for use_vnni in [false, vnni] {

@@ -190,9 +190,9 @@ impl Workload for Linear {
         let mut sx = vec![0.0f32; m];
         // The W4A8 kernels multiply Q8 round-tripped activations: the reference does too.
         let w4a8 = matches!(&self.kernel, Kernel::Q(q) if q.quantizes_activations(m));
-        let xk = match &self.kernel {
-            Kernel::Q(q) if w4a8 => q.kernel_activations(&self.x, m),
-            _ => Vec::new(),
+        let (xk, corr) = match &self.kernel {
+            Kernel::Q(q) if w4a8 => (q.kernel_activations(&self.x, m), q.kernel_correction(&self.x, m)),
+            _ => (Vec::new(), Vec::new()),
         };
         // Both integer paths quantize activations per token the same way.
         let ternary = match &self.kernel {
@@ -226,7 +226,9 @@ impl Workload for Linear {
                         (want, 1e-6 * want.abs() + 1e-30)
                     }
                     _ => {
-                        let (mut s, mut a) = (0.0f64, 0.0f64);
+                        // Q4_1's minimum term takes Q8_1's f16 block sums.
+                        let c = if w4a8 { corr[t * n + j] } else { 0.0 };
+                        let (mut s, mut a) = (c, c.abs());
                         for (&xv, &wv) in xs.iter().zip(&row) {
                             s += xv as f64 * wv as f64;
                             a += (xv as f64 * wv as f64).abs();

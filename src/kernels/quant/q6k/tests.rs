@@ -92,7 +92,7 @@ fn int8_dot_matches_the_dequantized_product_on_both_paths() {
     let vnni = crate::kernels::quant::Int8Path::Avx512Vnni.available() && crate::kernels::quant::has_avx512();
     for m in [1, 3, 8] {
         let x: Vec<f32> = (0..m * k).map(|i| (i * 7919 % 997) as f32 / 498.0 - 1.0).collect();
-        let a = Q8Acts::new(&x, m, k, ActLayout::Natural);
+        let a = Q8Acts::new(&x, m, k, ActLayout::Natural, crate::kernels::quant::w4a8::ActQuant::Q8K);
         for r in 0..n {
             for simd in [false, vnni] {
                 let mut out = vec![0.0f32; m];
