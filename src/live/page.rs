@@ -9,6 +9,7 @@
 //! the browser and the server do little work while the run measures on the
 //! same machine; the charts of a run come with a reload once it is over.
 
+use super::compared::{self, Shown::*, Side};
 use super::state::{Live, LiveRun};
 use crate::baseline::Store;
 use crate::history::{self, HistoryStore};
@@ -65,9 +66,14 @@ pub fn full(live: &Live, src: &Sources) -> String {
     let mut warnings = Vec::new();
     let store = Store::new(&src.baselines);
     let mut stored = Vec::new();
+    // Each baseline's earlier runs (`--append`), for the comparison.
+    let mut earlier = Vec::new();
     for info in store.list().unwrap_or_default() {
         match (&info.problem, store.load(&info.name)) {
-            (None, Ok(b)) => stored.push((format!("baseline {}", info.name), b.report)),
+            (None, Ok(b)) => {
+                stored.push((format!("baseline {}", info.name), b.report));
+                earlier.push(b.earlier_runs);
+            }
             (Some(p), _) => warnings.push(format!("baseline {} not shown: {p}", info.name)),
             (None, Err(e)) => warnings.push(format!("baseline {} not shown: {e:#}", info.name)),
         }
@@ -94,7 +100,8 @@ pub fn full(live: &Live, src: &Sources) -> String {
         .collect();
     let mut top = fragment(live);
     store_section(&mut top, &stored, !entries.is_empty(), &hstore, src, &warnings);
-    let input = HtmlInput { title: src.title.clone(), reports, comparison: None, trends: &trends };
+    let input =
+        HtmlInput { title: src.title.clone(), reports, comparison: None, sides: None, trends: &trends };
     let running = live.runs.iter().any(|r| !r.finished);
     html::render_served(
         &input,
