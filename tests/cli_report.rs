@@ -15,7 +15,15 @@ const SMALL: &str = "tensor/binary/op=(add|mul),shape=100x100$";
 /// `factor`, and whose headline medians are scaled by `headline[i]` for
 /// case `i`. Canary and load records are removed, so that no comparison of
 /// these files depends on how loaded the machine was during the run.
-fn synthetic(src: &Path, dst: &Path, id: &str, started: &str, factor: f64, reversed: bool, headline: [f64; 2]) {
+fn synthetic(
+    src: &Path,
+    dst: &Path,
+    id: &str,
+    started: &str,
+    factor: f64,
+    reversed: bool,
+    headline: [f64; 2],
+) {
     let mut v = json_file(src);
     for (i, c) in v["cases"].as_array_mut().unwrap().iter_mut().enumerate() {
         let samples: Vec<Value> = (0..30)
@@ -98,7 +106,11 @@ fn report_compares_the_newest_file_by_compares_rules() {
     for files in [vec![a.as_str()], vec![a.as_str(), a.as_str()]] {
         let r = report(&files, &a);
         assert_eq!(r.code, 2, "{files:?}: {}", r.stderr);
-        assert!(r.stderr.contains("nothing to judge") && r.stderr.contains("compared with itself"), "{}", r.stderr);
+        assert!(
+            r.stderr.contains("nothing to judge") && r.stderr.contains("compared with itself"),
+            "{}",
+            r.stderr
+        );
         assert!(!html.exists(), "no report written for a refused comparison");
     }
     // A copy of the baseline's run under another name: refused too.
