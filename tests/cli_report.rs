@@ -133,7 +133,7 @@ fn report_compares_the_newest_file_by_compares_rules() {
     let body = &page[page.find("</style>").expect("a stylesheet")..];
     assert!(!coloured(body), "an A/A report colours nothing red or green");
     let side = section(&page, "side");
-    assert!(side.contains("(×1.34)") && side.contains("(×0.59)"), "{side}");
+    assert!(side.contains("(×1.34)") && side.contains("(×0.590)"), "{side}");
     assert!(side.contains("(baseline)") && side.contains("(candidate)"), "{side}");
     // Chart labels keep the file names (cut from the left), and differ.
     let dist = section(&page, "distributions");
