@@ -320,8 +320,8 @@ pub(crate) fn side_by_side(out: &mut String, all: &[(String, &RunReport)], judge
         let _ = write!(out, "<tr><td class=\"id\"><code>{}</code></td>", labels::id_html(id));
         let median = |c: usize| find(columns[c].1.1, id).and_then(|c| c.estimates.as_ref()).map(|e| e.median);
         let base = median(base_col).map(|m| m.point);
-        for c in 0..columns.len() {
-            let case = find(columns[c].1.1, id);
+        for (c, (_, (_, r))) in columns.iter().enumerate() {
+            let case = find(r, id);
             let text = match median(c) {
                 None if case.is_some_and(|c| c.status.is_failed()) => "failed".to_string(),
                 None if case.is_some_and(|c| c.status.is_skipped()) => "skipped".to_string(),
