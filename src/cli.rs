@@ -369,7 +369,8 @@ pub struct ReportArgs {
     /// Write the HTML report to FILE.
     #[arg(long, value_name = "FILE")]
     pub html: PathBuf,
-    /// Also compare the first RESULTS against this baseline (name or file).
+    /// Also compare against this baseline (name or file), by `compare`'s rules: the candidate is
+    /// the newest of the RESULTS (by recorded start) other than the baseline itself.
     #[arg(long, short = 'b', value_name = "NAME|FILE")]
     pub baseline: Option<String>,
     /// Baseline store.

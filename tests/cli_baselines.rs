@@ -405,16 +405,7 @@ fn history_after_three_runs_and_html_report() {
     let res = dir.join("r.json").display().to_string();
     assert_eq!(run_in(&dir, &["--output", &res, "-q"]).code, 0);
     let html = dir.join("report.html");
-    let r = tfbench(&[
-        "report",
-        &res,
-        "--html",
-        &html.display().to_string(),
-        "--baseline",
-        &res,
-        "--history-dir",
-        &hdir,
-    ]);
+    let r = tfbench(&["report", &res, "--html", &html.display().to_string(), "--history-dir", &hdir]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let page = std::fs::read_to_string(&html).unwrap();
     assert!(page.starts_with("<!DOCTYPE html>") || page.starts_with("<!doctype html>"), "{}", &page[..80]);

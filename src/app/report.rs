@@ -1,13 +1,24 @@
 //! `tfbench report --html`: one self-contained HTML file.
+//!
+//! A comparison in the report follows `tfbench compare`'s rules, so the
+//! page never shows a looser verdict than `compare` would: `--baseline`
+//! names the baseline, and the candidate is the newest of the RESULTS by
+//! the start time each run recorded, the baseline itself left out; both
+//! sides are read and checked as `compare` reads them (every run of a
+//! baseline that holds several), judged with this machine's learned noise
+//! bands, and a comparison with nothing to judge (a run compared with
+//! itself, no case in common) is refused with `compare`'s reason.
 
-use super::load_result_set;
+use super::{load_result_set, load_run_set};
 use crate::baseline::Store;
 use crate::cli::ReportArgs;
-use crate::compare::{self, CompareOptions};
+use crate::compare::{self, CompareOptions, Comparison};
 use crate::env::Environment;
 use crate::history::{self, HistoryStore};
 use crate::report::html::{HtmlInput, render};
-use anyhow::Result;
+use crate::results::RunReport;
+use anyhow::{Result, bail};
+use std::path::Path;
 
 /// Writes the report; returns a line saying where.
 pub fn report(args: &ReportArgs) -> Result<String> {
@@ -18,15 +29,15 @@ pub fn report(args: &ReportArgs) -> Result<String> {
     for spec in &args.results {
         loaded.push(load_result_set(&store, spec)?);
     }
-    let comparison = match (&args.baseline, loaded.first()) {
-        (Some(spec), Some((label, new))) => {
-            let (base_label, old) = load_result_set(&store, spec)?;
-            Some(compare::compare(&base_label, &old, label, new, &CompareOptions::default()))
+    let hdir = super::history_dir(args.history_dir.as_deref(), None, &baselines);
+    let (comparison, sides) = match &args.baseline {
+        Some(spec) => {
+            let (c, sides) = compare_newest(&store, spec, &args.results, &loaded, &hdir)?;
+            (Some(c), sides)
         }
-        _ => None,
+        None => (None, None),
     };
     // Trends of the cases shown, from this machine's history when there is one.
-    let hdir = super::history_dir(args.history_dir.as_deref(), None, &baselines);
     let h = HistoryStore::new(hdir).load(&Environment::gather().fingerprint())?;
     let shown: std::collections::BTreeSet<&str> =
         loaded.iter().flat_map(|(_, r)| r.cases.iter().map(|c| c.id.as_str())).collect();
@@ -38,8 +49,99 @@ pub fn report(args: &ReportArgs) -> Result<String> {
         title: args.title.clone(),
         reports: loaded.iter().map(|(l, r)| (l.clone(), r)).collect(),
         comparison: comparison.as_ref(),
+        sides,
         trends: &trends,
     };
     crate::util::write_atomic(&args.html, render(&input).as_bytes())?;
     Ok(format!("HTML report written to {}\n", args.html.display()))
+}
+
+/// The comparison of the newest of `results` (the specs, `loaded` their
+/// reports) with the baseline `base`, as `compare` makes it, with where its
+/// sides are among the files shown (`(baseline, candidate)`, when the
+/// baseline is one of them). Refuses a comparison with nothing to judge.
+fn compare_newest(
+    store: &Store,
+    base: &str,
+    results: &[String],
+    loaded: &[(String, RunReport)],
+    history_dir: &Path,
+) -> Result<(Comparison, Option<(usize, usize)>)> {
+    let is_base: Vec<bool> = results.iter().map(|spec| same_source(spec, base)).collect();
+    let started: Vec<&str> = loaded.iter().map(|(_, r)| r.started_at.as_str()).collect();
+    let Some(cand) = newest(&started, &is_base) else {
+        bail!("report: no RESULTS given to compare with --baseline {base}");
+    };
+    let (old_label, old) = load_run_set(store, base)?;
+    let (new_label, new) = load_run_set(store, &results[cand])?;
+    let spreads = super::spreads_for(history_dir, &new);
+    let c = compare::compare_sets(&old_label, &old, &new_label, &new, &spreads, &CompareOptions::default());
+    if let Some(why) = &c.vacuous {
+        bail!(
+            "the comparison has nothing to judge: {why} (baseline {old_label}, candidate {new_label}: the \
+             newest of the RESULTS other than --baseline); give --baseline another run, or leave it out \
+             to report the files without a comparison"
+        );
+    }
+    super::check_machine(&c, false)?;
+    let sides = is_base.iter().position(|b| *b).map(|b| (b, cand));
+    Ok((c, sides))
+}
+
+/// The candidate among files that recorded `started` (RFC 3339 in UTC, so
+/// the text orders them): the newest of those that are not the baseline
+/// (`is_base`), a later one on the command line winning a tie; the baseline
+/// itself only when every file is the baseline, so that the comparison
+/// refuses it as a run compared with itself. `None` for no file.
+fn newest(started: &[&str], is_base: &[bool]) -> Option<usize> {
+    let pick = |others: bool| {
+        (0..started.len()).filter(|&i| !others || !is_base[i]).max_by(|&a, &b| started[a].cmp(started[b]))
+    };
+    pick(true).or_else(|| pick(false))
+}
+
+/// Whether two specs name one result set: the same file (however the path
+/// is spelled), or the same baseline name.
+fn same_source(a: &str, b: &str) -> bool {
+    let (pa, pb) = (Path::new(a), Path::new(b));
+    if pa.is_file() && pb.is_file() {
+        return match (pa.canonicalize(), pb.canonicalize()) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => a == b,
+        };
+    }
+    a == b
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_newest_other_file_is_the_candidate() {
+        let t = ["2026-01-02T00:00:00Z", "2026-01-03T00:00:00Z", "2026-01-01T00:00:00Z"];
+        assert_eq!(newest(&t, &[false, false, false]), Some(1));
+        // The baseline is never its own candidate while another file is given.
+        assert_eq!(newest(&t, &[false, true, false]), Some(0));
+        // A tie goes to the later file on the command line.
+        assert_eq!(newest(&[t[0], t[0]], &[false, false]), Some(1));
+        // Only the baseline: it is picked, and the comparison refuses it.
+        assert_eq!(newest(&t[..1], &[true]), Some(0));
+        assert_eq!(newest(&[], &[]), None);
+    }
+
+    #[test]
+    fn one_file_under_two_spellings_is_one_source() {
+        let dir = std::env::temp_dir().join(format!("tfbench-report-same-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("a.json");
+        std::fs::write(&f, "{}").unwrap();
+        std::fs::write(dir.join("b.json"), "{}").unwrap();
+        let plain = f.display().to_string();
+        let dotted = dir.join(".").join("a.json").display().to_string();
+        assert!(same_source(&plain, &dotted));
+        assert!(!same_source(&plain, &dir.join("b.json").display().to_string()));
+        assert!(same_source("main", "main") && !same_source("main", "pr"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
 }

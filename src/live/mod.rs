@@ -17,9 +17,12 @@
 //!   the token of [`DashboardFile`]); no file outside the store is served.
 //! - `state`: the runs streamed so far (the last few, in memory only).
 //! - `page`: the live section and the script that refreshes it.
+//! - `compared`: the newest run against the one before it, by `compare`'s
+//!   rules (a run is never compared with itself).
 //! - `files`: mapping a URL path to a file inside the store, refusing
 //!   anything else (`..`, encoded dots, absolute paths, symlinks out).
 
+mod compared;
 mod files;
 mod page;
 pub mod push;

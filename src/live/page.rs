@@ -9,6 +9,7 @@
 //! the browser and the server do little work while the run measures on the
 //! same machine; the charts of a run come with a reload once it is over.
 
+use super::compared::{self, Shown::*, Side};
 use super::state::{Live, LiveRun};
 use crate::baseline::Store;
 use crate::history::{self, HistoryStore};
@@ -65,9 +66,14 @@ pub fn full(live: &Live, src: &Sources) -> String {
     let mut warnings = Vec::new();
     let store = Store::new(&src.baselines);
     let mut stored = Vec::new();
+    // Each baseline's earlier runs (`--append`), for the comparison.
+    let mut earlier = Vec::new();
     for info in store.list().unwrap_or_default() {
         match (&info.problem, store.load(&info.name)) {
-            (None, Ok(b)) => stored.push((format!("baseline {}", info.name), b.report)),
+            (None, Ok(b)) => {
+                stored.push((format!("baseline {}", info.name), b.report));
+                earlier.push(b.earlier_runs);
+            }
             (Some(p), _) => warnings.push(format!("baseline {} not shown: {p}", info.name)),
             (None, Err(e)) => warnings.push(format!("baseline {} not shown: {e:#}", info.name)),
         }
@@ -92,9 +98,39 @@ pub fn full(live: &Live, src: &Sources) -> String {
         .into_iter()
         .filter(|t| shown.contains(t.id.as_str()) && t.points.len() >= 2)
         .collect();
+    // Finished live runs (page order: newest first) and the baselines.
+    let mut sides: Vec<Side> = live
+        .runs
+        .iter()
+        .rev()
+        .enumerate()
+        .filter(|(_, r)| r.finished)
+        .map(|(index, r)| Side { index, label: &reports[index].0, report: &r.report, earlier: &[] })
+        .collect();
+    sides.extend(stored.iter().zip(&earlier).enumerate().map(|(j, ((label, report), earlier))| Side {
+        index: live.runs.len() + j,
+        label,
+        report,
+        earlier,
+    }));
+    // Noise bands learned on this machine, for runs of this machine.
+    let spreads = if sides.iter().all(|s| s.report.environment.fingerprint() == src.fingerprint) {
+        history::learned_spreads(&entries)
+    } else {
+        Default::default()
+    };
+    let shown_cmp = compared::comparison(&sides, &spreads);
     let mut top = fragment(live);
     store_section(&mut top, &stored, !entries.is_empty(), &hstore, src, &warnings);
-    let input = HtmlInput { title: src.title.clone(), reports, comparison: None, trends: &trends };
+    let (comparison, sides) = match &shown_cmp {
+        Compared(c, sides) => (Some(c.as_ref()), Some(*sides)),
+        Refused(why) => {
+            let _ = write!(top, "<p class=\"warn\"><b>No comparison:</b> {}</p>", escape(why));
+            (None, None)
+        }
+        Nothing => (None, None),
+    };
+    let input = HtmlInput { title: src.title.clone(), reports, comparison, sides, trends: &trends };
     let running = live.runs.iter().any(|r| !r.finished);
     html::render_served(
         &input,
@@ -275,6 +311,43 @@ mod tests {
         let stray = Event::RunFinished { run_id: "nope".into(), wall_time_secs: 0.0, targets: vec![] };
         assert!(live.apply(stray).is_err());
         assert_eq!(live.seq, seq);
+    }
+
+    #[test]
+    fn the_page_compares_the_newest_run_by_compares_rules() {
+        let dir = std::env::temp_dir().join(format!("tfbench-live-cmp-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = Store::new(dir.join("store"));
+        let at = |id: &str, started: &str, factor: f64| {
+            let mut r = crate::report::fixture();
+            r.run_id = id.into();
+            r.started_at = started.into();
+            for c in &mut r.cases {
+                c.samples.iter_mut().for_each(|s| s.nanos *= factor);
+            }
+            r
+        };
+        // Saved newest first: the order of the store is not the rule.
+        store.save("pr", &at("b", "2026-01-02T00:00:00Z", 1.3)).unwrap();
+        store.save("main", &at("a", "2026-01-01T00:00:00Z", 1.0)).unwrap();
+        let src = Sources {
+            title: "dash".into(),
+            baselines: dir.join("store"),
+            history: dir.join("store/history"),
+            fingerprint: "x".into(),
+        };
+        let page = full(&Live::default(), &src);
+        assert!(
+            page.contains("<b>baseline main</b> (baseline) → <b>baseline pr</b> (candidate)"),
+            "the newest run is the candidate"
+        );
+        assert!(page.contains("<section id=\"comparison\""));
+        // The candidate's samples copied under a new run: nothing to judge.
+        store.save("pr", &at("c", "2026-01-02T00:00:00Z", 1.0)).unwrap();
+        let page = full(&Live::default(), &src);
+        assert!(!page.contains("<section id=\"comparison\""), "no comparison of identical runs");
+        assert!(page.contains("No comparison:") && page.contains("compared with itself"));
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[test]

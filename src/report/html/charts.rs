@@ -11,6 +11,11 @@ use std::fmt::Write as _;
 /// (keeps the page a few MB at most for a few hundred cases).
 pub(crate) const MAX_DOTS: usize = 500;
 
+/// Characters of a results file's label under a distribution column
+/// (see `labels::short_paths`: cut from the left, and longer where that
+/// is what keeps two labels apart).
+pub(crate) const LABEL_CHARS: usize = 20;
+
 /// One results file's view of a case in a distribution plot.
 pub(crate) struct DistSeries<'a> {
     /// Results-file label, shown under the column when there are several.
@@ -112,13 +117,25 @@ pub(crate) fn distribution(out: &mut String, case_id: &str, series: &[DistSeries
         series.iter().filter_map(|s| s.case.estimates.as_ref().map(|e| e.median)).collect();
     let present: Vec<&Distribution> = series.iter().filter_map(|s| s.dist.as_ref()).collect();
     let y = dist_scale(&present, &cis);
-    let w = LEFT + COL * series.len() as f64 + RIGHT;
+    let captions: Vec<String> = series
+        .iter()
+        .map(|s| match &s.dist {
+            Some(d) if series.len() == 1 => format!("n = {}", d.total),
+            Some(d) => format!("{} (n = {})", s.label, d.total),
+            None => s.label.to_string(),
+        })
+        .collect();
+    // Labels are never cut here (the caller shortened them so that they
+    // differ): a column is as wide as its caption needs.
+    let longest = captions.iter().map(|c| c.chars().count()).max().unwrap_or(0);
+    let col = COL.max(longest as f64 * CHAR_W * 0.8 + 10.0);
+    let w = LEFT + col * series.len() as f64 + RIGHT;
     let label = format!("Distribution of per-iteration times of {case_id}");
     svg::open_sized(out, "dist", w, H, &label, Some(w * 1.5));
     svg::y_axis(out, &y, LEFT, w - RIGHT, Units::Time);
     for (k, s) in series.iter().enumerate() {
         let d = &s.dist;
-        let x0 = LEFT + COL * k as f64;
+        let x0 = LEFT + col * k as f64 + (col - COL) / 2.0;
         let _ = write!(out, "<g class=\"s{}\">", s.series % super::PALETTE);
         match d {
             Some(d) => draw_series(out, &y, x0, d, s.case),
@@ -131,17 +148,13 @@ pub(crate) fn distribution(out: &mut String, case_id: &str, series: &[DistSeries
                 );
             }
         }
-        let caption = match d {
-            Some(d) if series.len() == 1 => format!("n = {}", d.total),
-            Some(d) => format!("{} (n = {})", svg::clip(s.label, 14), d.total),
-            None => svg::clip(s.label, 18),
-        };
+        let caption = &captions[k];
         let _ = write!(
             out,
             "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
             N(x0 + COL / 2.0),
             N(BOTTOM + FONT + 12.0),
-            Esc(&caption),
+            Esc(caption),
         );
     }
     out.push_str("</svg>");

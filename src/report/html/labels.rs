@@ -1,7 +1,9 @@
 //! Case ids for people: natural ordering (`100x100` before `1000x1000`),
 //! chart labels that keep only the parameters that vary inside a group (so
 //! `threads=1` and `threads=all` never collapse into one truncated label),
-//! and ids that may wrap at their commas in a table.
+//! ids that may wrap at their commas in a table, and results-file labels
+//! cut from the left for a chart's narrow column (the file names differ,
+//! the folders often do not).
 
 use super::svg::Esc;
 use crate::report::summary::split_id;
@@ -78,6 +80,77 @@ pub(crate) fn varying_labels(ids: &[&str]) -> Vec<String> {
     }
 }
 
+/// Labels of results files for a narrow place (a chart's column), in the
+/// order given. Each is cut from the LEFT to its last path components
+/// (`…/run-b.json`): as few as keep it apart from every other distinct
+/// label, so what differs stays visible (`x/run/r.json` and `y/run/r.json`
+/// keep their whole paths). A label still over `max` characters is cut
+/// from the left to `max` (`…ng-name-b.json`), unless that would make it
+/// equal another; then it stays whole, since a wide label beats an
+/// ambiguous one. Labels that are equal as given (one file named twice)
+/// are told apart by a count: `a.json`, `a.json (2)`.
+pub(crate) fn short_paths(labels: &[&str], max: usize) -> Vec<String> {
+    let parts: Vec<Vec<&str>> =
+        labels.iter().map(|l| l.split('/').filter(|p| !p.is_empty() && *p != ".").collect()).collect();
+    let tail = |i: usize, k: usize| -> String {
+        let p = &parts[i];
+        if p.is_empty() {
+            return labels[i].to_string();
+        }
+        let k = k.min(p.len());
+        let kept = p[p.len() - k..].join("/");
+        if k < p.len() {
+            format!("…/{kept}")
+        } else if labels[i].starts_with('/') {
+            format!("/{kept}")
+        } else {
+            kept
+        }
+    };
+    // Components kept per label: grow the ones that collide with another
+    // distinct label until none does (or they are whole).
+    let mut keep = vec![1usize; labels.len()];
+    loop {
+        let shown: Vec<String> = (0..labels.len()).map(|i| tail(i, keep[i])).collect();
+        let mut grew = false;
+        for i in 0..labels.len() {
+            let clash = (0..labels.len()).any(|j| labels[j] != labels[i] && shown[j] == shown[i]);
+            if clash && keep[i] < parts[i].len() {
+                keep[i] += 1;
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
+    let whole: Vec<String> = (0..labels.len()).map(|i| tail(i, keep[i])).collect();
+    let cut: Vec<String> = whole
+        .iter()
+        .map(|w| {
+            let n = w.chars().count();
+            if n <= max || max < 2 {
+                w.clone()
+            } else {
+                format!("…{}", w.chars().skip(n - (max - 1)).collect::<String>())
+            }
+        })
+        .collect();
+    let mut out: Vec<String> = (0..labels.len())
+        .map(|i| {
+            let clash = (0..labels.len()).any(|j| labels[j] != labels[i] && cut[j] == cut[i]);
+            if clash { whole[i].clone() } else { cut[i].clone() }
+        })
+        .collect();
+    for i in 0..labels.len() {
+        let n = labels[..i].iter().filter(|l| **l == labels[i]).count();
+        if n > 0 {
+            out[i] = format!("{} ({})", out[i], n + 1);
+        }
+    }
+    out
+}
+
 /// An id escaped for HTML with a break opportunity after each `/` and `,`,
 /// so a narrow column wraps it between parameters, never inside one.
 pub(crate) fn id_html(id: &str) -> String {
@@ -123,6 +196,38 @@ mod tests {
         assert_eq!(mixed, ["one", "two"]);
         let suites = varying_labels(&["s/b/x=1", "t/b/x=1"]);
         assert_eq!(suites, ["s/b/x=1", "t/b/x=1"]);
+    }
+
+    #[test]
+    fn paths_are_cut_from_the_left_keeping_what_differs() {
+        // The finding of issue 45: both files in DIR, cut from the right,
+        // read "DIR/…" twice.
+        let long = "/tmp/some/long/folder/DIR";
+        let (a, b) = (format!("{long}/run-a.json"), format!("{long}/run-b.json"));
+        assert_eq!(short_paths(&[&a, &b], 24), ["…/run-a.json", "…/run-b.json"]);
+        // Equal file names: enough of the folders to tell them apart.
+        assert_eq!(
+            short_paths(&["ci/x/main/results.json", "ci/y/main/results.json", "z.json"], 40),
+            ["…/x/main/results.json", "…/y/main/results.json", "z.json"]
+        );
+        assert_eq!(short_paths(&["x/r.json", "y/r.json"], 40), ["x/r.json", "y/r.json"]);
+        // No path at all (dashboard labels, baseline names) stays as it is.
+        assert_eq!(short_paths(&["baseline main", "live run 2025"], 40), ["baseline main", "live run 2025"]);
+        // Too long: cut from the left to `max`, while the labels stay apart.
+        let (c, d) = ("d/a-very-long-results-name-one.json", "d/a-very-long-results-name-two.json");
+        let s = short_paths(&[c, d], 12);
+        assert_eq!(s, ["…me-one.json", "…me-two.json"]);
+        assert!(s.iter().all(|l| l.chars().count() <= 12));
+        // A cut that would make them equal is not taken.
+        let (e, f) = ("d/one-results-name.json", "d/two-results-name.json");
+        assert_eq!(short_paths(&[e, f], 12), ["…/one-results-name.json", "…/two-results-name.json"]);
+        // One file named twice: a count tells the columns apart.
+        assert_eq!(short_paths(&["./a.json", "./a.json"], 20), ["a.json", "a.json (2)"]);
+        // Distinct labels always give distinct short labels.
+        let many = ["a/b/c.json", "b/b/c.json", "c.json", "/c.json", "a/c.json"];
+        let s = short_paths(&many, 8);
+        let set: std::collections::HashSet<&String> = s.iter().collect();
+        assert_eq!(set.len(), many.len(), "{s:?}");
     }
 
     #[test]

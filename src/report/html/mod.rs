@@ -40,6 +40,11 @@ pub struct HtmlInput<'a> {
     pub reports: Vec<(String, &'a RunReport)>,
     /// A baseline/candidate comparison (`tfbench compare`), if any.
     pub comparison: Option<&'a crate::compare::Comparison>,
+    /// Where the comparison's sides are among `reports`: `(baseline,
+    /// candidate)` indices, when both are shown. The side-by-side table then
+    /// gives ratios to the baseline and colours the candidate's by the
+    /// comparison's verdicts; without it no ratio is coloured.
+    pub sides: Option<(usize, usize)>,
     /// Case trends over a machine's history (`tfbench history`), if any.
     pub trends: &'a [crate::history::CaseTrend],
 }
@@ -159,7 +164,12 @@ fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
     if input.reports.len() > 1 {
         out.push_str("<section id=\"side\"><h2>Side by side</h2>");
         legend(&mut out, &input.reports);
-        tables::side_by_side(&mut out, &input.reports);
+        let judged = input.comparison.zip(input.sides).map(|(cmp, (baseline, candidate))| tables::Judged {
+            cmp,
+            baseline,
+            candidate,
+        });
+        tables::side_by_side(&mut out, &input.reports, judged);
         out.push_str("</section>");
     }
     if let Some(cmp) = input.comparison {
@@ -355,6 +365,9 @@ fn distribution_section(out: &mut String, reports: &[(String, &RunReport)]) {
     if reports.len() > 1 {
         legend(out, reports);
     }
+    // Column captions are narrow: paths cut from the left, file names kept.
+    let names: Vec<&str> = reports.iter().map(|(l, _)| l.as_str()).collect();
+    let short = labels::short_paths(&names, charts::LABEL_CHARS);
     // As many columns as the most files sharing one case, not the number of
     // files: a report of every suite's run has one file per case.
     let columns = tables::union_ids(reports)
@@ -375,8 +388,8 @@ fn distribution_section(out: &mut String, reports: &[(String, &RunReport)]) {
         let series: Vec<charts::DistSeries> = reports
             .iter()
             .enumerate()
-            .filter_map(|(k, (label, r))| {
-                tables::find(r, id).map(|case| charts::DistSeries::new(label, k, case))
+            .filter_map(|(k, (_, r))| {
+                tables::find(r, id).map(|case| charts::DistSeries::new(&short[k], k, case))
             })
             .collect();
         if series.iter().all(|s| s.dist.is_none()) {

@@ -280,15 +280,6 @@ pub(crate) fn x_axis_labels(out: &mut String, x: &LinearScale, y: f64, units: Un
     out.push_str("</g>");
 }
 
-/// `text` cut to `max` characters with an ellipsis (labels in a fixed column).
-pub(crate) fn clip(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let kept: String = text.chars().take(max.saturating_sub(1)).collect();
-    format!("{kept}…")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,6 +3,7 @@
 
 use super::labels;
 use super::svg::Esc;
+use crate::compare::{Comparison, Verdict};
 use crate::report::summary::RunSummary;
 use crate::report::{cells, failure_text, units};
 use crate::results::{CaseResult, RunReport};
@@ -238,12 +239,42 @@ pub(crate) fn find<'a>(r: &'a RunReport, id: &str) -> Option<&'a CaseResult> {
     r.cases.iter().find(|c| c.id == id)
 }
 
+/// The comparison behind a side-by-side table's colours: the indices, in
+/// the files shown, of its baseline and its candidate.
+#[derive(Clone, Copy)]
+pub(crate) struct Judged<'a> {
+    /// The comparison (`tfbench compare`'s rules and verdicts).
+    pub cmp: &'a Comparison,
+    /// Index of the baseline's file.
+    pub baseline: usize,
+    /// Index of the candidate's file.
+    pub candidate: usize,
+}
+
+/// CSS class of a side-by-side ratio (a time ratio: above 1 is slower).
+/// Colour follows the comparison's verdict, never the ratio alone: red
+/// only for a case the comparison calls regressed, green only for one it
+/// calls improved (and only when the ratio of the headline medians points
+/// the same way); unchanged, inconclusive, too few samples, a ratio no
+/// verdict covers, or one that disagrees with its verdict stays grey. Two
+/// runs of one build differ by 0.6x or 1.3x on a busy machine: a colour by
+/// direction painted that noise as change.
+pub(crate) fn ratio_class(ratio: f64, verdict: Option<Verdict>) -> &'static str {
+    match verdict {
+        Some(Verdict::Regressed) if ratio > 1.0 => "slower",
+        Some(Verdict::Improved) if ratio < 1.0 => "faster",
+        _ => "same",
+    }
+}
+
 /// Medians of the cases found in two files or more, one column per file
-/// that has any of them, with the ratio to the first such file (a plain
-/// ratio of medians: the comparison section has the statistics). Cases of
-/// one file only are left out: a report of every suite's run would
-/// otherwise be a table of dashes.
-pub(crate) fn side_by_side(out: &mut String, all: &[(String, &RunReport)]) {
+/// that has any of them, with the ratio to the baseline's column (the
+/// comparison's baseline when `judged` names one shown here, else the first
+/// such file): a plain ratio of medians, coloured by the comparison's
+/// verdict of the candidate's column only ([`ratio_class`]; the comparison
+/// section has the statistics). Cases of one file only are left out: a
+/// report of every suite's run would otherwise be a table of dashes.
+pub(crate) fn side_by_side(out: &mut String, all: &[(String, &RunReport)], judged: Option<Judged>) {
     let shared: Vec<&str> = union_ids(all)
         .into_iter()
         .filter(|id| all.iter().filter(|(_, r)| find(r, id).is_some()).count() > 1)
@@ -254,12 +285,32 @@ pub(crate) fn side_by_side(out: &mut String, all: &[(String, &RunReport)]) {
     }
     let columns: Vec<(usize, &(String, &RunReport))> =
         all.iter().enumerate().filter(|(_, (_, r))| shared.iter().any(|id| find(r, id).is_some())).collect();
-    let reports: Vec<(String, &RunReport)> = columns.iter().map(|(_, (l, r))| (l.clone(), *r)).collect();
+    // Positions among the columns of the baseline and candidate, when shown.
+    let pos = |file: usize| columns.iter().position(|(k, _)| *k == file);
+    let judged = judged.and_then(|j| Some((j.cmp, pos(j.baseline)?, pos(j.candidate)?)));
+    let base_col = judged.map_or(0, |(_, b, _)| b);
+    let _ = write!(
+        out,
+        "<p class=\"muted\">Ratios: each file's median over the {} median, a plain ratio of two medians. {}</p>",
+        if judged.is_some() { "baseline's" } else { "first file's" },
+        if judged.is_some() {
+            "Red or green only where the comparison below calls the candidate's case regressed or improved; \
+             every other ratio is grey, however far from 1 (a ratio alone says nothing about the noise)."
+        } else {
+            "No comparison judges these files (give --baseline): every ratio is grey, however far from 1 \
+             (a ratio alone says nothing about the noise)."
+        }
+    );
     out.push_str("<div class=\"scroll\"><table class=\"side\"><thead><tr><th>Case</th>");
-    for (k, (label, _)) in &columns {
+    for (c, (k, (label, _))) in columns.iter().enumerate() {
+        let role = match judged {
+            Some((_, b, _)) if b == c => " <span class=\"muted\">(baseline)</span>",
+            Some((_, _, n)) if n == c => " <span class=\"muted\">(candidate)</span>",
+            _ => "",
+        };
         let _ = write!(
             out,
-            "<th><span class=\"key s{}\"><i></i></span>{}</th>",
+            "<th><span class=\"key s{}\"><i></i></span>{}{role}</th>",
             k % super::PALETTE,
             labels::id_html(label)
         );
@@ -267,34 +318,31 @@ pub(crate) fn side_by_side(out: &mut String, all: &[(String, &RunReport)]) {
     out.push_str("</tr></thead><tbody>");
     for id in shared {
         let _ = write!(out, "<tr><td class=\"id\"><code>{}</code></td>", labels::id_html(id));
-        let base = find(reports[0].1, id).and_then(|c| c.estimates.as_ref()).map(|e| e.median.point);
-        for (k, (_, r)) in reports.iter().enumerate() {
+        let median = |c: usize| find(columns[c].1.1, id).and_then(|c| c.estimates.as_ref()).map(|e| e.median);
+        let base = median(base_col).map(|m| m.point);
+        for (c, (_, (_, r))) in columns.iter().enumerate() {
             let case = find(r, id);
-            let text = match case.and_then(|c| c.estimates.as_ref()) {
+            let text = match median(c) {
                 None if case.is_some_and(|c| c.status.is_failed()) => "failed".to_string(),
                 None if case.is_some_and(|c| c.status.is_skipped()) => "skipped".to_string(),
                 None => cells::NONE.to_string(),
-                Some(e) => match base {
-                    Some(b) if k > 0 && b > 0.0 => {
-                        // A time ratio: above 1 is slower (red), below faster
-                        // (green); within 2% it is left grey.
-                        let ratio = e.median.point / b;
-                        let class = if ratio > 1.02 {
-                            "slower"
-                        } else if ratio < 0.98 {
-                            "faster"
-                        } else {
-                            "same"
-                        };
+                Some(m) => match base {
+                    Some(b) if c != base_col && b > 0.0 => {
+                        let ratio = m.point / b;
+                        let verdict = judged
+                            .filter(|(_, _, n)| *n == c)
+                            .and_then(|(cmp, _, _)| cmp.changes.iter().find(|ch| ch.id == id))
+                            .map(|ch| ch.verdict);
                         let _ = write!(
                             out,
-                            "<td class=\"num\">{} <b class=\"{class}\">(×{})</b></td>",
-                            Esc(&units::format_time_ci(&e.median)),
+                            "<td class=\"num\">{} <b class=\"{}\">(×{})</b></td>",
+                            Esc(&units::format_time_ci(&m)),
+                            ratio_class(ratio, verdict),
                             units::sig3(ratio)
                         );
                         continue;
                     }
-                    _ => units::format_time_ci(&e.median),
+                    _ => units::format_time_ci(&m),
                 },
             };
             let _ = write!(out, "<td class=\"num\">{}</td>", Esc(&text));
@@ -302,4 +350,25 @@ pub(crate) fn side_by_side(out: &mut String, all: &[(String, &RunReport)]) {
         out.push_str("</tr>");
     }
     out.push_str("</tbody></table></div>");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_are_coloured_by_verdict_not_direction() {
+        // The A/A report of issue 45: 0.59x and 1.34x, both inconclusive.
+        assert_eq!(ratio_class(0.59, Some(Verdict::Inconclusive)), "same");
+        assert_eq!(ratio_class(1.34, Some(Verdict::Inconclusive)), "same");
+        assert_eq!(ratio_class(1.34, Some(Verdict::Unchanged)), "same");
+        assert_eq!(ratio_class(1.34, Some(Verdict::TooFewSamples)), "same");
+        assert_eq!(ratio_class(1.34, None), "same", "no verdict, no colour");
+        assert_eq!(ratio_class(0.5, None), "same");
+        assert_eq!(ratio_class(1.25, Some(Verdict::Regressed)), "slower");
+        assert_eq!(ratio_class(0.8, Some(Verdict::Improved)), "faster");
+        // A headline ratio that points against its verdict is not coloured.
+        assert_eq!(ratio_class(0.97, Some(Verdict::Regressed)), "same");
+        assert_eq!(ratio_class(1.02, Some(Verdict::Improved)), "same");
+    }
 }

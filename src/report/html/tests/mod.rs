@@ -14,7 +14,13 @@ use crate::results::Sample;
 use xml::{El, parse};
 
 fn page(reports: Vec<(String, &RunReport)>, trends: &[CaseTrend]) -> String {
-    render(&HtmlInput { title: "tfbench <report> & \"more\"".into(), reports, comparison: None, trends })
+    render(&HtmlInput {
+        title: "tfbench <report> & \"more\"".into(),
+        reports,
+        comparison: None,
+        sides: None,
+        trends,
+    })
 }
 
 const MATMUL: &str = "tensor/matmul/shape=256x256x256,threads=1";
@@ -58,6 +64,7 @@ fn no_external_reference_and_no_script() {
         title: "t".into(),
         reports: vec![("a".into(), &report), ("b".into(), &report)],
         comparison: Some(&cmp),
+        sides: Some((0, 1)),
         trends: &trends,
     });
     parse(&html);
@@ -323,6 +330,7 @@ fn comparison_bars_show_change_ci_verdict_and_noise_band() {
         title: "t".into(),
         reports: vec![("a".into(), &report)],
         comparison: Some(&cmp),
+        sides: None,
         trends: &[],
     });
     let doc = parse(&html);
@@ -497,6 +505,7 @@ fn comparison_has_a_key_memory_columns_and_a_chart_per_benchmark() {
         title: "t".into(),
         reports: vec![("a".into(), &report)],
         comparison: Some(&cmp),
+        sides: None,
         trends: &[],
     });
     let doc = parse(&html);
