@@ -4,7 +4,9 @@
 # runner compiling beside the job), a stored comparison (two `run`s of
 # configs/ci.toml, then `compare`) and a paired `ab` of the build against
 # itself, on the same cases. Prints each method's verdict counts and its
-# gate exit status; quiet (BUSY=0) for the control.
+# gate exit status, then a quick-profile A/A pair of the matmul cases;
+# quiet (BUSY=0) for the control. Bands are learned from no history: a band
+# learned from these runs would judge them by themselves.
 #
 #   scripts/busy-judge.sh [OUT_DIR]
 #
@@ -44,3 +46,12 @@ status=0
 "$B" ab --base "$B" --head "$B" --config configs/ci.toml "$SELECT" --fail-on-regression -q \
     -f json -o "$out/ab.json" "${timing[@]}" >/dev/null 2>"$out/ab.err" || status=$?
 counts "$out/ab.json" ab "$status"
+# A quick-profile A/A pair (smoke profile: judged with its wide band): the
+# tensor suite's matmul cases, where issue 45 saw seven false regressions.
+for side in qa qb; do
+    "$B" run --suite tensor matmul --quick --no-probe -q --output "$out/$side.json" >/dev/null
+done
+status=0
+"$B" compare --baseline "$out/qa.json" --against "$out/qb.json" --history-dir "$out/no-history" \
+    --fail-on-regression -f json -o "$out/quick.json" >/dev/null 2>"$out/quick.err" || status=$?
+counts "$out/quick.json" "quick A/A" "$status"

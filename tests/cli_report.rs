@@ -14,7 +14,8 @@ const SMALL: &str = "tensor/binary/op=(add|mul),shape=100x100$";
 /// order when `reversed`: the same values, not the same samples) scaled by
 /// `factor`, and whose headline medians are scaled by `headline[i]` for
 /// case `i`. Canary and load records are removed, so that no comparison of
-/// these files depends on how loaded the machine was during the run.
+/// these files depends on how loaded the machine was during the run, and
+/// the settings say a full profile's budget.
 fn synthetic(
     src: &Path,
     dst: &Path,
@@ -44,6 +45,11 @@ fn synthetic(
     v["started_at"] = Value::String(started.into());
     v["canaries"] = Value::Array(vec![]);
     v["load"] = Value::Array(vec![]);
+    // Thirty samples as a full profile takes them, not the --quick source
+    // run's budget (a comparison judges smoke-profile runs with a wide band).
+    for s in v["harness"]["settings"].as_object_mut().unwrap().values_mut() {
+        s["measurement_time"] = serde_json::json!(3.0);
+    }
     std::fs::write(dst, serde_json::to_string(&v).unwrap()).unwrap();
 }
 
