@@ -117,8 +117,11 @@ fn run_prepares_through_prepare_case_and_checks_before_the_hook_wraps() {
     assert_eq!(steps, ["prepare", "set_time_limit", "verify"]);
     // Every sample is the slowed call: at least 1.5x the recorder's own
     // time for it (the wrapper spins until that share has passed).
-    assert_eq!(measured.len(), r.samples.len());
-    for (s, (iters, own)) in r.samples.iter().zip(&measured) {
+    // On a loaded host the screening (`harness::screen`) may have measured
+    // the case once more: the samples kept are the last calls.
+    assert!(measured.len() >= r.samples.len(), "{} calls, {} samples", measured.len(), r.samples.len());
+    let kept = &measured[measured.len() - r.samples.len()..];
+    for (s, (iters, own)) in r.samples.iter().zip(kept) {
         assert_eq!(s.iterations, *iters);
         assert!(s.nanos >= 1.5 * own, "a sample of {} ns for {own} ns of the case's own time", s.nanos);
     }
