@@ -33,7 +33,7 @@ counts() {
 v=json.load(open(sys.argv[1]))
 c=collections.Counter(ch["verdict"] for ch in v["changes"])
 judged=sum(c[k] for k in ("regressed","improved","unchanged"))
-print(f"{sys.argv[2]}: judged {judged} of {len(v[\"changes\"])} ({dict(c)}), gate exit {sys.argv[3]}")' "$@"
+print("%s: judged %d of %d (%s), gate exit %s" % (sys.argv[2], judged, len(v["changes"]), dict(c), sys.argv[3]))' "$@"
 }
 for side in base cand; do
     "$B" run --config configs/ci.toml "$SELECT" --history-dir "$out/runs-history" -q --output "$out/$side.json" "${timing[@]}" >/dev/null

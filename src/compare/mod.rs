@@ -237,6 +237,8 @@ struct Pending {
     large: bool,
     /// Measured with a smoke profile on either side ([`smoke`]).
     smoke: bool,
+    /// The most threads it ran on, on either side ([`threads_of`]).
+    threads: usize,
 }
 
 /// Compares the candidate's runs `new` with the baseline's runs `old`
@@ -296,6 +298,7 @@ pub fn compare_sets(
                     aside: [ao, an],
                     large: is_large(old, id) || is_large(new, id),
                     smoke: smoke::is_smoke(old, id) || smoke::is_smoke(new, id),
+                    threads: threads_of(old, id).max(threads_of(new, id)),
                 })
             }
             _ => failed.push(id.clone()),
@@ -498,7 +501,9 @@ pub fn compare_sets(
                 verdict,
                 beyond_limit: verdict == Verdict::Regressed && relative - 1.0 > opts.max_regression,
                 memory: match (c.old_alloc, c.new_alloc) {
-                    (Some(o), Some(n)) => Some(MemoryChange::new(&o, &n, opts.max_memory_regression)),
+                    (Some(o), Some(n)) => {
+                        Some(MemoryChange::with_threads(&o, &n, opts.max_memory_regression, c.threads))
+                    }
                     _ => None,
                 },
                 disturbed,
@@ -631,6 +636,21 @@ fn relative_ratio(ratio: &Estimate, g: &Estimate) -> Estimate {
 
 /// Whether case `id` moves at least [`drift::LARGE_BYTES`] per iteration
 /// in any run of `runs` (its declared bytes throughput).
+/// The most threads case `id` ran on in `runs`: its `threads` parameter,
+/// or the run's pool (`threads = "all"`, or none given).
+fn threads_of(runs: &[RunReport], id: &str) -> usize {
+    use crate::plan::ParamValue;
+    runs.iter()
+        .flat_map(|r| r.cases.iter().filter(|c| c.id == id).map(move |c| (r, c)))
+        .map(|(r, c)| match c.params.get("threads") {
+            Some(ParamValue::Int(n)) => usize::try_from(*n).unwrap_or(1),
+            _ => r.harness.threads,
+        })
+        .max()
+        .unwrap_or(1)
+        .max(1)
+}
+
 fn is_large(runs: &[RunReport], id: &str) -> bool {
     runs.iter().flat_map(|r| r.cases.iter()).filter(|c| c.id == id).any(|c| {
         c.throughput.iter().any(|t| {

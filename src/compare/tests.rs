@@ -71,6 +71,10 @@ fn report(cases: Vec<CaseResult>) -> RunReport {
     static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let mut r = TEMPLATE.get_or_init(crate::report::fixture).clone();
     r.cases = cases;
+    // The synthetic cases ran on one thread: a peak that grows with the same
+    // allocations is a regression (on more threads it may be the same
+    // buffers overlapping; `MemoryChange::with_threads`).
+    r.harness.threads = 1;
     r.run_id = format!("run-{}", RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
     r
 }
