@@ -9,11 +9,16 @@ const SMALL: &str = "tensor/binary/op=(add|mul),shape=100x100$";
 
 /// Runs the two small cases with `extra` args in `dir` (baselines under it).
 fn run_in(dir: &Path, extra: &[&str]) -> Run {
+    run_in_env(dir, &[], extra)
+}
+
+/// [`run_in`] with extra environment variables.
+fn run_in_env(dir: &Path, env: &[(&str, &str)], extra: &[&str]) -> Run {
     let bdir = dir.join("baselines").display().to_string();
     let mut args =
         vec!["run", "--quick", "--no-probe", "--sample-size", "20", "--baseline-dir", &bdir, SMALL];
     args.extend_from_slice(extra);
-    tfbench(&args)
+    tfbench_env(env, &args)
 }
 
 /// Writes a copy of results `src` whose samples are replaced by 30
@@ -287,24 +292,8 @@ fn the_gate_fails_on_a_broken_candidate_case_and_on_cases_it_could_not_judge() {
 fn run_with_baseline_gates_a_failing_case_with_exit_3() {
     let dir = scratch("run-baseline-failure");
     assert_eq!(run_in(&dir, &["--save-baseline", "main", "-q"]).code, 0);
-    let r = tfbench_env(
-        &[("TFBENCH_INJECT_PANIC", "op=mul")],
-        &[
-            "run",
-            "--quick",
-            "--no-probe",
-            "--sample-size",
-            "20",
-            "--baseline-dir",
-            &dir.join("baselines").display().to_string(),
-            SMALL,
-            "--baseline",
-            "main",
-            "--fail-on-regression",
-            "--allow-inconclusive",
-            "-q",
-        ],
-    );
+    let gate = ["--baseline", "main", "--fail-on-regression", "--allow-inconclusive", "-q"];
+    let r = run_in_env(&dir, &[("TFBENCH_INJECT_PANIC", "op=mul")], &gate);
     assert_eq!(r.code, 3, "{}", r.stderr);
     assert!(r.stderr.contains("op=mul,shape=100x100: failed on the candidate side"), "{}", r.stderr);
 }

@@ -190,19 +190,13 @@ fn could_not_judge(c: &Comparison, policy: &GatePolicy) -> Option<String> {
     let mut missing_required: Vec<String> = Vec::new();
     if let Some(r) = &policy.required {
         let compared = |id: &str| c.changes.iter().any(|ch| ch.id == id);
-        let mut known: Vec<&str> = c.changes.iter().map(|ch| ch.id.as_str()).collect();
-        known.extend(c.failed.iter().map(String::as_str));
-        known.extend(c.skipped.iter().map(String::as_str));
-        known.extend(c.only_in_baseline.iter().map(String::as_str));
-        known.extend(c.only_in_candidate.iter().map(String::as_str));
-        known.sort_unstable();
-        known.dedup();
+        let known = all_ids(c);
         missing_required = known
-            .into_iter()
+            .iter()
             .filter(|id| r.is_match(id) && !compared(id))
             .map(|id| format!("{id}: required, not compared"))
             .collect();
-        if !known_any(c, r) {
+        if !known.iter().any(|id| r.is_match(id)) {
             missing_required.push(format!("no case matches --require {:?}", r.as_str()));
         }
     }
@@ -226,16 +220,20 @@ fn could_not_judge(c: &Comparison, policy: &GatePolicy) -> Option<String> {
     Some(lines.join("\n  "))
 }
 
-/// Whether any case of the comparison, compared or not, matches `r`.
-fn known_any(c: &Comparison, r: &Regex) -> bool {
-    c.changes
+/// Every case id the comparison names, compared or not, once each.
+fn all_ids(c: &Comparison) -> Vec<&str> {
+    let mut ids: Vec<&str> = c
+        .changes
         .iter()
         .map(|ch| ch.id.as_str())
         .chain(c.failed.iter().map(String::as_str))
         .chain(c.skipped.iter().map(String::as_str))
         .chain(c.only_in_baseline.iter().map(String::as_str))
         .chain(c.only_in_candidate.iter().map(String::as_str))
-        .any(|id| r.is_match(id))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 #[cfg(test)]
