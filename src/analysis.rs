@@ -26,7 +26,7 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
     // measured against that device's own roof, which its workload reports
     // from the device's probe (none: no "% of peak", no roofline class).
     let one_core = matches!(o.case.params.get("threads"), Some(ParamValue::Int(1)));
-    let roof = if o.case.device == crate::device::Device::Cpu {
+    let roof = if o.case.device == crate::backend::Device::Cpu {
         limits.map(|l| cpu_roof(l, one_core))
     } else {
         o.roof
@@ -106,7 +106,7 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
     // A CPU case's % of peak and class from a probe taken while other work
     // ran (used for this run only, never cached) must not read as clean.
     let from_probe = r.bound.is_some() || r.throughput.iter().any(|t| t.pct_of_peak.is_some());
-    if o.case.device == crate::device::Device::Cpu && from_probe {
+    if o.case.device == crate::backend::Device::Cpu && from_probe {
         r.notes.extend(limits.and_then(MachineLimits::disturbed_note));
     }
     r.outliers = Some(counts);
@@ -414,7 +414,7 @@ mod tests {
     fn a_gpu_case_is_measured_against_its_own_roof_not_the_cpus() {
         let times: Vec<f64> = (0..50).map(|i| 1000.0 + (i % 5) as f64).collect();
         let mut o = outcome(&times, vec![Throughput::flops(100_000.0)]);
-        o.case = o.case.clone().on(crate::device::Device::Cuda(0));
+        o.case = o.case.clone().on(crate::backend::Device::Cuda(0));
         let r = analyze(&o, &Settings::default(), Some(&limits()));
         assert!(r.throughput[0].rate.point > 0.0);
         assert_eq!((r.throughput[0].pct_of_peak, r.bound), (None, None));

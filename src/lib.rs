@@ -54,14 +54,13 @@ static TEST_ALLOC: harness::alloc::CountingAlloc = harness::alloc::CountingAlloc
 pub mod alloc;
 pub mod analysis;
 pub mod app;
+pub mod backend;
 pub mod baseline;
 pub mod bench;
 pub mod cli;
 pub mod compare;
 pub mod config;
-pub mod cuda;
 pub mod data;
-pub mod device;
 pub mod env;
 pub mod gguf;
 pub mod harness;

@@ -120,14 +120,14 @@ pub struct Case {
     pub params: BTreeMap<String, ParamValue>,
     /// Where it runs; part of the id unless it is the CPU.
     #[serde(default)]
-    pub device: crate::device::Device,
+    pub device: crate::backend::Device,
 }
 
 impl Case {
     /// The same case on `device`: the id gains `device=...` unless it is
     /// the CPU, so results of two devices never share an id.
-    pub fn on(mut self, device: crate::device::Device) -> Self {
-        if device != crate::device::Device::Cpu {
+    pub fn on(mut self, device: crate::backend::Device) -> Self {
+        if device != crate::backend::Device::Cpu {
             let sep = if self.params.is_empty() { '/' } else { ',' };
             self.id = format!("{}{sep}device={device}", self.id);
         }
@@ -168,12 +168,15 @@ impl Case {
         parse_shape(&self.str(key)?).with_context(|| format!("case {}: parameter `{key}`", self.id))
     }
 
-    /// The `threads` parameter: an integer, or `all` for every pool thread.
-    pub fn threads(&self) -> Result<usize> {
+    /// The `threads` parameter as a request for the execution context: an
+    /// integer is a dedicated pool of that many, `all` (or none) the run's
+    /// own pool.
+    pub fn threads_request(&self) -> Result<crate::backend::cpu::Threads> {
+        use crate::backend::cpu::Threads;
         match self.params.get("threads") {
-            None => Ok(rayon::current_num_threads()),
-            Some(ParamValue::Str(s)) if s == "all" => Ok(crate::device::cpu::threads()),
-            Some(ParamValue::Int(n)) if *n >= 1 => Ok(*n as usize),
+            None => Ok(Threads::Run),
+            Some(ParamValue::Str(s)) if s == "all" => Ok(Threads::Run),
+            Some(ParamValue::Int(n)) if *n >= 1 => Ok(Threads::Exactly(*n as usize)),
             Some(other) => {
                 bail!("case {}: `threads` must be a positive integer or \"all\", got {other}", self.id)
             }
@@ -354,7 +357,7 @@ threads = [1]
 
     #[test]
     fn a_device_other_than_the_cpu_is_part_of_the_id() {
-        use crate::device::Device;
+        use crate::backend::Device;
         let mut p = BTreeMap::new();
         p.insert("n".to_string(), ParamValue::Int(4));
         let c = Case::new("s", "b", p.clone());

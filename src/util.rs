@@ -36,7 +36,9 @@ fn fill_chunks(n: usize, seed: u64, f: impl Fn(&mut StdRng, &mut [f32]) + Sync +
         out
     };
     match fill_pool() {
-        Some(pool) if n >= WIDE_FILL_MIN && pool.current_num_threads() > rayon::current_num_threads() => {
+        Some(pool)
+            if n >= WIDE_FILL_MIN && pool.current_num_threads() > crate::backend::cpu::current_threads() =>
+        {
             pool.install(fill)
         }
         _ => fill(),

@@ -124,7 +124,7 @@ fn resolve_in(
         rounds: run.and_then(|r| r.timing.rounds),
         shuffle: run.is_some_and(|r| r.shuffle),
         shard: run.and_then(|r| r.shard),
-        devices: crate::device::parse_list(&sel.devices)?,
+        devices: crate::backend::parse_list(&sel.devices)?,
     };
     let model_tests = config::ModelTests {
         tests: tests.map(|t| t.test_list()).unwrap_or_default(),

@@ -256,24 +256,13 @@ impl Checked {
 /// the targets.
 fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport> {
     let plan = &ctx.plan;
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(plan.threads)
-        .build_global()
-        .context("cannot build the worker thread pool")?;
+    crate::backend::cpu::configure_run_pool(plan.threads).context("cannot build the worker thread pool")?;
     let mut environment = Environment::gather();
     environment.injected_slowdown = ctx.injection.as_ref().map(|i| i.spec.clone());
-    // The GPUs this plan's GPU cases run on (CUDA is not touched otherwise).
-    let mut gpus: Vec<u32> = plan
-        .cases
-        .iter()
-        .filter_map(|c| match c.device {
-            crate::device::Device::Cuda(n) => Some(n),
-            _ => None,
-        })
-        .collect();
-    gpus.sort_unstable();
-    gpus.dedup();
-    environment.gpus = crate::cuda::info::environment(&gpus);
+    // The devices this plan's cases run on, as their backends record them
+    // (CUDA is not touched by a CPU-only plan).
+    let devices: Vec<crate::backend::Device> = plan.cases.iter().map(|c| c.device).collect();
+    environment.gpus = crate::backend::environment(&devices);
     let limits = machine_limits(args.probe, args.no_probe, plan.threads, ctx.quiet())?;
     let clock = timer::calibrate();
     let started_at = probe::now_rfc3339();

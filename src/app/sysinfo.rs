@@ -173,16 +173,10 @@ pub fn not_cached_warning(settled: &probe::Settled) -> String {
 pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
     let env = Environment::gather();
     let data = crate::data::lookup();
-    // GPUs are described here, not in `Environment`: the environment keys
-    // the CPU probe's cache and is recorded with every result, and opening
-    // the CUDA driver for a CPU run would cost it a second.
-    let cuda = crate::cuda::info::gather();
-    let gpu_limits = || -> Vec<(String, crate::cuda::probe::GpuLimits)> {
-        cuda.gpus
-            .iter()
-            .filter_map(|g| Some((g.device.clone(), crate::cuda::probe::load(&g.uuid)?)))
-            .collect()
-    };
+    // Devices other than the CPU are described here, not in `Environment`:
+    // the environment keys the CPU probe's cache and is recorded with every
+    // result, and opening the CUDA driver for a CPU run would cost it a second.
+    let backends = || crate::backend::registry().iter().filter_map(|b| b.describe()).collect::<Vec<_>>();
     let source = LoadSource::from_env()?;
     let mut cached = false;
     let limits = if args.probe {
@@ -202,12 +196,8 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
         if let Some(w) = probe::busy_warning(&l) {
             eprintln!("{w}");
         }
-        for g in &cuda.gpus {
-            let n: u32 = g.device.trim_start_matches("cuda:").parse().unwrap_or(0);
-            eprintln!("probing {} ({}): cuBLAS GEMM per dtype, copies, launch latency ...", g.device, g.name);
-            let gpu = crate::cuda::gpu(n).map_err(|why| anyhow::anyhow!(why))?;
-            let gl = crate::cuda::probe::measure(&gpu)?;
-            eprintln!("cached in {}", crate::cuda::probe::save(&gl)?.display());
+        for b in crate::backend::registry() {
+            b.probe()?;
         }
         Some(l)
     } else {
@@ -227,8 +217,10 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
         LoadState::Clean => "clean",
         LoadState::Disturbed(_) => "disturbed",
     });
+    let described = backends();
     match args.format {
-        ListFormat::Json => Ok(serde_json::to_string_pretty(&serde_json::json!({
+        ListFormat::Json => {
+            let mut json = serde_json::json!({
             "environment": env,
             "fingerprint": env.fingerprint(),
             "machine_limits": limits,
@@ -236,16 +228,18 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
             "probe_load": load_state,
             "isa_usable": crate::isa::usable(),
             "data_dirs": data_dirs_json(&data),
-            "cuda": cuda,
-            "cuda_limits": gpu_limits().into_iter().map(|(_, l)| l).collect::<Vec<_>>(),
-        }))? + "\n"),
+            });
+            // Each backend's keys (CUDA: `cuda`, `cuda_limits`) at the top level.
+            for (_, value) in &described {
+                if let (Some(all), Some(mine)) = (json.as_object_mut(), value.as_object()) {
+                    all.extend(mine.clone());
+                }
+            }
+            Ok(serde_json::to_string_pretty(&json)? + "\n")
+        }
         ListFormat::Table => Ok(super::sysinfo_table::render_table(&env, limits.as_ref())
             + "\n"
-            + &crate::cuda::info::describe_lines(&cuda).iter().map(|l| format!("{l}\n")).collect::<String>()
-            + &gpu_limits()
-                .iter()
-                .map(|(d, l)| format!("{}\n", crate::cuda::probe::describe(d, l)))
-                .collect::<String>()
+            + &described.iter().flat_map(|(lines, _)| lines).map(|l| format!("{l}\n")).collect::<String>()
             + "\n"
             + "data folders (--data-dir, else TFBENCH_DATA_DIR, else these; first match wins per file):\n"
             + &data.describe().iter().map(|l| format!("  {l}\n")).collect::<String>()),

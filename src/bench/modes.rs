@@ -88,7 +88,7 @@ fn checked(
 /// Sizes the worker pool as a measuring run would (once per process).
 fn threads(plan: &crate::config::Resolved) {
     // Already built (a second call in one process) is fine: same size.
-    let _ = rayon::ThreadPoolBuilder::new().num_threads(plan.threads).build_global();
+    let _ = crate::backend::cpu::configure_run_pool(plan.threads);
 }
 
 /// Test mode: each selected case prepared, checked and run once; libtest's

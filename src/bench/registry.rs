@@ -304,7 +304,7 @@ impl Suite for ClosureSuite {
     fn benchmarks(&self) -> &'static [&'static str] {
         self.names
     }
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+    fn prepare(&self, case: &Case, _ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         let Some(b) = self.benchmarks.iter().find(|b| b.name == case.benchmark) else {
             bail!(
                 "bench target {} has no benchmark `{}`; valid: {}",

@@ -28,7 +28,7 @@ pub struct CliOverrides {
     /// `--shard I/N`: keep every N-th case of the plan, starting at the I-th.
     pub shard: Option<Shard>,
     /// `--device`: where the cases run (CPU when empty).
-    pub devices: Vec<crate::device::Device>,
+    pub devices: Vec<crate::backend::Device>,
     /// `--model PATH`: the inference suite runs only its `gguf` benchmark, on this file.
     pub model: Option<String>,
     /// The model's `name.type` read from that file's header: its cases'
@@ -211,7 +211,8 @@ pub fn resolve_model(
     let mut settings = BTreeMap::new();
     let mut specs = BTreeMap::new();
     let mut cases = Vec::new();
-    let devices = if cli.devices.is_empty() { vec![crate::device::Device::Cpu] } else { cli.devices.clone() };
+    let devices =
+        if cli.devices.is_empty() { vec![crate::backend::Device::Cpu] } else { cli.devices.clone() };
     let filter = Filter {
         pattern: cli.filter.pattern.clone().or_else(|| file.run.filter.clone()),
         exact: cli.filter.exact,
@@ -557,7 +558,7 @@ mod tests {
 
     #[test]
     fn devices_multiply_only_the_benchmarks_that_run_there() {
-        use crate::device::Device;
+        use crate::backend::Device;
         let cpu =
             resolve(None, &CliOverrides { suites: vec!["tensor".into()], quick: true, ..Default::default() })
                 .unwrap();

@@ -35,7 +35,8 @@
 //! cost 0.2-1.5 s a copy (drawing 16M seeded inputs), copying their
 //! buffers 20-60 ms.
 
-use crate::device::Device;
+use crate::backend::Device;
+use crate::backend::cpu::Context;
 use crate::plan::Case;
 use crate::suites::Suite;
 use crate::workload::{Metric, Roof, SkipCase, Throughput, ThroughputKind, Verification, Workload};
@@ -81,13 +82,14 @@ pub fn spread(
     prepare_time: Duration,
     suite: &dyn Suite,
     case: &Case,
+    ctx: &Context,
 ) -> Result<(Box<dyn Workload>, usize)> {
-    spread_with(first, placements, prepare_time, case.device == Device::Cpu, || copy_of(suite, case))
+    spread_with(first, placements, prepare_time, case.device == Device::Cpu, || copy_of(suite, case, ctx))
 }
 
 /// Another copy of `case`: the suite's refusal or panic becomes an error.
-fn copy_of(suite: &dyn Suite, case: &Case) -> Result<Box<dyn Workload>> {
-    match catch_unwind(AssertUnwindSafe(|| suite.prepare(case))) {
+fn copy_of(suite: &dyn Suite, case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+    match catch_unwind(AssertUnwindSafe(|| suite.prepare(case, ctx))) {
         Ok(Ok(w)) => Ok(w),
         Ok(Err(e)) if e.downcast_ref::<SkipCase>().is_some() => {
             bail!("another placement of the case was refused: {e:#}")

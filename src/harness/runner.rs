@@ -10,6 +10,7 @@
 
 use super::sampler::{self, Measurement};
 use super::timer::TimerInfo;
+use crate::backend::cpu::Context;
 use crate::config::Resolved;
 use crate::plan::Case;
 use crate::results::CaseResult;
@@ -188,7 +189,7 @@ fn execute_quietly(
                 None => Err(("prepare", format!("unknown suite {}", o.case.suite))),
             };
             if let (Some(a), Some(b)) = (&before, before.as_ref().and_then(|_| super::load::snapshot())) {
-                load.push(super::load::between(a, &b, &o.case.id, round, crate::device::cpu::threads()));
+                load.push(super::load::between(a, &b, &o.case.id, round, crate::backend::cpu::run_threads()));
             }
             if let Err((phase, reason)) = ran {
                 o.failure = Some((phase.to_string(), reason));
@@ -219,14 +220,17 @@ fn execute_quietly(
 /// `Ok(Err(reason))` refused (skipped: a device this build or machine lacks,
 /// or a [`suites::SkipCase`]), `Err(reason)` failed: the first step of
 /// [`prepare_case`], the only caller.
-fn prepare(suite: &dyn suites::Suite, case: &Case) -> Result<Result<Box<dyn Workload>, String>, String> {
+/// The case's execution context ([`Context`], from
+/// [`suites::Suite::threads`]) is built here and returned with it.
+fn prepare(suite: &dyn suites::Suite, case: &Case) -> Result<Result<Prepared, String>, String> {
     if let Err(why) = case.device.availability() {
         return Ok(Err(why));
     }
-    let prepared = catch_unwind(AssertUnwindSafe(|| suite.prepare(case)));
+    let ctx = suite.threads(case).and_then(Context::new).map_err(|e| format!("{e:#}"))?;
+    let prepared = catch_unwind(AssertUnwindSafe(|| suite.prepare(case, &ctx)));
     match prepared {
         Ok(Err(e)) if e.downcast_ref::<suites::SkipCase>().is_some() => Ok(Err(format!("{e:#}"))),
-        other => guarded(|| other.unwrap_or_else(|p| std::panic::resume_unwind(p))).map(Ok),
+        other => guarded(|| other.unwrap_or_else(|p| std::panic::resume_unwind(p))).map(|w| Ok((w, ctx))),
     }
 }
 
@@ -244,6 +248,9 @@ pub(crate) fn quiet_panics<T>(f: impl FnOnce() -> T) -> T {
     std::panic::set_hook(previous_hook);
     out
 }
+
+/// A prepared workload and the execution context it was prepared with.
+type Prepared = (Box<dyn Workload>, Context);
 
 /// How one case is made ready by [`prepare_case`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -294,6 +301,10 @@ pub(crate) struct Ready {
     pub verify_ns: f64,
     /// The self-check's result, when it ran.
     pub verification: Option<Verification>,
+    /// The width of the case's dedicated pool ([`Context::dedicated_width`]),
+    /// `None` on the run's pool: the harness samples it from inside a pool
+    /// as wide ([`crate::backend::cpu::on_pool_of`]).
+    pub pool_width: Option<usize>,
 }
 
 /// Why a case is not ready.
@@ -328,12 +339,12 @@ pub(crate) fn prepare_case(
     PREPARED.with(|c| c.set(c.get() + 1));
     let failed = |phase, reason| NotReady::Failed { phase, reason, verification: None };
     let t0 = std::time::Instant::now();
-    let first = match prepare(suite, case) {
-        Ok(Ok(w)) => w,
+    let (first, ctx) = match prepare(suite, case) {
+        Ok(Ok(ready)) => ready,
         Ok(Err(why)) => return Err(NotReady::Skipped(why)),
         Err(e) => return Err(failed("prepare", e)),
     };
-    let (mut w, placements) = super::placement::spread(first, p.placements, t0.elapsed(), suite, case)
+    let (mut w, placements) = super::placement::spread(first, p.placements, t0.elapsed(), suite, case, &ctx)
         .map_err(|e| failed("prepare", format!("{e:#}")))?;
     let prepare_ns = t0.elapsed().as_nanos() as f64;
     if let Some(limit) = p.max_time {
@@ -343,8 +354,9 @@ pub(crate) fn prepare_case(
     let verification = if p.verify {
         // A case with a dedicated pool is checked from inside a pool as wide,
         // as it is sampled (issue 45: no hand-off to a sleeping worker).
-        let width = suite.pool_threads(case);
-        let v = guarded(|| sampler::on_pool_of(width, || w.verify())).map_err(|e| failed("verify", e))?;
+        let width = ctx.dedicated_width();
+        let v = guarded(|| crate::backend::cpu::on_pool_of(width, || w.verify()))
+            .map_err(|e| failed("verify", e))?;
         if !v.passed {
             let reason = format!("wrong result against {}: {}", v.reference, v.detail);
             return Err(NotReady::Failed { phase: "verify", reason, verification: Some(v) });
@@ -360,7 +372,14 @@ pub(crate) fn prepare_case(
     if p.panic {
         w = Box::new(super::inject::Panicking(w));
     }
-    Ok(Ready { workload: w, placements, prepare_ns, verify_ns, verification })
+    Ok(Ready {
+        workload: w,
+        placements,
+        prepare_ns,
+        verify_ns,
+        verification,
+        pool_width: ctx.dedicated_width(),
+    })
 }
 
 fn run_one(
@@ -383,7 +402,7 @@ fn run_one(
             return Err((phase, reason));
         }
     };
-    let Ready { workload: mut w, placements, prepare_ns, verify_ns, verification } = ready;
+    let Ready { workload: mut w, placements, prepare_ns, verify_ns, verification, pool_width: width } = ready;
     if let Some(v) = &verification {
         obs.case_verified(&o.case.id, v);
     }
@@ -392,9 +411,8 @@ fn run_one(
     o.roof = w.roof();
     // A case with a dedicated pool runs from inside a pool as wide, so that
     // no iteration waits for that pool's worker to wake (issue 45).
-    let width = suite.pool_threads(&o.case);
     let mut m: Measurement =
-        guarded(|| sampler::on_pool_of(width, || sampler::measure(w.as_mut(), s, timer, round)))
+        guarded(|| crate::backend::cpu::on_pool_of(width, || sampler::measure(w.as_mut(), s, timer, round)))
             .map_err(|e| ("measure", e))?;
     m.prepare_ns = prepare_ns;
     m.verify_ns = verify_ns;

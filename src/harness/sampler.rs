@@ -54,53 +54,6 @@ pub struct Screen {
     pub remeasured: Option<String>,
 }
 
-/// Runs `f` on a thread of the global rayon pool (the calling thread blocks
-/// until it returns), so a workload's parallel loops start from inside the
-/// pool. Called from outside, every `par_iter` would hand its job across to
-/// a sleeping worker and wait for it to come back: two wake-ups per call,
-/// which cost a model's token step (200 small matrix-vector products) about
-/// a tenth of its time. Inside, the caller is itself a worker and the work
-/// starts at once; with one thread nothing crosses threads at all.
-pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    rayon::scope(|_| f())
-}
-
-/// [`on_pool`] for a case whose workload runs its iterations in a dedicated
-/// pool of `threads` ([`crate::suites::Suite::pool_threads`]): `f` runs on
-/// a worker of a harness pool of that width, where the workload's
-/// `install` runs each iteration on the calling thread
-/// ([`crate::suites::common::install`]). From the global pool every
-/// iteration was handed to the dedicated pool's worker and back, two
-/// wake-ups inside the timed region; on a busy core each could wait for the
-/// scheduler's next tick (issue 45: 4 ms per iteration of a 17 us case).
-/// `None`, or the global pool's own width, is [`on_pool`].
-pub fn on_pool_of<R: Send>(threads: Option<usize>, f: impl FnOnce() -> R + Send) -> R {
-    match threads.filter(|&n| n >= 1 && n != rayon::current_num_threads()) {
-        Some(n) => harness_pool(n).install(f),
-        None => on_pool(f),
-    }
-}
-
-/// The harness's pool of `n` threads, built on first use and kept for the
-/// process (a run asks for a few widths at most; idle, its threads sleep).
-fn harness_pool(n: usize) -> &'static rayon::ThreadPool {
-    static POOLS: std::sync::Mutex<Vec<(usize, &'static rayon::ThreadPool)>> =
-        std::sync::Mutex::new(Vec::new());
-    let mut pools = POOLS.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some((_, p)) = pools.iter().find(|(w, _)| *w == n) {
-        return p;
-    }
-    let built = rayon::ThreadPoolBuilder::new()
-        .num_threads(n)
-        .thread_name(move |i| format!("tfbench-case-{n}-{i}"))
-        .build()
-        // Out of threads: say so as the case's failure (the runner catches it).
-        .unwrap_or_else(|e| panic!("cannot start a pool of {n} threads for the case: {e}"));
-    let p: &'static rayon::ThreadPool = Box::leak(Box::new(built));
-    pools.push((n, p));
-    p
-}
-
 /// Warms up, calibrates and samples `w` under `s`, and screens the samples
 /// ([`super::screen`]): caught, the case is measured once more, and the
 /// second measurement kept (marked suspect if it is caught too, or if

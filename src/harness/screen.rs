@@ -205,8 +205,9 @@ mod tests {
         assert_eq!(far_from_warm_up(f64::INFINITY, 1e3), None);
     }
 
+    use crate::backend::cpu::on_pool_of;
     use crate::config::Settings;
-    use crate::harness::sampler::{measure, on_pool_of};
+    use crate::harness::sampler::measure;
     use crate::harness::timer::TimerInfo;
     use crate::workload::{Throughput, Verification, Workload};
     use std::time::{Duration, Instant};
@@ -301,7 +302,7 @@ mod tests {
         }
         fn run(&mut self, iters: u64) -> anyhow::Result<()> {
             for _ in 0..iters {
-                let id = crate::suites::common::install(Some(&self.pool), || {
+                let id = crate::backend::cpu::install(Some(&self.pool), || {
                     spin(Duration::from_micros(5));
                     std::thread::current().id()
                 });
@@ -324,9 +325,6 @@ mod tests {
         assert!(!w.ran_on.is_empty());
         // Not one iteration was handed to the pool's own worker.
         assert!(w.ran_on.iter().all(|id| *id == timing));
-        assert!(on_pool_of(Some(1), rayon::current_num_threads) == 1);
-        assert!(on_pool_of(Some(3), rayon::current_num_threads) == 3);
-        assert_eq!(on_pool_of(None, rayon::current_num_threads), rayon::current_num_threads());
     }
 
     #[test]

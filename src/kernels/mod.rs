@@ -12,7 +12,7 @@
 
 pub mod activation;
 pub mod buffer;
-pub mod cuda;
+
 mod gemm;
 mod gemv;
 pub mod norm;

@@ -4,6 +4,7 @@
 //! under `suites/` (its benchmarks and default parameter grids) and one line in
 //! [`registry`].
 
+pub use crate::backend::cpu::{Context, Threads};
 use crate::plan::Case;
 use anyhow::Result;
 pub use params::ParamRule;
@@ -40,9 +41,11 @@ pub trait Suite: Sync {
         crate::plan::SuiteSpec::parse(self.name(), self.spec_toml())
     }
     /// Build one runnable case on its device ([`Case::device`], one of
-    /// [`Suite::devices`]). Allocation, setup and compilation of device code
+    /// [`Suite::devices`]), with the threads of `ctx` (the execution
+    /// context the harness built from [`Suite::threads`]; no suite asks
+    /// rayon itself). Allocation, setup and compilation of device code
     /// happen here, untimed.
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>>;
+    fn prepare(&self, case: &Case, ctx: &Context) -> Result<Box<dyn Workload>>;
     /// What values parameter `key` of `benchmark` accepts, so a config
     /// file's bad value is refused with the choices before anything runs.
     /// `None` (the default) accepts anything and leaves it to `prepare`.
@@ -56,17 +59,17 @@ pub trait Suite: Sync {
     }
     /// The devices `benchmark` runs on; `prepare` finds the chosen one in
     /// [`Case::device`]. CPU only unless a suite says otherwise.
-    fn devices(&self, _benchmark: &str) -> &'static [crate::device::DeviceKind] {
-        crate::device::CPU_ONLY
+    fn devices(&self, _benchmark: &str) -> &'static [crate::backend::DeviceKind] {
+        crate::backend::CPU_ONLY
     }
-    /// The width of the dedicated pool `case`'s workload runs its iterations
-    /// in ([`common::thread_pool`]: an explicit `threads = N`), `None` when
-    /// it runs on the run's own pool. The harness warms up and samples such
-    /// a case from inside a pool of that width, where [`common::install`]
+    /// The threads `case` asks for, from which the harness builds its
+    /// [`Context`]: its `threads` parameter ([`Case::threads_request`]) by
+    /// default. A case with a dedicated pool is warmed up and sampled from
+    /// inside a pool of that width, where [`crate::backend::cpu::install`]
     /// runs each iteration on the calling thread instead of waking the
-    /// dedicated pool's worker for it (see `harness::sampler::on_pool_of`).
-    fn pool_threads(&self, case: &Case) -> Option<usize> {
-        common::explicit_threads(case)
+    /// dedicated pool's worker for it ([`crate::backend::cpu::on_pool_of`]).
+    fn threads(&self, case: &Case) -> Result<Threads> {
+        case.threads_request()
     }
 }
 
@@ -123,6 +126,21 @@ pub fn registry() -> &'static [&'static dyn Suite] {
     SUITES
 }
 
+/// Prepares `case` of `suite` with the execution context the harness would
+/// build for it ([`Suite::threads`]): for tests and tools that prepare a case
+/// outside the runner.
+pub fn prepare_standalone(suite: &dyn Suite, case: &Case) -> Result<Box<dyn Workload>> {
+    let ctx = Context::new(suite.threads(case)?)?;
+    suite.prepare(case, &ctx)
+}
+
+/// The context the harness would build for `case` under its own
+/// `threads` parameter (tests that call a benchmark's prepare directly).
+#[cfg(test)]
+pub(crate) fn test_context(case: &Case) -> Context {
+    Context::new(case.threads_request().expect("a valid threads parameter")).expect("a pool")
+}
+
 /// Looks a suite up by name.
 pub fn find(name: &str) -> Option<&'static dyn Suite> {
     registry().iter().copied().find(|s| s.name() == name)
@@ -158,7 +176,7 @@ mod tests {
             }
             // An unknown benchmark is refused with every valid name listed.
             let unknown = Case::new(name, "no-such-benchmark", Default::default());
-            let err = suite.prepare(&unknown).err().map(|e| e.to_string()).unwrap_or_default();
+            let err = prepare_standalone(*suite, &unknown).err().map(|e| e.to_string()).unwrap_or_default();
             for b in suite.benchmarks() {
                 assert!(err.contains(b), "{name}: `{err}` does not name {b}");
             }

@@ -90,7 +90,7 @@ pub(super) fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
         rounds: p.timing.rounds,
         shuffle: false,
         shard: None,
-        devices: crate::device::parse_list(&p.selection.devices)?,
+        devices: crate::backend::parse_list(&p.selection.devices)?,
         model: None,
         model_name: None,
     };

@@ -3,9 +3,9 @@
 
 use super::protocol::{Hello, PROTOCOL, Reply, Request, resolve_plan};
 use crate::app::Outcome;
+use crate::backend::cpu::on_pool_of;
 use crate::cli::AbWorkerArgs;
 use crate::config::Resolved;
-use crate::harness::sampler::on_pool_of;
 use crate::workload::Workload;
 use anyhow::{Context, Result};
 use std::io::{BufRead, Write};
@@ -17,10 +17,7 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
     let plan = resolve_plan(&args.plan)?;
     let injection = crate::harness::inject::from_env()?;
     let panics = crate::harness::inject::panic_from_env()?;
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(plan.threads)
-        .build_global()
-        .context("cannot build the worker thread pool")?;
+    crate::backend::cpu::configure_run_pool(plan.threads).context("cannot build the worker thread pool")?;
     let env = crate::env::Environment::gather();
     let hello = Hello {
         protocol: PROTOCOL,
@@ -40,7 +37,7 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
     send(&hello)?;
     let mut workload: Option<Box<dyn Workload>> = None;
     // The width of the prepared case's dedicated pool: its warm-up and
-    // samples run from inside a pool as wide (see `sampler::on_pool_of`).
+    // samples run from inside a pool as wide (see `backend::cpu::on_pool_of`).
     let mut width: Option<usize> = None;
     for line in std::io::stdin().lock().lines() {
         let line = line.context("reading the driver's request")?;
@@ -110,7 +107,7 @@ pub(super) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T
 /// Prepares case `id` of `plan` and, with `verify`, verifies it, then wraps
 /// it with the test hooks that apply: the steps and order of `run`
 /// ([`crate::harness::runner::prepare_case`]). Also returns the width of the
-/// case's dedicated pool ([`crate::suites::Suite::pool_threads`]), to sample
+/// case's dedicated pool ([`crate::backend::cpu::Context::dedicated_width`]), to sample
 /// it from inside a pool as wide.
 pub(super) fn prepare(
     plan: &Resolved,
@@ -130,7 +127,7 @@ pub(super) fn prepare(
     // `harness::placement`): both sides of a pair average over placements.
     let p = Preparation { verify, ..Preparation::of(case, &settings, &hooks) };
     match prepare_case(suite, case, &p) {
-        Ok(ready) => Ok((ready.workload, suite.pool_threads(case))),
+        Ok(ready) => Ok((ready.workload, ready.pool_width)),
         Err(NotReady::Skipped(why)) => Err(Reply::Skipped(why)),
         Err(NotReady::Failed { phase, reason, .. }) => Err(fail(phase, reason)),
     }

@@ -286,7 +286,7 @@ impl QMatrix {
         }
         if m > DECODE_MAX_M {
             if let Store::F32(w) = &self.store {
-                return matmul(rayon::current_num_threads(), (m, k, n), x, w, Layout::NxK, y);
+                return matmul(crate::backend::cpu::current_threads(), (m, k, n), x, w, Layout::NxK, y);
             }
             return self.tiled_matmul(x, m, y);
         }

@@ -231,13 +231,13 @@ impl PackedB {
             && m > SMALL_M
             && m.next_multiple_of(MR) * KC <= SHARED_A_BLOCK
             && jpanels >= 2 * TASK_PANELS
-            && threads >= rayon::current_num_threads()
+            && threads >= crate::backend::cpu::current_threads()
             // SAFETY: AVX-512 is present (a PackedB exists); c is m x n.
             && unsafe { self.shared_a(m, a, cp, accumulate, bias) }
         {
             return;
         }
-        if tasks > 1 && m <= SMALL_M && threads >= rayon::current_num_threads() {
+        if tasks > 1 && m <= SMALL_M && threads >= crate::backend::cpu::current_threads() {
             // A decode step streams the weights once: hand the panels out in
             // slices of about 384 KiB under work stealing rather than one
             // range per thread, so a core slowed by a neighbour streams less.

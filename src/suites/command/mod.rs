@@ -61,7 +61,7 @@ impl Suite for CommandSuite {
     fn spec(&self) -> Result<SuiteSpec> {
         Ok(SuiteSpec { benchmarks: self.commands.iter().map(spec::benchmark).collect() })
     }
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+    fn prepare(&self, case: &Case, _ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         let Some(c) = self.commands.iter().find(|c| c.name == case.benchmark) else {
             let names: Vec<&str> = self.commands.iter().map(|c| c.name.as_str()).collect();
             anyhow::bail!("the config has no command `{}`; valid: {}", case.benchmark, names.join(", "));

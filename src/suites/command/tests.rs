@@ -47,7 +47,7 @@ params = { n = [3, 50] }
         ["command/count/n=3", "command/count/n=50"]
     );
     for c in &cs {
-        let mut w = s.prepare(c).unwrap();
+        let mut w = crate::suites::prepare_standalone(&s, c).unwrap();
         let v = w.verify().unwrap();
         assert!(v.passed, "{v:?}");
         assert!(v.reference.contains("wc -l") && v.reference.contains("matches"), "{}", v.reference);
@@ -70,7 +70,7 @@ fn prepare_and_cleanup_run_once_around_every_timed_run() {
     let s = suite(&format!(
         "[[command]]\nname = \"h\"\nargv = [\"sh\", \"-c\", \"echo r >> {d}/log\"]\nprepare = \"echo p >> {d}/log\"\ncleanup = \"echo c >> {d}/log\"\n"
     ));
-    let mut w = s.prepare(&cases(&s)[0]).unwrap();
+    let mut w = crate::suites::prepare_standalone(&s, &cases(&s)[0]).unwrap();
     w.verify().unwrap().into_result().unwrap();
     sampler::measure(w.as_mut(), &settings(), &timer(), 0).unwrap();
     let log = std::fs::read_to_string(dir.join("log")).unwrap();
@@ -111,7 +111,7 @@ exit_code = 1
 "#,
     );
     let cs = cases(&s);
-    let verify = |i: usize| s.prepare(&cs[i]).unwrap().verify();
+    let verify = |i: usize| crate::suites::prepare_standalone(&s, &cs[i]).unwrap().verify();
     let e = format!("{:#}", verify(0).unwrap_err());
     assert!(
         e.contains("`sh -c 'echo oops >&2; exit 3'` exited with code 3, expected 0") && e.contains("oops"),
@@ -130,7 +130,7 @@ exit_code = 1
 #[test]
 fn a_hanging_command_is_killed_at_the_time_limit() {
     let s = suite("[[command]]\nname = \"hang\"\nargv = [\"sleep\", \"30\"]\n");
-    let mut w = s.prepare(&cases(&s)[0]).unwrap();
+    let mut w = crate::suites::prepare_standalone(&s, &cases(&s)[0]).unwrap();
     w.set_time_limit(std::time::Duration::from_millis(200));
     let t = std::time::Instant::now();
     let e = format!("{:#}", w.verify().unwrap_err());

@@ -82,7 +82,7 @@ impl Accuracy {
 /// decoder's logits at every position of one prompt.
 fn output(model: &Model, ids: &[u32]) -> Vec<f32> {
     let (cfg, n) = (&model.cfg, ids.len());
-    let threads = rayon::current_num_threads();
+    let threads = crate::backend::cpu::current_threads();
     let size = WorkspaceSize { batch: 1, tokens: n, keys: n, threads };
     let mut ws = Workspace::new(model, size);
     if cfg.arch == Arch::Bert {

@@ -31,7 +31,7 @@ struct Encoder {
 }
 
 /// Builds an `encoder` (random weights) or `embed` (weights from a file) case.
-pub fn prepare(case: &Case, real: bool) -> Result<Box<dyn Workload>> {
+pub fn prepare(case: &Case, ctx: &crate::backend::cpu::Context, real: bool) -> Result<Box<dyn Workload>> {
     let dtype = super::dtype(case)?;
     let batch = super::positive(case, "batch")?;
     let seq = super::positive(case, "seq")?;
@@ -54,7 +54,7 @@ pub fn prepare(case: &Case, real: bool) -> Result<Box<dyn Workload>> {
         (None, Ok(m)) => crate::models::ModelConfig::preset(&m).map_or(cfg.layers, |c| c.layers),
         _ => cfg.layers,
     };
-    let threads = rayon::current_num_threads();
+    let threads = ctx.threads();
     let size = WorkspaceSize { batch, tokens: seq, keys: seq, threads };
     let plan = super::check_memory(&cfg, dtype, size, 0)?;
     let seed = super::seed(case);

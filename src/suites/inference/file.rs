@@ -192,7 +192,8 @@ fn check_ids(vocab: usize) -> Vec<u32> {
 
 /// Logits of `ids[..3]` at every position and one cached step for `ids[3]`.
 fn fast_logits(model: &Model, ids: &[u32]) -> Vec<f32> {
-    let size = WorkspaceSize { batch: 1, tokens: 3, keys: 4, threads: rayon::current_num_threads() };
+    let size =
+        WorkspaceSize { batch: 1, tokens: 3, keys: 4, threads: crate::backend::cpu::current_threads() };
     let mut ws = Workspace::new(model, size);
     let mut cache = KvCache::new(&model.cfg, 1, 4);
     let mut all = model.decode(&mut ws, &mut cache, &ids[..3], 3, true).unwrap_or_default();
@@ -278,7 +279,7 @@ pub struct FileCase {
 
 /// Builds a `gguf` case: header checks, then (except for `load`) the model,
 /// its workspace and a KV cache holding `depth` positions.
-pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+pub fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
     let path = resolve(&case.str("file")?)?;
     let test = Test::parse(&case.str("test")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     let depth = case.usize("depth")?;
@@ -315,7 +316,7 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     }
     let (np, ng) = test.lengths();
     if info.cfg.arch == crate::models::Arch::Bert {
-        return super::fileenc::prepare(path, src, info, test, depth);
+        return super::fileenc::prepare(path, src, info, test, depth, ctx.threads());
     }
     let capacity = depth + np + ng + 1;
     if capacity > info.cfg.max_positions {
@@ -333,7 +334,7 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let state = if test == Test::Load {
         None
     } else {
-        let threads = rayon::current_num_threads();
+        let threads = ctx.threads();
         let tokens = np.max(depth).clamp(1, UBATCH);
         let ws = Workspace::new(&model, WorkspaceSize { batch: 1, tokens, keys: capacity, threads });
         let cache = KvCache::new(&info.cfg, 1, capacity);

@@ -26,7 +26,8 @@ fn check_ids(vocab: usize) -> Vec<u32> {
 /// Last hidden states of `ids` through the fast path.
 fn hidden(model: &Model, ids: &[u32]) -> Vec<f32> {
     let n = ids.len();
-    let size = WorkspaceSize { batch: 1, tokens: n, keys: n, threads: rayon::current_num_threads() };
+    let size =
+        WorkspaceSize { batch: 1, tokens: n, keys: n, threads: crate::backend::cpu::current_threads() };
     let mut ws = Workspace::new(model, size);
     model.encode(&mut ws, ids, &vec![1u8; n], 1, n);
     ws.hidden(n, model.cfg.hidden).to_vec()
@@ -86,6 +87,7 @@ pub(super) fn prepare(
     info: FileInfo,
     test: Test,
     depth: usize,
+    threads: usize,
 ) -> Result<Box<dyn Workload>> {
     let (np, ng) = test.lengths();
     if ng > 0 || depth > 0 {
@@ -106,7 +108,7 @@ pub(super) fn prepare(
     let load_ns = t.elapsed().as_nanos() as f64;
     drop(src);
     let state = (test != Test::Load).then(|| {
-        let size = WorkspaceSize { batch: 1, tokens: np, keys: np, threads: rayon::current_num_threads() };
+        let size = WorkspaceSize { batch: 1, tokens: np, keys: np, threads };
         let ws = Workspace::new(&model, size);
         (model, ws)
     });

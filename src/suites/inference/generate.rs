@@ -75,7 +75,7 @@ struct Gen {
     accuracy: Vec<Metric>,
 }
 
-fn build(case: &Case, prompt_len: usize, extra: usize) -> Result<Gen> {
+fn build(case: &Case, ctx: &crate::backend::cpu::Context, prompt_len: usize, extra: usize) -> Result<Gen> {
     let cfg = super::model_config(case)?;
     if cfg.arch == Arch::Bert {
         bail!("case {}: generation needs a decoder (gpt2*, llama*); `{}` is an encoder", case.id, cfg.name);
@@ -86,7 +86,7 @@ fn build(case: &Case, prompt_len: usize, extra: usize) -> Result<Gen> {
     if capacity > cfg.max_positions {
         bail!("case {}: {capacity} positions exceed the {} of {}", case.id, cfg.max_positions, cfg.name);
     }
-    let threads = rayon::current_num_threads();
+    let threads = ctx.threads();
     // Decode verification recomputes prompt + 1 tokens through prefill.
     let tokens = (prompt_len + extra.min(1)).clamp(1, PREFILL_CHUNK);
     let size = WorkspaceSize { batch, tokens, keys: capacity.max(1), threads };
@@ -196,9 +196,9 @@ struct Prefill {
 }
 
 /// Builds a `prefill` case: `prompt` tokens into an empty cache.
-pub fn prepare_prefill(case: &Case) -> Result<Box<dyn Workload>> {
+pub fn prepare_prefill(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
     let n = super::positive(case, "prompt")?;
-    let g = build(case, n, 0)?;
+    let g = build(case, ctx, n, 0)?;
     let first = vec![0; g.batch];
     Ok(Box::new(Prefill { g, n, first, ttft: Steps::new() }))
 }
@@ -265,10 +265,10 @@ struct Decode {
 
 /// Builds a `decode` case: the cache is filled with a `depth`-token prompt
 /// here (untimed); each iteration generates `gen` tokens from that depth.
-pub fn prepare_decode(case: &Case) -> Result<Box<dyn Workload>> {
+pub fn prepare_decode(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
     let depth = case.usize("depth")?;
     let new_tokens = super::positive(case, "gen")?;
-    let mut g = build(case, depth, new_tokens)?;
+    let mut g = build(case, ctx, depth, new_tokens)?;
     let mut first = super::random_ids(g.batch, g.model.cfg.vocab, 5);
     if depth > 0 {
         let prompt = std::mem::take(&mut g.prompt);

@@ -325,7 +325,7 @@ impl Linear {
             || scratch.blocks.len() < nblocks * m * BLOCK_ROWS
         {
             // Only when a caller outgrows its sizing; correct, just allocating.
-            let threads = scratch.slots.len().max(rayon::current_num_threads());
+            let threads = scratch.slots.len().max(crate::backend::cpu::current_threads());
             *scratch = LinearScratch::new(threads, m, k, n, true);
         }
         let workers = scratch.slots.len().min(nblocks).max(1);

@@ -51,10 +51,10 @@ pub const BENCHMARKS: &[&str] = &["encoder", "embed", "prefill", "decode", "deco
 
 /// Benchmarks that run on the CPU and on CUDA GPUs (same grids and ids,
 /// `device=cuda:N` added on the GPU).
-const CPU_AND_CUDA: &[crate::device::DeviceKind] =
-    &[crate::device::DeviceKind::Cpu, crate::device::DeviceKind::Cuda];
+const CPU_AND_CUDA: &[crate::backend::DeviceKind] =
+    &[crate::backend::DeviceKind::Cpu, crate::backend::DeviceKind::Cuda];
 /// Benchmarks of GPU work only (`cuda::GPU_ONLY`).
-const CUDA_ONLY: &[crate::device::DeviceKind] = &[crate::device::DeviceKind::Cuda];
+const CUDA_ONLY: &[crate::backend::DeviceKind] = &[crate::backend::DeviceKind::Cuda];
 
 /// Keys the `shape` parameter may override, as `key:value` pairs joined by `+`.
 pub const SHAPE_KEYS: &[&str] = &["hidden", "heads", "kv_heads", "ffn", "vocab", "positions"];
@@ -119,25 +119,25 @@ impl Suite for InferenceSuite {
             _ => return None,
         })
     }
-    fn devices(&self, benchmark: &str) -> &'static [crate::device::DeviceKind] {
+    fn devices(&self, benchmark: &str) -> &'static [crate::backend::DeviceKind] {
         match benchmark {
             "encoder" | "prefill" | "decode" => CPU_AND_CUDA,
             b if cuda::GPU_ONLY.contains(&b) => CUDA_ONLY,
-            _ => crate::device::CPU_ONLY,
+            _ => crate::backend::CPU_ONLY,
         }
     }
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
-        if case.device.kind() == crate::device::DeviceKind::Cuda
+    fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
+        if case.device.kind() == crate::backend::DeviceKind::Cuda
             || cuda::GPU_ONLY.contains(&case.benchmark.as_str())
         {
             return cuda::prepare(case);
         }
         match case.benchmark.as_str() {
-            "encoder" => encoder::prepare(case, false),
-            "embed" => encoder::prepare(case, true),
-            "prefill" => generate::prepare_prefill(case),
-            "decode" => generate::prepare_decode(case),
-            "gguf" => file::prepare(case),
+            "encoder" => encoder::prepare(case, ctx, false),
+            "embed" => encoder::prepare(case, ctx, true),
+            "prefill" => generate::prepare_prefill(case, ctx),
+            "decode" => generate::prepare_decode(case, ctx),
+            "gguf" => file::prepare(case, ctx),
             other => bail!("inference suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
         }
     }

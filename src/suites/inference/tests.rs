@@ -62,13 +62,14 @@ fn the_target_matches_a_default_decode_case_that_declares_bytes() {
         let mut c = hits[0].clone();
         c.params.insert("model".into(), s("gpt2-tiny"));
         let c = Case::new("inference", &c.benchmark, c.params);
-        let w = InferenceSuite.prepare(&c).unwrap();
+        let w = crate::suites::prepare_standalone(&InferenceSuite, &c).unwrap();
         assert!(w.throughput().iter().any(|x| x.kind == t.kind));
     }
 }
 
 fn run_case(c: &Case) -> Vec<crate::workload::Metric> {
-    let mut w = InferenceSuite.prepare(c).unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
+    let mut w =
+        crate::suites::prepare_standalone(&InferenceSuite, c).unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
     let v = w.verify().unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
     assert!(v.passed, "{}: {} {}", c.id, v.reference, v.detail);
     w.run(2).unwrap();
@@ -197,11 +198,10 @@ fn shape_and_layers_overrides_reach_the_model_and_bad_values_name_the_choices() 
     let want = 500 * 64 + (2 * 64 * 64 + 2 * 64 * 16 + 3 * 64 * 96 + 2 * 64) + 64 + 500 * 64;
     assert_eq!(get("params"), Some(want as f64));
 
-    let err = |p: &[(&str, ParamValue)], bench: &str| match InferenceSuite.prepare(&test_case(
-        "inference",
-        bench,
-        p,
-    )) {
+    let err = |p: &[(&str, ParamValue)], bench: &str| match crate::suites::prepare_standalone(
+        &InferenceSuite,
+        &test_case("inference", bench, p),
+    ) {
         Ok(_) => panic!("accepted {:?}", p),
         Err(e) => format!("{e:#}"),
     };
@@ -260,7 +260,7 @@ fn profile() {
             })
             .fold(f64::MAX, f64::min)
     };
-    let threads = rayon::current_num_threads();
+    let threads = crate::backend::cpu::current_threads();
     for (name, rows) in [("bert-base", 128usize), ("gpt2", 32), ("gpt2", 1)] {
         let cfg = crate::models::ModelConfig::preset(name).unwrap();
         let model = weights::random_model(&cfg, DType::F32, 1).unwrap();

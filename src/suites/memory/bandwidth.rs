@@ -8,9 +8,9 @@
 //! STREAM way (each element read or written once; write-allocate traffic
 //! not counted), so the figures compare with published STREAM numbers.
 
+use crate::backend::cpu::{Context, install};
 use crate::plan::Case;
 use crate::suites::common::choice;
-use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload, skip};
 use crate::workload::Metric;
 use anyhow::{Result, ensure};
@@ -106,11 +106,11 @@ struct Stream {
     y: Vec<f64>,
     z: Vec<f64>,
     chunk: usize,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     working_set: usize,
 }
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let kernel = match choice(case, "kernel", KERNELS)? {
         "copy" => Kernel::Copy,
         "scale" => Kernel::Scale,
@@ -118,7 +118,7 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
         _ => Kernel::Triad,
     };
     let level = choice(case, "level", LEVELS)?;
-    let (pool, threads) = thread_pool(case)?;
+    let (pool, threads) = (ctx.pool(), ctx.threads());
     let ws = working_set(level, threads)?;
     let avail = crate::env::Environment::gather().available_memory_bytes.unwrap_or(u64::MAX) as usize;
     if ws > avail / 4 {
@@ -133,7 +133,7 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let init = |f: fn(usize) -> f64| -> Vec<f64> {
         let mut v = vec![0.0; n];
         // First touch by the threads that will use each slice.
-        install(pool.as_ref(), || {
+        install(pool.as_deref(), || {
             v.par_chunks_mut(chunk)
                 .enumerate()
                 .for_each(|(k, c)| c.iter_mut().enumerate().for_each(|(i, x)| *x = f(k * chunk + i)))
@@ -150,7 +150,7 @@ impl Stream {
     fn passes(&mut self, iters: u64) {
         let (k, chunk) = (self.kernel, self.chunk);
         let (x, y, z) = (&mut self.x, &self.y, &self.z);
-        install(self.pool.as_ref(), || {
+        install(self.pool.as_deref(), || {
             x.par_chunks_mut(chunk).zip(y.par_chunks(chunk)).zip(z.par_chunks(chunk)).for_each(
                 |((x, y), z)| {
                     for _ in 0..iters {

@@ -103,7 +103,7 @@ impl Suite for MemorySuite {
             _ => return None,
         })
     }
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+    fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
             "alloc" => alloc_bench::prepare_alloc(case),
             "pattern" => patterns::prepare_pattern(case),
@@ -112,7 +112,7 @@ impl Suite for MemorySuite {
             "tensor_alloc" => alloc_bench::prepare_tensor_alloc(case),
             "alloc_overhead" => alloc_bench::prepare_overhead(case),
             "footprint" => footprint::prepare(case),
-            "bandwidth" => bandwidth::prepare(case),
+            "bandwidth" => bandwidth::prepare(case, ctx),
             "latency" => latency::prepare_latency(case),
             "cache_levels" => latency::prepare_levels(case),
             other => bail!("memory suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
@@ -182,18 +182,27 @@ mod tests {
     #[test]
     fn bad_params_name_the_valid_choices() {
         let err =
-            MemorySuite.prepare(&Case::new("memory", "nope", BTreeMap::new())).err().unwrap().to_string();
+            crate::suites::prepare_standalone(&MemorySuite, &Case::new("memory", "nope", BTreeMap::new()))
+                .err()
+                .unwrap()
+                .to_string();
         assert!(err.contains("valid: alloc, pattern"), "{err}");
         let mut p = BTreeMap::new();
         p.insert("allocator".to_string(), ParamValue::Str("jemalloc".into()));
         p.insert("size".to_string(), ParamValue::Int(64));
-        let err = MemorySuite.prepare(&Case::new("memory", "alloc", p)).err().unwrap().to_string();
+        let err = crate::suites::prepare_standalone(&MemorySuite, &Case::new("memory", "alloc", p))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("valid: system, pool, mimalloc"), "{err}");
         let mut p = BTreeMap::new();
         p.insert("kernel".to_string(), ParamValue::Str("fma".into()));
         p.insert("level".to_string(), ParamValue::Str("l1".into()));
         p.insert("threads".to_string(), ParamValue::Int(1));
-        let err = MemorySuite.prepare(&Case::new("memory", "bandwidth", p)).err().unwrap().to_string();
+        let err = crate::suites::prepare_standalone(&MemorySuite, &Case::new("memory", "bandwidth", p))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("valid: copy, scale, add, triad"), "{err}");
     }
 
@@ -211,7 +220,7 @@ mod tests {
                 if big {
                     continue;
                 }
-                let mut w = match MemorySuite.prepare(&case) {
+                let mut w = match crate::suites::prepare_standalone(&MemorySuite, &case) {
                     Ok(w) => w,
                     Err(e) if e.downcast_ref::<crate::suites::SkipCase>().is_some() => continue,
                     Err(e) => panic!("{}: {e:#}", case.id),

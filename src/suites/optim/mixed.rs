@@ -9,8 +9,9 @@
 //! `half` crate's slice conversions, F16C when the CPU has it), so memory
 //! sees each array once.
 
+use super::install;
 use super::optimizers::{AdamConst, CHUNK, Kind, Reference, adam_chunk};
-use super::{install, thread_pool};
+use crate::backend::cpu::Context;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
@@ -80,7 +81,7 @@ struct MixedWorkload {
     step: u64,
     scaler: Scaler,
     skipped: u64,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     held_bytes: Option<usize>,
 }
 
@@ -88,13 +89,13 @@ struct MixedWorkload {
 /// Valid `dtype` values of `mixed_precision`.
 pub(super) const DTYPES: &[&str] = &["bf16", "f16"];
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let half = match super::choice(case, "dtype", DTYPES)? {
         "bf16" => Half::Bf16,
         _ => Half::F16,
     };
     let n = super::positive(case, "params")?;
-    let (pool, _) = thread_pool(case)?;
+    let (pool, _) = (ctx.pool(), ctx.threads());
     super::ensure_memory(16.0 * n as f64 * 1.5)?;
     let seed = super::seed(case);
     let scaler = Scaler { scale: 65536.0, good_steps: 0 };
@@ -131,7 +132,7 @@ impl MixedWorkload {
     fn amp_step(&mut self) -> bool {
         let Self { half, weights, grads, master, m, v, step, scaler, pool, .. } = self;
         let (half, mask) = (*half, half.exp_mask());
-        let finite = install(pool.as_ref(), || {
+        let finite = install(pool.as_deref(), || {
             grads.par_chunks(CHUNK).all(|c| c.iter().fold(true, |ok, &b| ok & (b & mask != mask)))
         });
         if !finite {
@@ -144,7 +145,7 @@ impl MixedWorkload {
         let c =
             AdamConst::new(Kind::AdamW, Kind::AdamW.default_hyper(), Kind::AdamW.default_hyper().lr, *step);
         let inv = 1.0 / scaler.scale;
-        install(pool.as_ref(), || {
+        install(pool.as_deref(), || {
             weights
                 .par_chunks_mut(CHUNK)
                 .zip(grads.par_chunks(CHUNK))
@@ -270,8 +271,11 @@ mod tests {
                 ("params".to_string(), ParamValue::Int(70_001)),
                 ("threads".to_string(), ParamValue::Int(2)),
             ];
-            let mut w =
-                prepare(&Case::new("optim", "mixed_precision", params.into_iter().collect())).unwrap();
+            let mut w = {
+                let c = Case::new("optim", "mixed_precision", params.into_iter().collect());
+                prepare(&c, &crate::suites::test_context(&c))
+            }
+            .unwrap();
             let v = w.verify().unwrap();
             assert!(v.passed, "{dtype}: {}", v.detail);
             w.run(GROWTH_INTERVAL as u64).unwrap();

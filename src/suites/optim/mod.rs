@@ -82,14 +82,14 @@ impl Suite for OptimSuite {
             _ => return None,
         })
     }
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+    fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
-            "optimizer_step" => step::prepare_step(case),
+            "optimizer_step" => step::prepare_step(case, ctx),
             "state_memory" => step::prepare_memory(case),
-            "mixed_precision" => mixed::prepare(case),
+            "mixed_precision" => mixed::prepare(case, ctx),
             "scheduler" => schedulers::prepare(case),
             "zero" => zero::prepare(case),
-            "train_step" | "grad_accum" | "checkpointing" => train::prepare(case),
+            "train_step" | "grad_accum" | "checkpointing" => train::prepare(case, ctx),
             other => bail!("optim suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
         }
     }
@@ -128,7 +128,7 @@ pub(crate) fn ensure_memory(bytes: f64) -> Result<()> {
     }
 }
 
-pub(crate) use crate::suites::common::{install, thread_pool};
+pub(crate) use crate::backend::cpu::install;
 
 /// Bytes of memory that became live while `f` ran (allocator counters are
 /// process-wide; cases run one at a time, so the delta is `f`'s own).
@@ -185,18 +185,28 @@ mod tests {
 
     #[test]
     fn unknown_benchmarks_and_bad_params_name_the_valid_choices() {
-        let err = OptimSuite.prepare(&Case::new("optim", "nope", BTreeMap::new())).err().unwrap().to_string();
+        let err =
+            crate::suites::prepare_standalone(&OptimSuite, &Case::new("optim", "nope", BTreeMap::new()))
+                .err()
+                .unwrap()
+                .to_string();
         assert!(err.contains("valid: optimizer_step, state_memory"), "{err}");
         let mut p = BTreeMap::new();
         p.insert("optimizer".to_string(), ParamValue::Str("rmsprop".into()));
         p.insert("form".to_string(), ParamValue::Str("fused".into()));
         p.insert("params".to_string(), ParamValue::Int(1000));
         p.insert("threads".to_string(), ParamValue::Int(1));
-        let err = OptimSuite.prepare(&Case::new("optim", "optimizer_step", p)).err().unwrap().to_string();
+        let err = crate::suites::prepare_standalone(&OptimSuite, &Case::new("optim", "optimizer_step", p))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("valid: sgd, sgd_wd"), "{err}");
         let mut p = BTreeMap::new();
         p.insert("kind".to_string(), ParamValue::Str("poly".into()));
-        let err = OptimSuite.prepare(&Case::new("optim", "scheduler", p)).err().unwrap().to_string();
+        let err = crate::suites::prepare_standalone(&OptimSuite, &Case::new("optim", "scheduler", p))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("valid: step, exponential"), "{err}");
     }
 }

@@ -2,8 +2,9 @@
 //! fused or unfused, on one thread or all; `state_memory`: the optimizer
 //! state each optimizer allocates, measured by the counting allocator.
 
+use super::install;
 use super::optimizers::{self, Kind, NAMES, Optimizer, Reference};
-use super::{install, thread_pool};
+use crate::backend::cpu::Context;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;
@@ -29,19 +30,19 @@ struct StepWorkload {
     g: Vec<f32>,
     tmp: Vec<f32>,
     opt: Optimizer,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     state_bytes_measured: Option<usize>,
 }
 
 /// Prepares an `optimizer_step` case (`optimizer`, `form`, `params`, `threads`).
-pub(crate) fn prepare_step(case: &Case) -> Result<Box<dyn Workload>> {
-    Ok(Box::new(build_step(case)?))
+pub(crate) fn prepare_step(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+    Ok(Box::new(build_step(case, ctx)?))
 }
 
 /// Valid `form` values of `optimizer_step`.
 pub(super) const FORMS: &[&str] = &["fused", "unfused"];
 
-fn build_step(case: &Case) -> Result<StepWorkload> {
+fn build_step(case: &Case, ctx: &Context) -> Result<StepWorkload> {
     let kind = kind_of(case)?;
     let fused = super::choice(case, "form", FORMS)? == "fused";
     if !fused && kind == Kind::Adafactor {
@@ -51,7 +52,7 @@ fn build_step(case: &Case) -> Result<StepWorkload> {
         );
     }
     let n = super::positive(case, "params")?;
-    let (pool, _) = thread_pool(case)?;
+    let (pool, _) = (ctx.pool(), ctx.threads());
     let arrays = 2 + kind.state_per_param() + (!fused) as usize;
     super::ensure_memory(4.0 * n as f64 * arrays as f64)?;
     let seed = super::seed(case);
@@ -67,7 +68,7 @@ fn build_step(case: &Case) -> Result<StepWorkload> {
 impl StepWorkload {
     fn step(&mut self) {
         let Self { fused, p, g, tmp, opt, pool, .. } = self;
-        install(pool.as_ref(), || {
+        install(pool.as_deref(), || {
             if *fused {
                 opt.step_fused(p, g);
             } else {
@@ -303,7 +304,7 @@ mod tests {
                             ("threads", threads),
                         ],
                     );
-                    let mut w = prepare_step(&c).unwrap();
+                    let mut w = prepare_step(&c, &crate::suites::test_context(&c)).unwrap();
                     let v = w.verify().unwrap();
                     assert!(v.passed, "{}: {}", c.id, v.detail);
                     w.run(2).unwrap();
@@ -332,7 +333,7 @@ mod tests {
                 ("threads", ParamValue::Int(1)),
             ],
         );
-        let mut w = build_step(&c).unwrap();
+        let mut w = build_step(&c, &Context::run()).unwrap();
         // Corrupt one moment the reference sample will see.
         w.opt.a[5000] = 1.0;
         assert!(!w.verify().unwrap().passed);
@@ -346,6 +347,12 @@ mod tests {
                 ("threads", ParamValue::Int(1)),
             ],
         );
-        assert!(prepare_step(&bad).err().unwrap().to_string().contains("valid form: fused"));
+        assert!(
+            prepare_step(&bad, &crate::suites::test_context(&bad))
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("valid form: fused")
+        );
     }
 }

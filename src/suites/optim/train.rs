@@ -28,7 +28,7 @@ pub(super) const MODELS: &[&str] = &["mlp", "block"];
 /// Valid `mode` values of `checkpointing`.
 pub(super) const MODES: &[&str] = &["store", "recompute"];
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
     let arch = match super::choice(case, "model", MODELS)? {
         "mlp" => Arch::Mlp { dims: vec![256, 1024, 1024, 1024, 256] },
         _ => Arch::Block { d: 256, heads: 4, ffn: 1024, seq: 64, layers: 2 },
@@ -40,7 +40,7 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     }
     let recompute = case.benchmark == "checkpointing" && super::choice(case, "mode", MODES)? == "recompute";
     let seed = super::seed(case);
-    let model = Model::new(arch, seed, rayon::current_num_threads());
+    let model = Model::new(arch, seed, ctx.threads());
     let rows = model.rows(batch);
     let (din, dout) = model.width();
     let x = crate::util::randn(rows * din, seed ^ 1);
@@ -233,7 +233,7 @@ mod tests {
         ];
         for (bench, kv) in cases {
             let c = Case::new("optim", bench, kv.into_iter().map(|(k, v)| (k.to_string(), v)).collect());
-            let mut w = prepare(&c).unwrap();
+            let mut w = prepare(&c, &crate::suites::test_context(&c)).unwrap();
             let v = w.verify().unwrap();
             assert!(v.passed, "{}: {}", c.id, v.detail);
             w.run(1).unwrap();
@@ -251,6 +251,12 @@ mod tests {
                 })
                 .collect(),
         );
-        assert!(prepare(&bad).err().unwrap().to_string().contains("must divide"));
+        assert!(
+            prepare(&bad, &crate::suites::test_context(&bad))
+                .err()
+                .unwrap()
+                .to_string()
+                .contains("must divide")
+        );
     }
 }

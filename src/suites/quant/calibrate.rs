@@ -4,10 +4,10 @@
 
 use super::data::{self, Dist, accuracy};
 use super::{choice, shape2};
+use crate::backend::cpu::{Context, install};
 use crate::kernels::quant::int8::{self, QParams};
 use crate::kernels::quant::rne;
 use crate::plan::Case;
-use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
@@ -27,14 +27,14 @@ struct Calibrate {
     x: Vec<f32>,
     scratch: Vec<f32>,
     scale: f32,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let method = choice(case, "method", METHODS)?;
     let dist = Dist::parse(&case.str("dist")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     let (rows, cols) = shape2(case)?;
-    let (pool, _) = thread_pool(case)?;
+    let (pool, _) = (ctx.pool(), ctx.threads());
     let x = data::draw(dist, rows, cols, 0.02, super::seed(case));
     let scratch = if method == "percentile" { vec![0.0; x.len()] } else { Vec::new() };
     Ok(Box::new(Calibrate { method, x, scratch, scale: f32::NAN, pool }))
@@ -105,7 +105,7 @@ fn round_trip(x: &[f32], scale: f32) -> Vec<f32> {
 impl Workload for Calibrate {
     fn verify(&mut self) -> Result<Verification> {
         let Self { method, x, scratch, pool, .. } = self;
-        let scale = install(pool.as_ref(), || calibrate(method, x, scratch));
+        let scale = install(pool.as_deref(), || calibrate(method, x, scratch));
         self.scale = scale;
         let x = &self.x;
         let mut sorted: Vec<f32> = x.iter().map(|v| v.abs()).collect();
@@ -172,7 +172,7 @@ impl Workload for Calibrate {
 
     fn run(&mut self, iters: u64) -> Result<()> {
         let Self { method, x, scratch, pool, .. } = self;
-        install(pool.as_ref(), || {
+        install(pool.as_deref(), || {
             for _ in 0..iters {
                 std::hint::black_box(calibrate(method, x, scratch));
             }

@@ -3,6 +3,7 @@
 
 use super::data::{self, Dist, accuracy};
 use super::{choice, shape2};
+use crate::backend::cpu::{Context, install};
 use crate::kernels::quant::blocks::{BlockFormat, BlockTensor, QK};
 use crate::kernels::quant::halfs;
 use crate::kernels::quant::int8::{self, Granularity, Int8Tensor, QParams, Scheme};
@@ -10,7 +11,6 @@ use crate::kernels::quant::kquant::{self, Q4KTensor, QK_K};
 use crate::kernels::quant::stream_fill;
 use crate::kernels::quant::ternary::{self, TernaryMatrix};
 use crate::plan::Case;
-use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
@@ -327,18 +327,18 @@ struct Convert {
     codec: Codec,
     x: Vec<f32>,
     back: Vec<f32>,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
-pub(crate) fn prepare(case: &Case, dequant: bool) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare(case: &Case, ctx: &Context, dequant: bool) -> Result<Box<dyn Workload>> {
     let format = choice(case, "format", FORMATS)?;
     let dist = Dist::parse(&case.str("dist")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     let (rows, cols) = shape2(case)?;
-    let (pool, _) = thread_pool(case)?;
+    let (pool, _) = (ctx.pool(), ctx.threads());
     let x = data::draw(dist, rows, cols, 0.02, super::seed(case));
     let mut codec = Codec::new(format, rows, cols).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     if dequant {
-        install(pool.as_ref(), || codec.quantize(&x));
+        install(pool.as_deref(), || codec.quantize(&x));
     }
     let back = vec![f32::NAN; x.len()];
     Ok(Box::new(Convert { dequant, format, codec, x, back, pool }))
@@ -348,7 +348,7 @@ impl Workload for Convert {
     fn verify(&mut self) -> Result<Verification> {
         let Self { dequant, codec, x, back, pool, .. } = self;
         if *dequant {
-            install(pool.as_ref(), || codec.dequantize(back));
+            install(pool.as_deref(), || codec.dequantize(back));
             let bad =
                 back.par_iter().enumerate().find_any(|(i, v)| codec.decode(*i).to_bits() != v.to_bits());
             if let Some((i, v)) = bad {
@@ -359,7 +359,7 @@ impl Workload for Convert {
                 self.format
             )));
         }
-        install(pool.as_ref(), || codec.quantize(x));
+        install(pool.as_deref(), || codec.quantize(x));
         if let Some(e) = codec.check_codes(x) {
             bail!("{} quantize: {e}", self.format);
         }
@@ -386,7 +386,7 @@ impl Workload for Convert {
 
     fn run(&mut self, iters: u64) -> Result<()> {
         let Self { dequant, codec, x, back, pool, .. } = self;
-        install(pool.as_ref(), || {
+        install(pool.as_deref(), || {
             for _ in 0..iters {
                 if *dequant {
                     codec.dequantize(back);

@@ -4,11 +4,11 @@
 
 use super::choice;
 use super::data::{self, Dist, accuracy};
+use crate::backend::cpu::{Context, install};
 use crate::kernels::quant::igemm::dot_scalar;
 use crate::kernels::quant::{DynamicLinear, I8Weights, Int8Path, QMatrix, WeightFormat, gemm_i8, int8};
 use crate::kernels::{Layout, matmul};
 use crate::plan::Case;
-use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload, skip};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
@@ -59,7 +59,7 @@ struct Linear {
     y32: Vec<f32>,
     dims: (usize, usize, usize),
     threads: usize,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
 /// Refuses shapes whose f32 weights would not fit comfortably in memory.
@@ -80,22 +80,23 @@ fn check_memory(case: &Case, (m, k, n): (usize, usize, usize)) -> Result<()> {
 
 fn build(
     case: &Case,
+    ctx: &Context,
     label: String,
     make: impl FnOnce(&[f32], (usize, usize, usize)) -> Result<Kernel> + Send,
 ) -> Result<Box<dyn Workload>> {
     let dims @ (m, k, n) = dims(case)?;
     check_memory(case, dims)?;
-    let (pool, threads) = thread_pool(case)?;
+    let (pool, threads) = (ctx.pool(), ctx.threads());
     let (w, x) = inputs(case, dims);
-    let kernel = install(pool.as_ref(), || make(&w, dims))?;
+    let kernel = install(pool.as_deref(), || make(&w, dims))?;
     let w32 = QMatrix::quantize(WeightFormat::F32, &w, n, k)?;
     drop(w);
     let mut y32 = vec![0.0; m * n];
-    install(pool.as_ref(), || matmul(threads, dims, &x, w32.as_f32().expect("f32"), Layout::NxK, &mut y32));
+    install(pool.as_deref(), || matmul(threads, dims, &x, w32.as_f32().expect("f32"), Layout::NxK, &mut y32));
     Ok(Box::new(Linear { label, kernel, w32, x, y: vec![f32::NAN; m * n], y32, dims, threads, pool }))
 }
 
-pub(crate) fn prepare_linear(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare_linear(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let format = choice(case, "format", FORMATS)?;
     let (_, k, _) = dims(case)?;
     if matches!(format, "q8_0" | "q4_0" | "q4_1") && !k.is_multiple_of(32) {
@@ -104,7 +105,7 @@ pub(crate) fn prepare_linear(case: &Case) -> Result<Box<dyn Workload>> {
     if matches!(format, "q4_k" | "q6_k") && !k.is_multiple_of(256) {
         bail!("case {}: {format} needs K to be a multiple of 256, got {k}", case.id);
     }
-    build(case, format.to_string(), |w, (_, k, n)| {
+    build(case, ctx, format.to_string(), |w, (_, k, n)| {
         Ok(match format {
             "f32" => Kernel::Gemm,
             "f32_gemv" => Kernel::Q(QMatrix::quantize(WeightFormat::F32, w, n, k)?),
@@ -134,9 +135,9 @@ fn int8_path(case: &Case) -> Result<Int8Path> {
     Ok(path)
 }
 
-pub(crate) fn prepare_dynamic(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare_dynamic(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let path = int8_path(case)?;
-    build(case, format!("dynamic int8 ({})", path.name()), |w, (_, k, n)| {
+    build(case, ctx, format!("dynamic int8 ({})", path.name()), |w, (_, k, n)| {
         Ok(Kernel::Dynamic(DynamicLinear::new(w, n, k, path)))
     })
 }
@@ -145,7 +146,7 @@ impl Linear {
     fn once(&mut self) {
         let Self { kernel, w32, x, y, dims, threads, pool, .. } = self;
         let (m, _, _) = *dims;
-        install(pool.as_ref(), || match kernel {
+        install(pool.as_deref(), || match kernel {
             Kernel::Gemm => matmul(*threads, *dims, x, w32.as_f32().expect("f32"), Layout::NxK, y),
             Kernel::Q(q) => q.matmul(x, m, y),
             Kernel::Dynamic(d) => d.forward(x, m, y),
@@ -164,13 +165,13 @@ impl Linear {
             own = own.min(t.elapsed().as_secs_f64());
             let Self { w32, x, dims, threads, pool, .. } = self;
             let t = Instant::now();
-            install(pool.as_ref(), || {
+            install(pool.as_deref(), || {
                 matmul(*threads, *dims, x, w32.as_f32().expect("f32"), Layout::NxK, &mut y)
             });
             base = base.min(t.elapsed().as_secs_f64());
             if m <= crate::kernels::quant::linear::DECODE_MAX_M {
                 let t = Instant::now();
-                install(pool.as_ref(), || w32.matmul(x, m, &mut y));
+                install(pool.as_deref(), || w32.matmul(x, m, &mut y));
                 base = base.min(t.elapsed().as_secs_f64());
             }
             std::hint::black_box(&mut y);
@@ -324,7 +325,7 @@ struct Gemm8 {
     a: Vec<i8>,
     b: I8Weights,
     c: Vec<i32>,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
 /// Full-range int8 codes (including -128) from a seed.
@@ -340,10 +341,10 @@ fn codes(n: usize, seed: u64) -> Vec<i8> {
         .collect()
 }
 
-pub(crate) fn prepare_int8_gemm(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare_int8_gemm(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let path = int8_path(case)?;
     let (m, k, n) = dims(case)?;
-    let (pool, _) = thread_pool(case)?;
+    let (pool, _) = (ctx.pool(), ctx.threads());
     let seed = super::seed(case);
     let b = I8Weights::new(codes(n * k, seed), n, k);
     Ok(Box::new(Gemm8 { path, m, a: codes(m * k, seed ^ 1), b, c: vec![0; m * n], pool }))
@@ -385,7 +386,7 @@ impl Workload for Gemm8 {
 
     fn run(&mut self, iters: u64) -> Result<()> {
         let Self { path, m, a, b, c, pool } = self;
-        install(pool.as_ref(), || {
+        install(pool.as_deref(), || {
             for _ in 0..iters {
                 gemm_i8(*path, *m, a, b, c);
                 std::hint::black_box(&mut *c);

@@ -4,10 +4,10 @@
 
 use super::choice;
 use super::data::{self, Dist, accuracy};
+use crate::backend::cpu::{Context, install};
 use crate::kernels::quant::{QMatrix, WeightFormat};
 use crate::kernels::{Layout, matmul};
 use crate::plan::Case;
-use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
@@ -100,14 +100,14 @@ enum Op<T> {
 
 struct Mixed<T> {
     op: Op<T>,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let op = choice(case, "op", OPS)?;
     match choice(case, "dtype", DTYPES)? {
-        "f16" => build::<f16>(case, op, WeightFormat::F16),
-        _ => build::<bf16>(case, op, WeightFormat::Bf16),
+        "f16" => build::<f16>(case, ctx, op, WeightFormat::F16),
+        _ => build::<bf16>(case, ctx, op, WeightFormat::Bf16),
     }
 }
 
@@ -117,10 +117,10 @@ fn halves<T: Half>(x: &[f32]) -> Vec<T> {
     h
 }
 
-fn build<T: Half>(case: &Case, op: &str, format: WeightFormat) -> Result<Box<dyn Workload>> {
-    let (pool, threads) = thread_pool(case)?;
+fn build<T: Half>(case: &Case, ctx: &Context, op: &str, format: WeightFormat) -> Result<Box<dyn Workload>> {
+    let (pool, threads) = (ctx.pool(), ctx.threads());
     let seed = super::seed(case);
-    let op = install(pool.as_ref(), || -> Result<Op<T>> {
+    let op = install(pool.as_deref(), || -> Result<Op<T>> {
         Ok(match op {
             "linear" => {
                 let dims @ (m, k, n) = match case.shape("shape")?.as_slice() {
@@ -160,7 +160,7 @@ fn build<T: Half>(case: &Case, op: &str, format: WeightFormat) -> Result<Box<dyn
 impl<T: Half> Mixed<T> {
     fn once(&mut self) {
         let Self { op, pool } = self;
-        install(pool.as_ref(), || match op {
+        install(pool.as_deref(), || match op {
             Op::Fma { a, b, c, out, .. } => fma(a, b, c, out),
             Op::Sum { x, got } => *got = sum(x),
             Op::Matmul { w, x, y, dims, .. } => w.matmul(x, dims.0, y),

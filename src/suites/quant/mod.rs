@@ -90,16 +90,16 @@ impl Suite for QuantSuite {
             _ => return None,
         })
     }
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+    fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
-            "quantize" => codec::prepare(case, false),
-            "dequantize" => codec::prepare(case, true),
-            "calibrate" => calibrate::prepare(case),
-            "linear" => linear::prepare_linear(case),
-            "dynamic" => linear::prepare_dynamic(case),
-            "int8_gemm" => linear::prepare_int8_gemm(case),
-            "model" => model::prepare(case),
-            "mixed" => mixed::prepare(case),
+            "quantize" => codec::prepare(case, ctx, false),
+            "dequantize" => codec::prepare(case, ctx, true),
+            "calibrate" => calibrate::prepare(case, ctx),
+            "linear" => linear::prepare_linear(case, ctx),
+            "dynamic" => linear::prepare_dynamic(case, ctx),
+            "int8_gemm" => linear::prepare_int8_gemm(case, ctx),
+            "model" => model::prepare(case, ctx),
+            "mixed" => mixed::prepare(case, ctx),
             other => bail!("quant suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
         }
     }
@@ -175,7 +175,7 @@ mod tests {
             }
             for c in expand("quant", b) {
                 let expected = expected_skip(&c);
-                let mut w = match QuantSuite.prepare(&c) {
+                let mut w = match crate::suites::prepare_standalone(&QuantSuite, &c) {
                     Ok(w) => w,
                     Err(e) => match e.downcast_ref::<SkipCase>() {
                         Some(skip) => {
@@ -211,7 +211,7 @@ mod tests {
             "linear",
             &[("format", s("q4_0")), ("shape", s("2x256x64")), ("threads", ParamValue::Int(1))],
         );
-        let mut w = QuantSuite.prepare(&c).unwrap();
+        let mut w = crate::suites::prepare_standalone(&QuantSuite, &c).unwrap();
         assert!(w.verify().unwrap().passed);
         let m = w.metrics();
         let get = |n: &str| m.iter().find(|m| m.name == n).unwrap_or_else(|| panic!("{n} missing")).value;
@@ -223,7 +223,7 @@ mod tests {
 
     #[test]
     fn bad_params_name_the_valid_choices() {
-        let err = |c: Case| QuantSuite.prepare(&c).err().unwrap().to_string();
+        let err = |c: Case| crate::suites::prepare_standalone(&QuantSuite, &c).err().unwrap().to_string();
         let e = err(test_case("quant", "nope", &[]));
         assert!(e.contains("valid: quantize, dequantize, calibrate"), "{e}");
         let e = err(test_case(

@@ -10,12 +10,12 @@
 
 use super::choice;
 use super::data::{self, Dist, accuracy};
+use crate::backend::cpu::{Context, install};
 use crate::kernels::quant::blocks::{BlockFormat, QK, dequantize_blocks, quantize_blocks};
 use crate::kernels::quant::int8::{self, QParams};
 use crate::kernels::quant::{clamp_to_i32, rne, ternary};
 use crate::models::ModelConfig;
 use crate::plan::Case;
-use crate::suites::common::{install, thread_pool};
 use crate::suites::{Throughput, Verification, Workload, skip};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
@@ -47,7 +47,7 @@ struct ModelQuant {
     expected_bytes: u64,
     written: u64,
     sample: Option<(f64, f64, Vec<Metric>)>,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
 }
 
 /// Bytes one chunk of `rows x cols` takes in `format`.
@@ -186,7 +186,7 @@ fn decode(format: &str, bytes: &mut [u8], rows: usize, cols: usize, gamma: f32) 
     out
 }
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let format = choice(case, "format", FORMATS)?;
     let name = case.str("model")?;
     let config = ModelConfig::preset(&name).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
@@ -227,9 +227,9 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
             full + rest + if format == "ternary" { 4 } else { 0 }
         })
         .sum();
-    let (pool, _) = thread_pool(case)?;
+    let (pool, _) = (ctx.pool(), ctx.threads());
     let pool_values =
-        install(pool.as_ref(), || data::draw(Dist::Heavy, pool_len, 1, 0.02, super::seed(case)));
+        install(pool.as_deref(), || data::draw(Dist::Heavy, pool_len, 1, 0.02, super::seed(case)));
     Ok(Box::new(ModelQuant {
         model: name,
         format,
@@ -282,7 +282,7 @@ impl ModelQuant {
 
 impl Workload for ModelQuant {
     fn verify(&mut self) -> Result<Verification> {
-        let written = install(self.pool.as_ref(), || self.once());
+        let written = install(self.pool.as_deref(), || self.once());
         if written != self.expected_bytes {
             bail!(
                 "{}: wrote {written} bytes, the format's size formula gives {}",
@@ -350,7 +350,7 @@ impl Workload for ModelQuant {
 
     fn run(&mut self, iters: u64) -> Result<()> {
         for _ in 0..iters {
-            self.written = install(self.pool.as_ref(), || self.once());
+            self.written = install(self.pool.as_deref(), || self.once());
         }
         Ok(())
     }

@@ -19,7 +19,8 @@
 //! with several threads runs whole batch items in parallel, each with a
 //! single-threaded GEMM: parallelism is never nested around a threaded GEMM.
 
-use super::{choice, install, reference, thread_pool};
+use super::{choice, install, reference};
+use crate::backend::cpu::Context;
 use crate::kernels::buffer::HugeBuf;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
@@ -219,7 +220,7 @@ fn parse_impl(case: &Case) -> Result<Impl> {
 struct Matmul {
     imp: Impl,
     threads: usize,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     batch: usize,
     dims: (usize, usize, usize),
     // Operands on huge pages, as NumPy allocates its large arrays: with
@@ -232,22 +233,27 @@ struct Matmul {
     seed: u64,
 }
 
-pub(crate) fn prepare_matmul(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare_matmul(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let dims = match case.shape("shape")?.as_slice() {
         &[m, k, n] => (m, k, n),
         _ => bail!("case {}: matmul `shape` must be MxKxN", case.id),
     };
-    build(case, 1, dims)
+    build(case, ctx, 1, dims)
 }
 
-pub(crate) fn prepare_bmm(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare_bmm(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     match case.shape("shape")?.as_slice() {
-        &[batch, m, k, n] => build(case, batch, (m, k, n)),
+        &[batch, m, k, n] => build(case, ctx, batch, (m, k, n)),
         _ => bail!("case {}: bmm `shape` must be BATCHxMxKxN", case.id),
     }
 }
 
-fn build(case: &Case, batch: usize, (m, k, n): (usize, usize, usize)) -> Result<Box<dyn Workload>> {
+fn build(
+    case: &Case,
+    ctx: &Context,
+    batch: usize,
+    (m, k, n): (usize, usize, usize),
+) -> Result<Box<dyn Workload>> {
     let imp = parse_impl(case)?;
     if imp == Impl::OpenBlas && [m, k, n].iter().any(|&d| d > i32::MAX as usize) {
         bail!(
@@ -257,7 +263,7 @@ fn build(case: &Case, batch: usize, (m, k, n): (usize, usize, usize)) -> Result<
             i32::MAX
         );
     }
-    let (pool, threads) = thread_pool(case)?;
+    let (pool, threads) = (ctx.pool(), ctx.threads());
     let seed = super::seed(case);
     let a = HugeBuf::from_slice(&util::randn(batch * m * k, seed));
     let b = HugeBuf::from_slice(&util::randn(batch * k * n, seed ^ 1));
@@ -286,7 +292,7 @@ impl Matmul {
     fn once(&mut self) {
         let Self { imp, threads, pool, batch, dims, a, b, c, packed, .. } = self;
         let (imp, threads, batch, dims) = (*imp, *threads, *batch, *dims);
-        install(pool.as_ref(), || {
+        install(pool.as_deref(), || {
             if let Some(p) = packed {
                 p.matmul_into(threads, dims.0, a, c, false);
             } else if batch == 1 {

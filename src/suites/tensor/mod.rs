@@ -25,7 +25,7 @@
 //! (AVX-512, AVX2+FMA, baseline) and picked at run time by [`simd_dispatch`],
 //! since the crate itself is built for baseline x86-64.
 
-use crate::device::DeviceKind;
+use crate::backend::DeviceKind;
 use crate::plan::Case;
 use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
@@ -133,10 +133,10 @@ impl Suite for TensorSuite {
         match benchmark {
             "creation" | "binary" | "unary" | "reduction" => CPU_AND_CUDA,
             b if cuda::GPU_ONLY.contains(&b) => CUDA_ONLY,
-            _ => crate::device::CPU_ONLY,
+            _ => crate::backend::CPU_ONLY,
         }
     }
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+    fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         if case.device.kind() == DeviceKind::Cuda || cuda::GPU_ONLY.contains(&case.benchmark.as_str()) {
             return cuda::prepare(case);
         }
@@ -149,8 +149,8 @@ impl Suite for TensorSuite {
             "reshape" => manipulation::prepare_reshape(case),
             "slice" => manipulation::prepare_slice(case),
             "concat" => manipulation::prepare_concat(case),
-            "matmul" => matmul::prepare_matmul(case),
-            "bmm" => matmul::prepare_bmm(case),
+            "matmul" => matmul::prepare_matmul(case, ctx),
+            "bmm" => matmul::prepare_bmm(case, ctx),
             "half_convert" => half_precision::prepare_convert(case),
             "half_add" => half_precision::prepare_add(case),
             other => bail!("tensor suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
@@ -167,7 +167,8 @@ pub(crate) const CHUNK: usize = 1 << 16;
 
 // Parameter helpers and the CPU execution context live in neutral places,
 // shared with the other suites.
-pub(crate) use super::common::{choice, elements, install, seed, shape2, thread_pool};
+pub(crate) use super::common::{choice, elements, seed, shape2};
+pub(crate) use crate::backend::cpu::install;
 
 #[cfg(test)]
 mod tests {
@@ -206,7 +207,7 @@ mod tests {
     /// and nothing else does.
     fn prepare_or_skip(case: &Case) -> Option<Box<dyn Workload>> {
         let expected = expected_skip(case);
-        match TensorSuite.prepare(case) {
+        match crate::suites::prepare_standalone(&TensorSuite, case) {
             Ok(w) => {
                 assert_eq!(expected, None, "{} ran but should be skipped", case.id);
                 Some(w)
@@ -375,7 +376,7 @@ mod tests {
                 .unwrap();
         for b in spec().benchmarks {
             for case in expand("tensor", &b).into_iter().filter(|c| re.is_match(&c.id)) {
-                let mut w = TensorSuite.prepare(&case).unwrap();
+                let mut w = crate::suites::prepare_standalone(&TensorSuite, &case).unwrap();
                 assert!(w.verify().unwrap().passed, "{}", case.id);
                 let tp = w.throughput();
                 let per_sec = time(&mut |it| w.run(it).unwrap(), 1.0);
@@ -405,7 +406,7 @@ mod tests {
             let p: BTreeMap<String, ParamValue> =
                 params.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
             let case = Case::new("tensor", bench, p);
-            let first = TensorSuite.prepare(&case).unwrap();
+            let first = crate::suites::prepare_standalone(&TensorSuite, &case).unwrap();
             let mut copy = first.replicate().unwrap_or_else(|| panic!("{bench} copies itself"));
             assert_eq!(copy.throughput(), first.throughput(), "{bench}");
             let v = copy.verify().unwrap();
@@ -417,18 +418,24 @@ mod tests {
     #[test]
     fn unknown_benchmarks_and_bad_params_name_the_valid_choices() {
         let case = Case::new("tensor", "nope", BTreeMap::new());
-        let err = TensorSuite.prepare(&case).err().unwrap().to_string();
+        let err = crate::suites::prepare_standalone(&TensorSuite, &case).err().unwrap().to_string();
         assert!(err.contains("valid: creation, binary"), "{err}");
         let mut p = BTreeMap::new();
         p.insert("op".to_string(), ParamValue::Str("cube".into()));
         p.insert("elements".to_string(), ParamValue::Int(10));
-        let err = TensorSuite.prepare(&Case::new("tensor", "unary", p)).err().unwrap().to_string();
+        let err = crate::suites::prepare_standalone(&TensorSuite, &Case::new("tensor", "unary", p))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("valid: relu, sigmoid"), "{err}");
         let mut p = BTreeMap::new();
         p.insert("impl".to_string(), ParamValue::Str("blas".into()));
         p.insert("shape".to_string(), ParamValue::Str("2x2x2".into()));
         p.insert("threads".to_string(), ParamValue::Int(1));
-        let err = TensorSuite.prepare(&Case::new("tensor", "matmul", p)).err().unwrap().to_string();
+        let err = crate::suites::prepare_standalone(&TensorSuite, &Case::new("tensor", "matmul", p))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("valid: matrixmultiply, gemm"), "{err}");
     }
 }

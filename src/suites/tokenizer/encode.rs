@@ -4,6 +4,7 @@
 
 use super::reference;
 use super::sources::{self, Family, Loaded};
+use crate::backend::cpu::Context;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
@@ -47,7 +48,7 @@ struct EncodeWork {
     texts: Vec<String>,
     ids: Vec<Vec<u32>>,
     mode: Mode,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     bytes: f64,
     tokens: f64,
     /// Per-text latencies (ns) of `Single` iterations, capped.
@@ -57,10 +58,10 @@ struct EncodeWork {
 
 const MAX_LATENCIES: usize = 1 << 20;
 
-fn build(case: &Case, mode: Mode) -> Result<Box<dyn Workload>> {
+fn build(case: &Case, ctx: &Context, mode: Mode) -> Result<Box<dyn Workload>> {
     let loaded = sources::tokenizer(case)?;
     let texts = sources::case_texts(case)?;
-    let (pool, _) = super::thread_pool(case)?;
+    let pool = ctx.pool();
     let mut tok = loaded.tok.clone();
     if mode == Mode::Special {
         let max_length = case.usize("max_length")?;
@@ -114,46 +115,46 @@ fn build(case: &Case, mode: Mode) -> Result<Box<dyn Workload>> {
 }
 
 fn install_batch(
-    pool: &Option<rayon::ThreadPool>,
+    pool: &Option<std::sync::Arc<rayon::ThreadPool>>,
     tok: &Tokenizer,
     texts: &[String],
     specials: bool,
 ) -> Result<Vec<Encoding>> {
     let inputs: Vec<&str> = texts.iter().map(String::as_str).collect();
-    super::install(pool.as_ref(), || tk(tok.encode_batch_char_offsets(inputs, specials)))
+    super::install(pool.as_deref(), || tk(tok.encode_batch_char_offsets(inputs, specials)))
 }
 
 /// `encode`: single texts, one at a time.
-pub(crate) fn prepare_encode(case: &Case) -> Result<Box<dyn Workload>> {
-    build(case, Mode::Single)
+pub(crate) fn prepare_encode(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+    build(case, ctx, Mode::Single)
 }
 
 /// `encode_batch`: the whole batch in one call, 1 or all threads.
-pub(crate) fn prepare_batch(case: &Case) -> Result<Box<dyn Workload>> {
-    build(case, Mode::Batch)
+pub(crate) fn prepare_batch(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+    build(case, ctx, Mode::Batch)
 }
 
 /// `decode`: every text's ids back to a string.
-pub(crate) fn prepare_decode(case: &Case) -> Result<Box<dyn Workload>> {
-    build(case, Mode::Decode)
+pub(crate) fn prepare_decode(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+    build(case, ctx, Mode::Decode)
 }
 
 /// Valid `offsets` values.
 pub(super) const OFFSETS: &[&str] = &["none", "bytes", "chars"];
 
 /// `offsets`: encode without offsets, with byte or with char offsets.
-pub(crate) fn prepare_offsets(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare_offsets(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let o = match super::choice(case, "offsets", OFFSETS)? {
         "none" => Offsets::None,
         "bytes" => Offsets::Bytes,
         _ => Offsets::Chars,
     };
-    build(case, Mode::Offsets(o))
+    build(case, ctx, Mode::Offsets(o))
 }
 
 /// `special_tokens`: add specials, truncate and pad to `max_length`.
-pub(crate) fn prepare_special(case: &Case) -> Result<Box<dyn Workload>> {
-    build(case, Mode::Special)
+pub(crate) fn prepare_special(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+    build(case, ctx, Mode::Special)
 }
 
 fn fail(reference: &str, detail: String) -> Result<()> {

@@ -20,7 +20,7 @@
 //! the default grid by `NAME-trained` (a tokenizer of the same kind trained on
 //! the corpus), so the case id says what is measured.
 
-use crate::plan::{Case, ParamValue};
+use crate::plan::Case;
 use crate::suites::{ParamRule, Suite, Workload};
 use anyhow::{Result, bail};
 
@@ -86,19 +86,25 @@ impl Suite for TokenizerSuite {
             _ => return None,
         })
     }
-    fn pool_threads(&self, case: &Case) -> Option<usize> {
-        pool_threads(case)
+    /// A dedicated pool of the case's `threads`, one thread when it names
+    /// none (single-text benchmarks are sequential by definition), the
+    /// run's pool for `all`.
+    fn threads(&self, case: &Case) -> Result<crate::backend::cpu::Threads> {
+        match case.params.get("threads") {
+            None => Ok(crate::backend::cpu::Threads::Exactly(1)),
+            Some(_) => case.threads_request(),
+        }
     }
-    fn prepare(&self, case: &Case) -> Result<Box<dyn Workload>> {
+    fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
-            "encode" => encode::prepare_encode(case),
-            "encode_batch" => encode::prepare_batch(case),
-            "decode" => encode::prepare_decode(case),
-            "offsets" => encode::prepare_offsets(case),
-            "special_tokens" => encode::prepare_special(case),
+            "encode" => encode::prepare_encode(case, ctx),
+            "encode_batch" => encode::prepare_batch(case, ctx),
+            "decode" => encode::prepare_decode(case, ctx),
+            "offsets" => encode::prepare_offsets(case, ctx),
+            "special_tokens" => encode::prepare_special(case, ctx),
             "normalize" => text::prepare_normalize(case),
             "pretokenize" => text::prepare_pretokenize(case),
-            "train" => train::prepare(case),
+            "train" => train::prepare(case, ctx),
             other => bail!("tokenizer suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
         }
     }
@@ -113,32 +119,11 @@ pub(crate) fn choice<'a>(case: &Case, key: &str, valid: &[&'a str]) -> Result<&'
     }
 }
 
-/// A dedicated pool of the case's `threads` (default 1: single-text
-/// benchmarks are sequential by definition), or `None` for `all`.
-pub(crate) fn thread_pool(case: &Case) -> Result<(Option<rayon::ThreadPool>, usize)> {
-    match case.params.get("threads") {
-        None => Ok((Some(rayon::ThreadPoolBuilder::new().num_threads(1).build()?), 1)),
-        Some(ParamValue::Int(_)) => {
-            let threads = case.threads()?;
-            Ok((Some(rayon::ThreadPoolBuilder::new().num_threads(threads).build()?), threads))
-        }
-        Some(_) => Ok((None, case.threads()?)),
-    }
-}
-
 /// Runs `f` inside `pool`, or on the current (global) pool when `None`; on
 /// the calling thread when that is a worker of a pool as wide (see
-/// [`crate::suites::common::install`]).
+/// [`crate::backend::cpu::install`]).
 pub(crate) fn install<R: Send>(pool: Option<&rayon::ThreadPool>, f: impl FnOnce() -> R + Send) -> R {
-    crate::suites::common::install(pool, f)
-}
-
-/// The width of the pool [`thread_pool`] builds for `case`, `None` for `all`.
-fn pool_threads(case: &Case) -> Option<usize> {
-    match case.params.get("threads") {
-        None => Some(1),
-        _ => crate::suites::common::explicit_threads(case),
-    }
+    crate::backend::cpu::install(pool, f)
 }
 
 #[cfg(test)]

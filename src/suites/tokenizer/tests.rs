@@ -70,28 +70,31 @@ fn absent_real_files_become_trained_fallbacks_in_case_ids() {
 
 #[test]
 fn bad_params_name_the_valid_choices() {
-    let err = TokenizerSuite.prepare(&test_case("tokenizer", "nope", &[])).err().unwrap().to_string();
+    let err = crate::suites::prepare_standalone(&TokenizerSuite, &test_case("tokenizer", "nope", &[]))
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("valid: encode, encode_batch"), "{err}");
     let c = test_case(
         "tokenizer",
         "encode",
         &[("vocab", s("gpt3")), ("corpus", s("multilingual")), ("length", s("line")), ("input_bytes", i(0))],
     );
-    let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
+    let err = format!("{:#}", crate::suites::prepare_standalone(&TokenizerSuite, &c).err().unwrap());
     assert!(err.contains("valid: gpt2, bert, llama2"), "{err}");
     let c = test_case(
         "tokenizer",
         "encode",
         &[("vocab", s("gpt2-trained")), ("corpus", s("bible")), ("length", s("line")), ("input_bytes", i(0))],
     );
-    let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
+    let err = format!("{:#}", crate::suites::prepare_standalone(&TokenizerSuite, &c).err().unwrap());
     assert!(err.contains("valid: kjv, multilingual"), "{err}");
     let c = test_case(
         "tokenizer",
         "normalize",
         &[("form", s("nfkd")), ("corpus", s("multilingual")), ("input_bytes", i(0))],
     );
-    let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
+    let err = format!("{:#}", crate::suites::prepare_standalone(&TokenizerSuite, &c).err().unwrap());
     assert!(err.contains("valid: nfc, nfkc, lowercase, strip_accents, bert"), "{err}");
     let c = test_case(
         "tokenizer",
@@ -103,7 +106,7 @@ fn bad_params_name_the_valid_choices() {
             ("input_bytes", i(0)),
         ],
     );
-    let err = format!("{:#}", TokenizerSuite.prepare(&c).err().unwrap());
+    let err = format!("{:#}", crate::suites::prepare_standalone(&TokenizerSuite, &c).err().unwrap());
     assert!(err.contains("valid: line, paragraph, 4k"), "{err}");
 }
 
@@ -117,7 +120,7 @@ fn normalize_and_pretokenize_verify_on_the_multilingual_sample() {
             "normalize",
             &[("form", s(form)), ("corpus", s("multilingual")), ("input_bytes", i(0))],
         );
-        let mut w = TokenizerSuite.prepare(&c).unwrap();
+        let mut w = crate::suites::prepare_standalone(&TokenizerSuite, &c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{form}: {e:#}"));
         assert!(v.passed);
         w.run(1).unwrap();
@@ -128,7 +131,7 @@ fn normalize_and_pretokenize_verify_on_the_multilingual_sample() {
             "pretokenize",
             &[("kind", s(kind)), ("corpus", s("multilingual")), ("input_bytes", i(0))],
         );
-        let mut w = TokenizerSuite.prepare(&c).unwrap();
+        let mut w = crate::suites::prepare_standalone(&TokenizerSuite, &c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{kind}: {e:#}"));
         assert!(v.passed);
         w.run(1).unwrap();
@@ -150,7 +153,8 @@ fn trained_fallbacks_round_trip_and_batch_equals_singles_without_data() {
             "offsets" => p.push(("offsets", s("chars"))),
             _ => {}
         }
-        let mut w = TokenizerSuite.prepare(&test_case("tokenizer", bench, &p)).unwrap();
+        let mut w =
+            crate::suites::prepare_standalone(&TokenizerSuite, &test_case("tokenizer", bench, &p)).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{bench}: {e:#}"));
         assert!(v.reference.contains("round trip"), "{bench}: {}", v.reference);
         w.run(1).unwrap();
@@ -218,7 +222,7 @@ fn special_tokens_frame_truncate_and_pad() {
                 ("input_bytes", i(0)),
             ],
         );
-        let mut w = TokenizerSuite.prepare(&c).unwrap();
+        let mut w = crate::suites::prepare_standalone(&TokenizerSuite, &c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{vocab}: {e:#}"));
         assert!(v.passed);
         assert!(w.metrics().iter().any(|m| m.name == "truncated_fraction" && m.value > 0.9));
@@ -239,7 +243,7 @@ fn train_reaches_the_vocab_size_on_the_sample() {
                 ("threads", s("all")),
             ],
         );
-        let mut w = TokenizerSuite.prepare(&c).unwrap();
+        let mut w = crate::suites::prepare_standalone(&TokenizerSuite, &c).unwrap();
         let v = w.verify().unwrap_or_else(|e| panic!("{model}: {e:#}"));
         assert!(v.passed, "{model}");
     }
@@ -257,7 +261,7 @@ fn probe() {
     .unwrap();
     for b in spec().benchmarks {
         for c in expand("tokenizer", &b).into_iter().filter(|c| re.is_match(&c.id)) {
-            let mut w = TokenizerSuite.prepare(&c).unwrap();
+            let mut w = crate::suites::prepare_standalone(&TokenizerSuite, &c).unwrap();
             assert!(w.verify().unwrap().passed);
             let bytes = w.throughput()[0].per_iteration;
             let mut best = f64::MAX;

@@ -14,7 +14,7 @@ struct Train {
     vocab_size: usize,
     lines: Vec<String>,
     held_out: Vec<String>,
-    pool: Option<rayon::ThreadPool>,
+    pool: Option<std::sync::Arc<rayon::ThreadPool>>,
     bytes: f64,
     reached: f64,
     bytes_per_token: f64,
@@ -24,7 +24,7 @@ struct Train {
 pub(super) const MODELS: &[&str] = &["bpe", "wordpiece", "unigram"];
 
 /// `train`: `model` at `vocab_size` on the first `input_bytes` of the corpus.
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+pub(crate) fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
     let model = super::choice(case, "model", MODELS)?;
     let vocab_size = case.usize("vocab_size")?;
     if !(300..=1_000_000).contains(&vocab_size) {
@@ -52,7 +52,7 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     if held_out.is_empty() {
         held_out = lines.iter().take(200).cloned().collect();
     }
-    let (pool, _) = super::thread_pool(case)?;
+    let pool = ctx.pool();
     Ok(Box::new(Train {
         model,
         vocab_size,
@@ -68,7 +68,7 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
 impl Train {
     fn train(&self) -> Result<Tokenizer> {
         let lines: Vec<&str> = self.lines.iter().map(String::as_str).collect();
-        super::install(self.pool.as_ref(), || sources::train_model(self.model, self.vocab_size, &lines))
+        super::install(self.pool.as_deref(), || sources::train_model(self.model, self.vocab_size, &lines))
     }
 }
 

@@ -7,9 +7,9 @@ use super::super::model::{Model, Workspace, WorkspaceSize};
 use super::super::{reference, weights};
 use super::net::{Capacity, Net};
 use super::{Comparison, Tolerance};
-use crate::cuda::Gpu;
-use crate::cuda::probe::Limit;
-use crate::cuda::workload::GpuOp;
+use crate::backend::cuda::Gpu;
+use crate::backend::cuda::probe::Limit;
+use crate::backend::cuda::workload::GpuOp;
 use crate::plan::Case;
 use crate::workload::{Metric, Throughput, ThroughputKind, Verification};
 use anyhow::{Result, bail};
@@ -53,7 +53,7 @@ pub(super) fn prepare(case: &Case, gpu: &Arc<Gpu>) -> Result<(Box<dyn GpuOp>, Du
         return Err(crate::suites::skip(format!("{}: {why}", case.id)));
     }
     // The host holds the CPU model too (the weights' source and reference).
-    let threads = rayon::current_num_threads();
+    let threads = crate::backend::cpu::run_threads();
     let host = WorkspaceSize { batch: 2, tokens: seq.max(check_len), keys: seq.max(check_len), threads };
     super::super::check_memory(&cfg, dtype, host, 0)?;
     let seed = super::super::seed(case);
@@ -107,7 +107,7 @@ impl Encoder {
         if let Some(i) = all.iter().chain(&pooled).position(|x| !x.is_finite()) {
             bail!("output value {i} of the {}x{seq} forward is not finite", self.batch);
         }
-        let threads = rayon::current_num_threads();
+        let threads = crate::backend::cpu::current_threads();
         let mut ws = Workspace::new(model, WorkspaceSize { batch: 1, tokens: seq, keys: seq, threads });
         let ids: Vec<u32> = self.ids[..seq].iter().map(|&x| x as u32).collect();
         model.encode(&mut ws, &ids, &vec![1; seq], 1, seq);

@@ -25,9 +25,9 @@ use super::encoder::plan_metrics;
 use super::net::{Capacity, Net};
 use super::timer::StepTimer;
 use super::{Comparison, Tolerance};
-use crate::cuda::Gpu;
-use crate::cuda::probe::Limit;
-use crate::cuda::workload::GpuOp;
+use crate::backend::cuda::Gpu;
+use crate::backend::cuda::probe::Limit;
+use crate::backend::cuda::workload::GpuOp;
 use crate::models::Arch;
 use crate::plan::Case;
 use crate::workload::{Metric, Throughput, ThroughputKind, Verification};
@@ -82,7 +82,7 @@ fn build(
     if let Some(why) = super::device_refusal(&plan, &format!("cuda:{}", gpu.ordinal), free, total) {
         return Err(crate::suites::skip(format!("{}: {why}", case.id)));
     }
-    let threads = rayon::current_num_threads();
+    let threads = crate::backend::cpu::run_threads();
     let host = WorkspaceSize { batch, tokens: (capacity + 1).clamp(1, CHUNK), keys: capacity + 1, threads };
     super::super::check_memory(&cfg, dtype, host, capacity + 1)?;
     let seed = super::super::seed(case);
@@ -110,7 +110,7 @@ fn ints(v: &[u32]) -> Vec<i32> {
 /// The CPU model's last-position logits after `tokens` (`[batch x n]`) from
 /// an empty cache, fed in chunks as the CPU suite feeds a prompt.
 fn cpu_last_logits(model: &Model, tokens: &[u32], batch: usize, n: usize) -> Vec<f32> {
-    let threads = rayon::current_num_threads();
+    let threads = crate::backend::cpu::current_threads();
     let size = WorkspaceSize { batch, tokens: n.clamp(1, CHUNK), keys: n, threads };
     let mut ws = Workspace::new(model, size);
     let mut cache = KvCache::new(&model.cfg, batch, n);

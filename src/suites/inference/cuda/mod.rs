@@ -22,7 +22,7 @@
 //! norms, biases and positions f32) with activations and KV cache in the
 //! dtype and f32 arithmetic everywhere: cuBLAS GEMMs (`cublasGemmEx`, f32
 //! accumulation, no TF32 for f32) and tfbench's kernels for the rest
-//! (`crate::kernels::cuda::transformer`). Every case is checked before it is
+//! (`crate::backend::cuda::kernels::transformer`). Every case is checked before it is
 //! timed against the CPU suite's f64 reference forward and against the CPU
 //! model on the full case shape ([`Tolerance`]); NVRTC compilation, the
 //! cuBLAS handle and workspace, uploads, the KV-cache fill and graph
@@ -32,9 +32,9 @@
 //! kernels here: those cases are skipped with that reason.
 
 use super::linear::DType;
-use crate::cuda::workload::GpuWorkload;
-use crate::device::Device;
-use crate::kernels::cuda::gemm::GemmDtype;
+use crate::backend::Device;
+use crate::backend::cuda::kernels::gemm::GemmDtype;
+use crate::backend::cuda::workload::GpuWorkload;
 use crate::models::{Arch, ModelConfig};
 use crate::plan::Case;
 use crate::suites::{Workload, skip};
@@ -61,8 +61,11 @@ pub(super) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let Device::Cuda(n) = case.device else {
         bail!("case {}: `{}` runs on CUDA GPUs only (--device cuda)", case.id, case.benchmark);
     };
-    let gpu = crate::cuda::gpu(n).map_err(skip)?;
-    let (op, setup, bytes): (Box<dyn crate::cuda::workload::GpuOp>, _, _) = match case.benchmark.as_str() {
+    let gpu = crate::backend::cuda::gpu(n).map_err(skip)?;
+    let (op, setup, bytes): (Box<dyn crate::backend::cuda::workload::GpuOp>, _, _) = match case
+        .benchmark
+        .as_str()
+    {
         "encoder" => encoder::prepare(case, &gpu)?,
         "prefill" => generate::prepare_prefill(case, &gpu)?,
         "decode" => generate::prepare_decode(case, &gpu, false)?,

@@ -1,7 +1,7 @@
 //! A model on the GPU: the CPU model's weights uploaded as stored, the
 //! activation buffers and KV cache, and reading results back; the launch
 //! sequences of a forward pass (cuBLAS GEMMs and
-//! `crate::kernels::cuda::transformer`'s kernels) are in `net/forward.rs`.
+//! `crate::backend::cuda::kernels::transformer`'s kernels) are in `net/forward.rs`.
 //!
 //! Buffers are plain byte allocations addressed by raw device pointers, so
 //! a forward's launches are a flat list of (kernel, pointers, sizes): the
@@ -10,9 +10,9 @@
 //! device memory, never a launch argument.
 
 use super::super::model::{Model, Norm};
-use crate::cuda::Gpu;
-use crate::kernels::cuda::gemm::{self as cugemm, GemmDtype};
-use crate::kernels::cuda::transformer::{self as tk, ATTN_BLOCK, ELEM_BLOCK, ROW_BLOCK};
+use crate::backend::cuda::Gpu;
+use crate::backend::cuda::kernels::gemm::{self as cugemm, GemmDtype};
+use crate::backend::cuda::kernels::transformer::{self as tk, ATTN_BLOCK, ELEM_BLOCK, ROW_BLOCK};
 use crate::models::{Arch, ModelConfig};
 use anyhow::{Context, Result, bail};
 use cudarc::cublas::CudaBlas;

@@ -126,7 +126,7 @@ fn device_bytes_round_trip_and_round_like_the_kernels() {
 /// driver's reason (and nothing panics); with one, `cuda:7` is named.
 #[test]
 fn gpu_cases_skip_with_the_reason_when_there_is_no_gpu() {
-    use crate::device::{Device, DeviceKind};
+    use crate::backend::{Device, DeviceKind};
     use crate::suites::Suite;
     let suite = super::super::InferenceSuite;
     let spec = suite.spec().unwrap();
@@ -138,7 +138,7 @@ fn gpu_cases_skip_with_the_reason_when_there_is_no_gpu() {
         }
         for case in crate::plan::expand("inference", b).into_iter().take(3) {
             let case = case.on(Device::Cuda(7));
-            let err = match suite.prepare(&case) {
+            let err = match crate::suites::prepare_standalone(&suite, &case) {
                 Ok(_) => panic!("{}: prepared on cuda:7", case.id),
                 Err(e) => e,
             };
@@ -147,7 +147,7 @@ fn gpu_cases_skip_with_the_reason_when_there_is_no_gpu() {
                 .unwrap_or_else(|| panic!("{}: not a skip: {err:#}", case.id))
                 .0;
             assert!(why.starts_with("cuda:7"), "{why}");
-            if crate::cuda::driver().is_err() {
+            if crate::backend::cuda::driver().is_err() {
                 assert!(why.contains("libcuda") || why.contains("cuInit"), "{why}");
             }
             n += 1;

@@ -11,7 +11,7 @@
 //! reused, or at the end.
 
 use super::super::generate::Steps;
-use crate::cuda::Gpu;
+use crate::backend::cuda::Gpu;
 use anyhow::Result;
 use cudarc::driver::CudaEvent;
 

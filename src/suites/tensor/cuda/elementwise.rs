@@ -1,15 +1,15 @@
 //! creation, binary and unary on the GPU: the CPU cases' inputs, work
 //! counts and references (`super::super::{elementwise, unary}`), computed
-//! by the kernels of `crate::kernels::cuda::source`.
+//! by the kernels of `crate::backend::cuda::kernels::source`.
 
 use super::super::elementwise::BinOp;
 use super::super::unary::{self, UnOp};
 use super::{download, function, upload, workload, zeros};
-use crate::cuda::Gpu;
-use crate::cuda::probe::Limit;
-use crate::cuda::workload::GpuOp;
-use crate::kernels::cuda::grid::{ELEMENTWISE_BLOCK, elementwise_grid};
-use crate::kernels::cuda::random;
+use crate::backend::cuda::Gpu;
+use crate::backend::cuda::kernels::grid::{ELEMENTWISE_BLOCK, elementwise_grid};
+use crate::backend::cuda::kernels::random;
+use crate::backend::cuda::probe::Limit;
+use crate::backend::cuda::workload::GpuOp;
 use crate::plan::Case;
 use crate::suites::tensor::{choice, elements, seed, shape2};
 use crate::suites::{Throughput, ThroughputKind, Verification, Workload};

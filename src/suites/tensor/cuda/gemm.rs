@@ -5,10 +5,10 @@
 //! tolerance (`GemmDtype::tolerance`).
 
 use super::{download, upload, workload, zeros};
-use crate::cuda::Gpu;
-use crate::cuda::probe::Limit;
-use crate::cuda::workload::GpuOp;
-use crate::kernels::cuda::gemm::{self as cugemm, Batch, ColMajorGemm, GemmDtype};
+use crate::backend::cuda::Gpu;
+use crate::backend::cuda::kernels::gemm::{self as cugemm, Batch, ColMajorGemm, GemmDtype};
+use crate::backend::cuda::probe::Limit;
+use crate::backend::cuda::workload::GpuOp;
 use crate::plan::Case;
 use crate::suites::tensor::{choice, seed};
 use crate::suites::{Throughput, ThroughputKind, Verification, Workload};

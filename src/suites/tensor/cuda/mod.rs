@@ -2,10 +2,10 @@
 //! CPU (with `device=cuda:N`) for creation, binary, unary and reduction,
 //! plus the GPU-only `gpu_gemm`, `gpu_bmm`, `transfer` and `launch`.
 //!
-//! Every case is prepared on the cached GPU of `crate::cuda` (NVRTC
+//! Every case is prepared on the cached GPU of `crate::backend::cuda` (NVRTC
 //! compilation, cuBLAS handles and uploads happen here and are reported as
 //! `setup_ns`), checked against the CPU suite's own f64 references before
-//! it is timed, and timed through `crate::cuda::workload::GpuWorkload`
+//! it is timed, and timed through `crate::backend::cuda::workload::GpuWorkload`
 //! (host clock after a stream sync, plus CUDA-event time).
 //!
 //! | benchmark | file | GPU work |
@@ -15,8 +15,8 @@
 //! | `gpu_gemm`, `gpu_bmm` | `gemm.rs` | cuBLAS gemmEx / strided-batched, f32/tf32/f16/bf16 |
 //! | `transfer`, `launch` | `transfer.rs` | H2D/D2H/D2D copies, empty-kernel launches |
 
-use crate::cuda::Gpu;
-use crate::device::Device;
+use crate::backend::Device;
+use crate::backend::cuda::Gpu;
 use crate::plan::Case;
 use crate::suites::{Workload, skip};
 use anyhow::{Result, bail};
@@ -44,7 +44,7 @@ pub(super) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let Device::Cuda(n) = case.device else {
         bail!("case {}: `{}` runs on CUDA GPUs only (--device cuda)", case.id, case.benchmark);
     };
-    let gpu = crate::cuda::gpu(n).map_err(skip)?;
+    let gpu = crate::backend::cuda::gpu(n).map_err(skip)?;
     match case.benchmark.as_str() {
         "creation" => elementwise::prepare_creation(case, gpu),
         "binary" => elementwise::prepare_binary(case, gpu),
@@ -64,7 +64,7 @@ pub(super) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
 /// The tensor kernels' module on `gpu` and one function of it, with the
 /// compile time (zero once cached).
 fn function(gpu: &Gpu, name: &str) -> Result<(CudaFunction, Duration)> {
-    use crate::kernels::cuda::source::{TENSOR, TENSOR_MODULE};
+    use crate::backend::cuda::kernels::source::{TENSOR, TENSOR_MODULE};
     let (m, t) = gpu.module(TENSOR_MODULE, TENSOR)?;
     let f = m.load_function(name).map_err(|e| gpu.err(&format!("function {name}"), e))?;
     Ok((f, t))
@@ -114,11 +114,11 @@ fn check_fits(gpu: &Gpu, case: &Case, bytes: u64) -> Result<()> {
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// The workload of `op` on `gpu`: the shared harness side.
-fn workload<O: crate::cuda::workload::GpuOp + 'static>(
+fn workload<O: crate::backend::cuda::workload::GpuOp + 'static>(
     gpu: Arc<Gpu>,
     op: O,
     setup: Duration,
     device_bytes: u64,
 ) -> Result<Box<dyn Workload>> {
-    Ok(Box::new(crate::cuda::workload::GpuWorkload::new(gpu, op, setup, device_bytes)?))
+    Ok(Box::new(crate::backend::cuda::workload::GpuWorkload::new(gpu, op, setup, device_bytes)?))
 }

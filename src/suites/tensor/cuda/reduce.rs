@@ -6,11 +6,11 @@
 use super::super::reduction::LN_EPS;
 use super::super::reference;
 use super::{download, function, upload, workload, zeros};
-use crate::cuda::Gpu;
-use crate::cuda::probe::Limit;
-use crate::cuda::workload::GpuOp;
-use crate::kernels::cuda::grid::{reduce_grid, sum_error_levels};
-use crate::kernels::cuda::source::{REDUCE_BLOCK, ROW_BLOCK};
+use crate::backend::cuda::Gpu;
+use crate::backend::cuda::kernels::grid::{reduce_grid, sum_error_levels};
+use crate::backend::cuda::kernels::source::{REDUCE_BLOCK, ROW_BLOCK};
+use crate::backend::cuda::probe::Limit;
+use crate::backend::cuda::workload::GpuOp;
 use crate::plan::Case;
 use crate::suites::tensor::{seed, shape2};
 use crate::suites::{Throughput, ThroughputKind, Verification, Workload};
@@ -275,11 +275,11 @@ mod tests {
 
     #[test]
     fn argmax_takes_the_first_of_equal_maxima_in_lanes_threads_blocks_and_the_tail() {
-        let gpu = match crate::cuda::gpu(0) {
+        let gpu = match crate::backend::cuda::gpu(0) {
             Ok(g) => g,
             Err(why) => {
                 // The suite's skip path names the same reason.
-                assert_eq!(crate::cuda::availability(0).err().as_deref(), Some(why.as_str()));
+                assert_eq!(crate::backend::cuda::availability(0).err().as_deref(), Some(why.as_str()));
                 eprintln!("no GPU here: {why}");
                 return;
             }

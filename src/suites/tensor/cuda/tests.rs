@@ -4,7 +4,7 @@
 
 use super::super::TensorSuite;
 use super::GPU_ONLY;
-use crate::device::{Device, DeviceKind};
+use crate::backend::{Device, DeviceKind};
 use crate::plan::{Case, ParamValue, SuiteSpec, expand};
 use crate::suites::{SkipCase, Suite};
 
@@ -40,11 +40,13 @@ fn gpu_cases_skip_with_the_drivers_reason_or_verify() {
     let cases = gpu_cases(0);
     assert!(cases.len() > 60, "only {} GPU cases", cases.len());
     assert!(cases.iter().all(|c| c.id.ends_with("device=cuda:0")), "{}", cases[0].id);
-    match crate::cuda::availability(0) {
+    match crate::backend::cuda::availability(0) {
         Err(why) => {
             eprintln!("no GPU here, every case must skip: {why}");
             for case in &cases {
-                let e = TensorSuite.prepare(case).err().unwrap_or_else(|| panic!("{} prepared", case.id));
+                let e = crate::suites::prepare_standalone(&TensorSuite, case)
+                    .err()
+                    .unwrap_or_else(|| panic!("{} prepared", case.id));
                 let skip =
                     e.downcast_ref::<SkipCase>().unwrap_or_else(|| panic!("{}: failed: {e:#}", case.id));
                 assert_eq!(skip.0, why, "{}", case.id);
@@ -53,7 +55,7 @@ fn gpu_cases_skip_with_the_drivers_reason_or_verify() {
         Ok(()) => {
             let mut ran = 0;
             for case in &cases {
-                let mut w = match TensorSuite.prepare(case) {
+                let mut w = match crate::suites::prepare_standalone(&TensorSuite, case) {
                     Ok(w) => w,
                     // Every default-grid case fits an H100; a smaller GPU
                     // may skip the largest with the figures.
@@ -85,12 +87,14 @@ fn gpu_cases_skip_with_the_drivers_reason_or_verify() {
 #[test]
 fn a_missing_gpu_is_named_and_gpu_only_benchmarks_refuse_the_cpu() {
     let case = gpu_cases(7).into_iter().find(|c| c.benchmark == "gpu_gemm").unwrap();
-    let e = TensorSuite.prepare(&case).err().expect("cuda:7 exists on no test machine");
+    let e = crate::suites::prepare_standalone(&TensorSuite, &case)
+        .err()
+        .expect("cuda:7 exists on no test machine");
     let skip = e.downcast_ref::<SkipCase>().unwrap_or_else(|| panic!("failed instead of skipping: {e:#}"));
     assert!(skip.0.contains("cuda:7"), "{}", skip.0);
     for b in GPU_ONLY {
         let cpu = gpu_cases(0).into_iter().find(|c| c.benchmark == *b).unwrap().on(Device::Cpu);
-        let err = TensorSuite.prepare(&cpu).err().unwrap().to_string();
+        let err = crate::suites::prepare_standalone(&TensorSuite, &cpu).err().unwrap().to_string();
         assert!(err.contains("runs on CUDA GPUs only"), "{b}: {err}");
     }
 }

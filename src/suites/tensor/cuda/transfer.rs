@@ -3,9 +3,9 @@
 //! without a stream synchronisation after each launch).
 
 use super::{download, function, upload, workload, zeros};
-use crate::cuda::Gpu;
-use crate::cuda::probe::Limit;
-use crate::cuda::workload::GpuOp;
+use crate::backend::cuda::Gpu;
+use crate::backend::cuda::probe::Limit;
+use crate::backend::cuda::workload::GpuOp;
 use crate::plan::Case;
 use crate::suites::tensor::{choice, seed};
 use crate::suites::{Metric, Throughput, ThroughputKind, Verification, Workload};
@@ -35,9 +35,9 @@ impl Host {
     fn as_mut_slice(&mut self) -> Result<&mut [u8]> {
         match self {
             Host::Pageable(v) => Ok(v),
-            Host::Pinned(p, _) => {
-                p.as_mut_slice().map_err(|e| anyhow::anyhow!("pinned buffer: {}", crate::cuda::describe(&e)))
-            }
+            Host::Pinned(p, _) => p
+                .as_mut_slice()
+                .map_err(|e| anyhow::anyhow!("pinned buffer: {}", crate::backend::cuda::describe(&e))),
         }
     }
 }

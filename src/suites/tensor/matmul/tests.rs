@@ -90,13 +90,22 @@ fn packed_impl_verifies_and_runs_and_bmm_refuses_it() {
     };
     for shape in ["1x77x45", "3x300x70", "65x33x130"] {
         for threads in [ParamValue::Int(1), ParamValue::Str("all".into())] {
-            let mut w = prepare_matmul(&case("matmul", shape, threads)).unwrap();
+            let mut w = {
+                let c = case("matmul", shape, threads);
+                prepare_matmul(&c, &crate::suites::test_context(&c))
+            }
+            .unwrap();
             let v = w.verify().unwrap();
             assert!(v.passed, "{shape}: {}", v.detail);
             w.run(2).unwrap();
         }
     }
-    let err = prepare_bmm(&case("bmm", "2x3x4x5", ParamValue::Int(1))).err().expect("bmm refuses packed");
+    let err = {
+        let c = case("bmm", "2x3x4x5", ParamValue::Int(1));
+        prepare_bmm(&c, &crate::suites::test_context(&c))
+    }
+    .err()
+    .expect("bmm refuses packed");
     assert!(err.to_string().contains("tfbench-packed"), "{err}");
 }
 
@@ -130,7 +139,12 @@ fn openblas_refuses_dimensions_past_its_32_bit_interface_before_allocating() {
     // 2^31 columns of A: 8 GiB it must refuse before allocating.
     p.insert("shape".to_string(), ParamValue::Str("1x2147483648x1".into()));
     p.insert("threads".to_string(), ParamValue::Int(1));
-    let err = prepare_matmul(&Case::new("tensor", "matmul", p)).err().expect("refused");
+    let err = {
+        let c = Case::new("tensor", "matmul", p);
+        prepare_matmul(&c, &crate::suites::test_context(&c))
+    }
+    .err()
+    .expect("refused");
     let msg = err.to_string();
     assert!(
         msg.contains("impl=openblas") && msg.contains("32-bit") && msg.contains("1x2147483648x1"),
@@ -162,12 +176,16 @@ fn dedicated_pool_for_explicit_thread_counts_only() {
     p.insert("impl".to_string(), ParamValue::Str("gemm".into()));
     p.insert("shape".to_string(), ParamValue::Str("8x8x8".into()));
     p.insert("threads".to_string(), ParamValue::Int(1));
-    let (pool, t) = thread_pool(&Case::new("tensor", "matmul", p.clone())).unwrap();
-    assert_eq!((pool.map(|p| p.current_num_threads()), t), (Some(1), 1));
+    let ctx = |p: &BTreeMap<String, ParamValue>| {
+        let case = Case::new("tensor", "matmul", p.clone());
+        crate::backend::cpu::Context::new(case.threads_request().unwrap()).unwrap()
+    };
+    let one = ctx(&p);
+    assert_eq!((one.pool().map(|p| p.current_num_threads()), one.threads()), (Some(1), 1));
     p.insert("threads".to_string(), ParamValue::Str("all".into()));
-    let (pool, t) = thread_pool(&Case::new("tensor", "matmul", p)).unwrap();
-    assert!(pool.is_none());
-    assert_eq!(t, rayon::current_num_threads());
+    let all = ctx(&p);
+    assert!(all.pool().is_none());
+    assert_eq!(all.threads(), crate::backend::cpu::run_threads());
 }
 
 /// Not a test: prints GFLOP/s at 1024^3 per impl and thread count.
@@ -184,7 +202,7 @@ fn gflops() {
                 p.insert("shape".to_string(), ParamValue::Str(shape.into()));
                 p.insert("threads".to_string(), threads.clone());
                 let case = Case::new("tensor", "matmul", p);
-                let mut w = match prepare_matmul(&case) {
+                let mut w = match prepare_matmul(&case, &crate::suites::test_context(&case)) {
                     Ok(w) => w,
                     Err(e) => {
                         out += &format!("{}: skipped: {e}\n", case.id);

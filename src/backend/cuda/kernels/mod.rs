@@ -3,7 +3,7 @@
 //! launch shapes ([`grid`]), the CPU replay of the `randn` kernel's
 //! generator ([`random`]) and the cuBLAS GEMM calls ([`gemm`]). The runtime
 //! that compiles and launches them (contexts, streams, module cache,
-//! handles) is `crate::cuda`; the workloads that time them are in the
+//! handles) is `crate::backend::cuda`; the workloads that time them are in the
 //! suites.
 
 pub mod gemm;

@@ -12,7 +12,7 @@
 
 use super::Gpu;
 use super::probe::{GpuLimits, Limit};
-use crate::kernels::cuda::gemm::GemmDtype;
+use crate::backend::cuda::kernels::gemm::GemmDtype;
 use crate::workload::{Metric, Roof, Throughput, ThroughputKind, Verification, Workload};
 use anyhow::Result;
 use cudarc::driver::CudaEvent;

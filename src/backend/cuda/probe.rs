@@ -7,7 +7,7 @@
 //! (`super::workload::GpuWorkload`). NOT YET RUN ON A GPU (docs/cuda.md).
 
 use super::Gpu;
-use crate::kernels::cuda::gemm::{self as cugemm, GemmDtype};
+use crate::backend::cuda::kernels::gemm::{self as cugemm, GemmDtype};
 use anyhow::{Context, Result};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use serde::{Deserialize, Serialize};

@@ -1,6 +1,6 @@
 //! tfbench's own CUDA kernels for transformer inference (everything but the
 //! GEMMs, which are cuBLAS's: `super::gemm`), as NVRTC C++ source compiled
-//! once per process (`crate::cuda::Gpu::module`).
+//! once per process (`crate::backend::cuda::Gpu::module`).
 //!
 //! Every kernel exists for three activation types, suffixed `_f32`, `_f16`
 //! and `_bf16`; arithmetic is always f32 (loads widen, stores round to

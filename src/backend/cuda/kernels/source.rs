@@ -1,5 +1,5 @@
 //! tfbench's own CUDA kernels, as NVRTC C++ source (compiled at run time
-//! for the GPU found, once per process: `crate::cuda::Gpu::module`).
+//! for the GPU found, once per process: `crate::backend::cuda::Gpu::module`).
 //!
 //! One module, [`TENSOR`], holds the tensor suite's kernels. The launch
 //! shapes they expect come from [`super::grid`]: elementwise kernels are

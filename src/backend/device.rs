@@ -9,11 +9,8 @@
 //!
 //! A device tfbench was not built for, or that this machine lacks, is not an
 //! error of the plan: its cases are listed and then skipped at run time with
-//! the reason ([`Device::availability`]). Adding a device (CUDA through
-//! cudarc, a WebAssembly runtime) means: a variant here, its availability
-//! check, its entry in `sysinfo`, and the benchmarks that declare it; the
-//! workload's [`crate::workload::Workload::sync`] makes the harness wait for
-//! the device before each clock read.
+//! the reason ([`Device::availability`], answered by the device's
+//! [`super::Backend`]). Adding a device: see the steps in [`super`].
 
 use anyhow::{Result, bail};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -22,7 +19,7 @@ use std::fmt;
 /// A device a case runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Device {
-    /// The host CPU, with the execution context of [`cpu`].
+    /// The host CPU, with the execution context of [`super::cpu`].
     #[default]
     Cpu,
     /// NVIDIA GPU number N through CUDA.
@@ -60,15 +57,11 @@ impl Device {
     }
 
     /// Whether cases can run on this device here: `Err` says why not (the
-    /// skip reason). CUDA asks the driver ([`crate::cuda::availability`]:
-    /// no libcuda, no device, no such device); WebAssembly has no runtime in
-    /// this build yet.
+    /// skip reason), as its backend answers ([`super::Backend::availability`]):
+    /// CUDA asks the driver (no libcuda, no device, no such device);
+    /// WebAssembly has no runtime in this build yet.
     pub fn availability(self) -> Result<(), String> {
-        match self {
-            Device::Cpu => Ok(()),
-            Device::Cuda(n) => crate::cuda::availability(n),
-            Device::Wasm => Err(format!("{self}: this tfbench was not built with a WebAssembly runtime")),
-        }
+        super::of(self.kind()).availability(self)
     }
 }
 
@@ -108,26 +101,6 @@ pub enum DeviceKind {
 
 /// Benchmarks that run on the CPU only (the default of `Suite::devices`).
 pub const CPU_ONLY: &[DeviceKind] = &[DeviceKind::Cpu];
-
-/// The CPU execution context: the one place that knows how many worker
-/// threads a run has (the `--threads` pool), so suites ask here instead of
-/// each interpreting thread counts on its own.
-pub mod cpu {
-    /// Worker threads of this process's pool (rayon's global pool, which
-    /// `run` sizes from `--threads`).
-    pub fn threads() -> usize {
-        rayon::current_num_threads()
-    }
-
-    /// The threads a case asks for: `all` (or absent) is the pool's size, a
-    /// number is that many, capped at the pool. `None` for anything else.
-    pub fn threads_for(param: Option<&str>) -> Option<usize> {
-        match param {
-            None | Some("all") => Some(threads()),
-            Some(n) => n.parse::<usize>().ok().filter(|n| *n > 0).map(|n| n.min(threads().max(1))),
-        }
-    }
-}
 
 /// The devices to run on (`--device`, repeatable; CPU when none is given).
 pub fn parse_list(list: &[String]) -> Result<Vec<Device>> {
@@ -176,7 +149,7 @@ mod tests {
         // driver layer's, and a refusal names the device.
         for n in [0, 7] {
             let a = Device::Cuda(n).availability();
-            assert_eq!(a, crate::cuda::availability(n));
+            assert_eq!(a, crate::backend::cuda::availability(n));
             if let Err(why) = a {
                 assert!(why.contains(&format!("cuda:{n}")), "{why}");
             }

@@ -17,9 +17,10 @@
 //! library can be opened (`is_culib_present`) and turns absence into an
 //! error string; panics are never caught as the design. Kernel sources and
 //! the cuBLAS call wrappers are numeric kernels: they live in
-//! `crate::kernels::cuda`.
+//! `crate::backend::cuda::kernels`.
 
 pub mod info;
+pub mod kernels;
 pub mod probe;
 pub mod workload;
 
@@ -231,6 +232,57 @@ impl Gpu {
     /// A driver error as an `anyhow` error naming the GPU and the call.
     pub fn err(&self, what: &str, e: DriverError) -> anyhow::Error {
         anyhow::anyhow!("cuda:{}: {what}: {}", self.ordinal, describe(&e))
+    }
+}
+
+/// NVIDIA GPUs through CUDA: the [`super::Backend`] of `cuda:N` devices.
+pub struct CudaBackend;
+
+impl super::Backend for CudaBackend {
+    fn kind(&self) -> super::DeviceKind {
+        super::DeviceKind::Cuda
+    }
+
+    fn availability(&self, device: super::Device) -> Result<(), String> {
+        match device {
+            super::Device::Cuda(n) => availability(n),
+            other => Err(format!("{other} is not a CUDA device")),
+        }
+    }
+
+    fn environment(&self, devices: &[super::Device]) -> Vec<crate::env::GpuEnvironment> {
+        let ordinals: Vec<u32> = devices
+            .iter()
+            .filter_map(|d| match d {
+                super::Device::Cuda(n) => Some(*n),
+                _ => None,
+            })
+            .collect();
+        info::environment(&ordinals)
+    }
+
+    fn describe(&self) -> Option<(Vec<String>, serde_json::Value)> {
+        let cuda = info::gather();
+        let limits: Vec<(String, probe::GpuLimits)> =
+            cuda.gpus.iter().filter_map(|g| Some((g.device.clone(), probe::load(&g.uuid)?))).collect();
+        let mut lines = info::describe_lines(&cuda);
+        lines.extend(limits.iter().map(|(d, l)| probe::describe(d, l)));
+        let json = serde_json::json!({
+            "cuda": cuda,
+            "cuda_limits": limits.into_iter().map(|(_, l)| l).collect::<Vec<_>>(),
+        });
+        Some((lines, json))
+    }
+
+    fn probe(&self) -> anyhow::Result<()> {
+        for g in &info::gather().gpus {
+            let n: u32 = g.device.trim_start_matches("cuda:").parse().unwrap_or(0);
+            eprintln!("probing {} ({}): cuBLAS GEMM per dtype, copies, launch latency ...", g.device, g.name);
+            let gpu = gpu(n).map_err(|why| anyhow::anyhow!(why))?;
+            let gl = probe::measure(&gpu)?;
+            eprintln!("cached in {}", probe::save(&gl)?.display());
+        }
+        Ok(())
     }
 }
 
