@@ -5,7 +5,7 @@
 #   docker run --rm tfbench run --suite tensor --quick --format json
 # On a machine without a registry, scripts/docker-build.sh makes the two base
 # images locally (debootstrap + the host's Rust toolchain), fetches the data,
-# builds this file and smoke-tests the image (see the README's Docker section).
+# builds this file and smoke-tests the image (see docs/docker.md).
 FROM rust:1-slim-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./

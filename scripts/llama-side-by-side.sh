@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tfbench and llama-bench on the same GGUF file, interleaved round by round
-# (the figures behind the README's "Beside llama-bench" table):
+# (the figures behind docs/models.md's "Beside llama-bench" table):
 #
 #   scripts/llama-side-by-side.sh [MODEL.gguf] [OUT_DIR]
 #
