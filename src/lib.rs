@@ -22,25 +22,43 @@
 //!         +-- compare (stored sets) / app::ab (two builds, paired) -> verdicts, gate
 //! ```
 //!
+//! Layers, from the bottom up (a module imports only from layers below it;
+//! `tests/layering.rs` checks there is no cycle):
+//!
+//! ```text
+//! app (commands) / cli (parsing) / live / report / compare / baseline / history
+//! harness (runner, sampler, placement, canaries)   analysis, stats
+//! suites/*            the benchmarks: parameters, inputs, work counts, references
+//! kernels/            every CPU numeric kernel, once
+//! backend/{cpu,cuda}  the devices: availability, threads, buffers, sync, roofs
+//! workload, plan, env, isa, util   the vocabulary every layer speaks
+//! ```
+//!
 //! Where things plug in:
-//! - **a suite**: a folder under `src/suites/` implementing
-//!   [`suites::Suite`], a file under `suites/`, one line in
-//!   [`suites::registry`]; it speaks the vocabulary of [`workload`]
-//!   ([`workload::Workload`], [`workload::Verification`], ...) and imports
-//!   no other suite; its numeric kernels live in [`kernels`].
-//! - **a device**: a variant of [`device::Device`] with its availability
-//!   check, and the benchmarks that list it in [`suites::Suite::devices`];
-//!   its workloads wait for it in [`workload::Workload::sync`]. CUDA is
-//!   [`cuda`] (driver, contexts, NVRTC, cuBLAS, the GPU workload harness),
-//!   with its kernels in `kernels::cuda`.
+//! - **a suite**: a folder under `src/suites/` implementing [`Suite`], a
+//!   file under `suites/`, one line in [`suites::registry`]; it speaks the
+//!   vocabulary of [`workload`] ([`Workload`], [`Verification`], ...),
+//!   takes its threads from the execution context `prepare` is handed
+//!   ([`backend::cpu::Context`]), imports no other suite, and keeps its
+//!   numeric kernels in [`kernels`].
+//! - **a device**: one folder under `src/backend/` with a type implementing
+//!   [`backend::Backend`] (availability and the skip reason, the environment
+//!   record, `sysinfo` lines, its probe), its line in [`backend::registry`],
+//!   and a variant of [`backend::Device`]; its workloads wait for it in
+//!   [`Workload::sync`] and give their roof in [`Workload::roof`]. The
+//!   steps are spelled out in [`backend`]; CUDA ([`backend::cuda`]) is the
+//!   worked example.
 //! - **external commands**: a config's `[[command]]` tables become the
 //!   `command` suite ([`suites::command`]), a suite built at run time that
 //!   [`config::resolve`] adds to the plan; its processes use the workload's
 //!   optional per-sample hooks and time limit.
 //! - **an output format**: a file under `src/report/`.
 //! - **a user's own benchmarks**: a `harness = false` bench target calling
-//!   [`bench::main`]; its closures (or its own [`suites::Suite`]) run
-//!   through the same plan, harness, reports, baselines and gate.
+//!   [`main`] with closures registered on [`Benches`] (or its own
+//!   [`Suite`]); they run through the same plan, harness, reports,
+//!   baselines and gate. The crate root re-exports what such a target
+//!   needs; every other module is the binary's machinery, public for the
+//!   binary and the integration tests, hidden from the docs.
 
 #![deny(missing_docs)]
 
@@ -51,32 +69,70 @@
 #[global_allocator]
 static TEST_ALLOC: harness::alloc::CountingAlloc = harness::alloc::CountingAlloc;
 
+// The public API: what a user's bench target needs. Everything else is the
+// binary's machinery: public so the `tfbench` binary and the integration
+// tests can reach it, hidden from the docs and not covered by semver.
+pub use app::bench_target::main;
+pub use bench::{Bencher, Benches, Grid};
+pub use config::Settings;
+pub use plan::{Case, ParamValue};
+pub use results::{CaseResult, RunReport};
+pub use suites::Suite;
+pub use workload::{Metric, Throughput, ThroughputKind, Verification, Workload, skip};
+
+#[doc(hidden)]
 pub mod alloc;
+#[doc(hidden)]
 pub mod analysis;
+#[doc(hidden)]
 pub mod app;
+#[doc(hidden)]
 pub mod backend;
+#[doc(hidden)]
 pub mod baseline;
 pub mod bench;
+#[doc(hidden)]
 pub mod cli;
+#[doc(hidden)]
 pub mod compare;
+#[doc(hidden)]
 pub mod config;
+#[doc(hidden)]
 pub mod data;
+#[doc(hidden)]
 pub mod env;
+#[doc(hidden)]
 pub mod gguf;
+#[doc(hidden)]
 pub mod harness;
+#[doc(hidden)]
 pub mod history;
+#[doc(hidden)]
 pub mod isa;
+#[doc(hidden)]
 pub mod kernels;
+#[doc(hidden)]
 pub mod live;
+#[doc(hidden)]
 pub mod merge;
+#[doc(hidden)]
 pub mod models;
+#[doc(hidden)]
 pub mod plan;
+#[doc(hidden)]
 pub mod probe;
+#[doc(hidden)]
 pub mod progress;
+#[doc(hidden)]
 pub mod report;
 pub mod results;
+#[doc(hidden)]
 pub mod stats;
+#[doc(hidden)]
 pub mod suites;
+#[doc(hidden)]
 pub mod units;
+#[doc(hidden)]
 pub mod util;
+#[doc(hidden)]
 pub mod workload;

@@ -107,7 +107,13 @@ fn the_example_crate_benches_and_gates_with_cargo_bench() {
     // 2-core host moves --quick figures (10 samples) of microsecond kernels
     // by tens of percent between runs (IQRs of 100-230% of the median were
     // seen here while other builds ran); the slowed run below is 900% slower.
-    let same = bench(&[], &["--baseline", "a", "--fail-on-regression", "--max-regression", "200"]);
+    // On a busy host every round may run disturbed, and the gate then says
+    // it could not judge (exit 4, issue 45): what this step checks is that
+    // unchanged code is never called a regression, so it allows that.
+    let same = bench(
+        &[],
+        &["--baseline", "a", "--fail-on-regression", "--max-regression", "200", "--allow-inconclusive"],
+    );
     assert_eq!(same.code, 0, "{}{}", same.stdout, same.stderr);
 
     let slowed = bench(

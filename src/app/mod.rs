@@ -10,6 +10,7 @@ use std::path::Path;
 
 mod ab;
 mod baseline;
+pub mod bench_target;
 mod completions;
 mod history;
 mod list;

@@ -78,7 +78,7 @@ impl From<String> for ParamValue {
 }
 
 /// The benchmarks of one bench target, registered in the closure given to
-/// [`super::main`]. Each registration is a benchmark; its setup closure
+/// [`crate::main`]. Each registration is a benchmark; its setup closure
 /// runs untimed when a case is prepared and returns the routine to time,
 /// checked before it is timed.
 pub struct Benches {
@@ -219,7 +219,7 @@ impl Benches {
             errors.push("no benchmark is registered".into());
         }
         if !errors.is_empty() {
-            bail!("{} (in the closure given to tfbench::bench::main)", errors.join("; "));
+            bail!("{} (in the closure given to tfbench::main)", errors.join("; "));
         }
         Ok(out)
     }

@@ -5,7 +5,7 @@
 //! - [`activation`]: scalar `exp`, `ln`, `tanh`, sigmoid, SiLU, `erf`, GELU.
 //! - [`norm`], [`softmax`]: row kernels built on the lane sums of `reduce`.
 //! - GEMM ([`matmul`], [`sgemm`], [`openblas`]) and quantized kernels ([`quant`]).
-//! - [`cuda`]: the GPU kernels (NVRTC sources, launch shapes, cuBLAS GEMM calls).
+//! - GPU kernels live with their backend (`crate::backend::cuda::kernels`).
 //!
 //! Suites that add kernels other suites need put them here, each with unit
 //! tests against an f64 or naive reference beside it.

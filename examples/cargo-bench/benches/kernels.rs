@@ -25,7 +25,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 fn main() -> std::process::ExitCode {
-    tfbench::bench::main(|c| {
+    tfbench::main(|c| {
         // One case per input: kernels/dot/n=1024, kernels/dot/n=65536.
         c.bench_with_input("dot", "n", [1024usize, 65536], |b, &n| {
             let (x, y) = (values(n, 1), values(n, 2)); // setup: untimed
