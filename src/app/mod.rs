@@ -10,6 +10,7 @@ use std::path::Path;
 
 mod ab;
 mod baseline;
+mod compare;
 mod completions;
 mod history;
 mod list;
@@ -22,7 +23,8 @@ mod sysinfo;
 mod sysinfo_table;
 
 pub use ab::{ab, ab_worker};
-pub use baseline::{baseline, compare};
+pub use baseline::baseline;
+pub use compare::compare;
 pub use completions::{completions, man};
 pub use history::history;
 pub use list::list;
