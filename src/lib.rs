@@ -49,7 +49,7 @@
 /// runs tests one at a time so the process-wide counters are not shared).
 #[cfg(test)]
 #[global_allocator]
-static TEST_ALLOC: harness::alloc::CountingAlloc = harness::alloc::CountingAlloc;
+static TEST_ALLOC: alloc::CountingAlloc = alloc::CountingAlloc;
 
 pub mod alloc;
 pub mod analysis;

@@ -71,10 +71,10 @@ pub const EXIT_USAGE: u8 = 2;
 /// mistyped cap must not silently run, and record, kernels the user meant
 /// to exclude), and `--data-dir`, when given, exists (it is then used).
 pub fn check_process(data_dir: Option<&Path>) -> Result<()> {
-    if let Some(bad) = crate::harness::alloc::unknown_backend_request() {
+    if let Some(bad) = crate::alloc::unknown_backend_request() {
         bail!(
             "TFBENCH_ALLOCATOR={bad:?} names no allocator; valid choices: {}",
-            crate::harness::alloc::Backend::NAMES.join(", ")
+            crate::alloc::Backend::NAMES.join(", ")
         );
     }
     crate::isa::env_cap().map_err(anyhow::Error::msg)?;

@@ -18,8 +18,6 @@ pub mod llamabench;
 pub mod markdown;
 pub mod summary;
 pub mod table;
-/// Number formatting (a leaf of its own, [`crate::units`]).
-pub use crate::units;
 
 pub use json::parse_json;
 pub use jsonl::case_line;
@@ -98,8 +96,8 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
 
 /// Cell texts shared by the table and markdown renderers.
 pub(crate) mod cells {
-    use super::units;
     use crate::results::{Bound, CaseResult};
+    use crate::units;
 
     /// Marker for a value that does not exist (failed case, nothing declared).
     pub const NONE: &str = "-";

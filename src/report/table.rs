@@ -13,9 +13,10 @@
 //! too: every reason and note whole in its cell. Styling is always off, so
 //! the output is the same on a TTY, in a pipe or in CI logs.
 
+use super::cells;
 use super::summary::{self, RunSummary};
-use super::{cells, units};
 use crate::results::{CaseResult, CaseStatus, RunReport};
+use crate::units;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 
