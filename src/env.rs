@@ -63,7 +63,7 @@ pub struct Environment {
     pub huge_pages_requested: bool,
     /// The allocator under the counting allocator (`mimalloc`, or `system`
     /// with `TFBENCH_ALLOCATOR=system`): allocation-heavy workloads such as
-    /// tokenization depend on it (see `harness::alloc`).
+    /// tokenization depend on it (see `crate::alloc`).
     pub allocator: String,
     /// tfbench version.
     pub tfbench_version: String,

@@ -67,7 +67,7 @@
 /// runs tests one at a time so the process-wide counters are not shared).
 #[cfg(test)]
 #[global_allocator]
-static TEST_ALLOC: harness::alloc::CountingAlloc = harness::alloc::CountingAlloc;
+static TEST_ALLOC: alloc::CountingAlloc = alloc::CountingAlloc;
 
 // The public API: what a user's bench target needs. Everything else is the
 // binary's machinery: public so the `tfbench` binary and the integration

@@ -6,7 +6,7 @@ use tfbench::app::{self, EXIT_USAGE, Outcome};
 use tfbench::cli::{Cli, Command};
 
 #[global_allocator]
-static ALLOC: tfbench::harness::alloc::CountingAlloc = tfbench::harness::alloc::CountingAlloc;
+static ALLOC: tfbench::alloc::CountingAlloc = tfbench::alloc::CountingAlloc;
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args_os().map(|a| a.to_string_lossy().into_owned()).collect();

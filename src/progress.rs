@@ -3,10 +3,11 @@
 //! chosen output format.
 
 use crate::harness::runner::Observer;
+use crate::report;
 use crate::report::summary::{self, RunSummary};
-use crate::report::{self, units};
 use crate::results::{CaseResult, CaseStatus, RunReport};
 use crate::suites::Verification;
+use crate::units;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::{IsTerminal, Write};
 

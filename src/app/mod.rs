@@ -11,6 +11,7 @@ use std::path::Path;
 mod ab;
 mod baseline;
 pub mod bench_target;
+mod compare;
 mod completions;
 mod history;
 mod list;
@@ -23,7 +24,8 @@ mod sysinfo;
 mod sysinfo_table;
 
 pub use ab::{ab, ab_worker};
-pub use baseline::{baseline, compare};
+pub use baseline::baseline;
+pub use compare::compare;
 pub use completions::{completions, man};
 pub use history::history;
 pub use list::list;
@@ -70,10 +72,10 @@ pub const EXIT_USAGE: u8 = 2;
 /// mistyped cap must not silently run, and record, kernels the user meant
 /// to exclude), and `--data-dir`, when given, exists (it is then used).
 pub fn check_process(data_dir: Option<&Path>) -> Result<()> {
-    if let Some(bad) = crate::harness::alloc::unknown_backend_request() {
+    if let Some(bad) = crate::alloc::unknown_backend_request() {
         bail!(
             "TFBENCH_ALLOCATOR={bad:?} names no allocator; valid choices: {}",
-            crate::harness::alloc::Backend::NAMES.join(", ")
+            crate::alloc::Backend::NAMES.join(", ")
         );
     }
     crate::isa::env_cap().map_err(anyhow::Error::msg)?;

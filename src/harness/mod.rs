@@ -1,8 +1,6 @@
 //! Timing: the counting allocator, the clock, the sampler, the runner, the
 //! machine canaries and the slowdown-injection test hook.
 
-/// The counting allocator (a leaf of its own, [`crate::alloc`]).
-pub use crate::alloc;
 pub mod canary;
 pub mod inject;
 pub mod load;

@@ -1,9 +1,9 @@
 //! Timing one prepared workload: warm-up, iteration calibration, sampling.
 //! No statistics beyond the stopping rule live here.
 
-use super::alloc;
 use super::screen;
 use super::timer::{TimerInfo, secs};
+use crate::alloc;
 use crate::config::Settings;
 use crate::results::{AllocStats, Sample, StopReason};
 use crate::workload::Workload;

@@ -13,8 +13,8 @@
 //! kept as `test <id> ... FAILED` lines (which the parser skips), and a case
 //! that is ok but has no estimates as `test <id> ... ignored`.
 
-use super::units::thousands;
 use crate::results::RunReport;
+use crate::units::thousands;
 use std::fmt::Write as _;
 
 /// `id` with every whitespace character replaced by `_`.

@@ -4,8 +4,9 @@
 //! the target checks.
 
 use super::summary::{self, RunSummary};
-use super::{cells, failure_text, shorten, units};
+use super::{cells, failure_text, shorten};
 use crate::results::RunReport;
+use crate::units;
 use std::fmt::Write as _;
 
 /// Longest failure reason shown in the status column, in characters.

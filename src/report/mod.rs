@@ -18,8 +18,6 @@ pub mod llamabench;
 pub mod markdown;
 pub mod summary;
 pub mod table;
-/// Number formatting (a leaf of its own, [`crate::units`]).
-pub use crate::units;
 
 pub use json::parse_json;
 pub use jsonl::case_line;
@@ -98,8 +96,8 @@ pub(crate) fn shorten(text: &str, max: usize) -> String {
 
 /// Cell texts shared by the table and markdown renderers.
 pub(crate) mod cells {
-    use super::units;
     use crate::results::{Bound, CaseResult};
+    use crate::units;
 
     /// Marker for a value that does not exist (failed case, nothing declared).
     pub const NONE: &str = "-";
@@ -212,189 +210,11 @@ pub(crate) mod cells {
 /// with a comma, quotes and a space in its id and notes) and one failed case.
 #[cfg(test)]
 pub(crate) fn fixture() -> RunReport {
-    use crate::plan::{Case, ParamValue};
-    use crate::probe::MachineLimits;
     use crate::results::*;
-    use crate::workload::{ThroughputKind, Verification};
     use std::collections::BTreeMap;
 
-    fn samples(median: f64, iterations: u64) -> Vec<Sample> {
-        let spread = [0.0, -0.004, 0.003, 0.011, -0.002, 0.001, 0.25, -0.001, 0.002, 0.006];
-        spread
-            .iter()
-            .enumerate()
-            .map(|(i, d)| Sample {
-                iterations,
-                nanos: median * iterations as f64 * (1.0 + d),
-                round: (i / 5) as u32,
-            })
-            .collect()
-    }
-    fn estimates(median: f64, lower: f64, upper: f64) -> Estimates {
-        Estimates {
-            median: Estimate { point: median, lower, upper, level: 0.95 },
-            mean: Estimate {
-                point: median * 1.026,
-                lower: median * 1.001,
-                upper: median * 1.07,
-                level: 0.95,
-            },
-            std_dev: median * 0.075,
-            mad: median * 0.003,
-            min: median * 0.996,
-            max: median * 1.25,
-            p50: median,
-            p90: median * 1.012,
-            p99: median * 1.226,
-            iqr_over_median: 0.0071,
-        }
-    }
-    fn rate(kind: ThroughputKind, per_iteration: f64, e: &Estimates, pct: Option<f64>) -> ThroughputEstimate {
-        let m = &e.median;
-        ThroughputEstimate {
-            kind,
-            per_iteration,
-            rate: Estimate {
-                point: per_iteration / m.point * 1e9,
-                lower: per_iteration / m.upper * 1e9,
-                upper: per_iteration / m.lower * 1e9,
-                level: m.level,
-            },
-            pct_of_peak: pct,
-        }
-    }
-    fn case(suite: &str, bench: &str, params: &[(&str, ParamValue)]) -> Case {
-        Case::new(suite, bench, params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
-    }
-
-    // GEMM 256^3 at 312 GFLOP/s, compute bound.
-    let mm = case(
-        "tensor",
-        "matmul",
-        &[("shape", ParamValue::Str("256x256x256".into())), ("threads", ParamValue::Int(1))],
-    );
-    let flops = 2.0 * 256f64.powi(3);
-    let mm_est = estimates(107_546.0, 107_100.0, 108_020.0);
-    let matmul = CaseResult {
-        id: mm.id.clone(),
-        suite: mm.suite,
-        benchmark: mm.benchmark,
-        params: mm.params,
-        status: CaseStatus::Ok,
-        verification: Some(Verification {
-            passed: true,
-            reference: "naive triple loop, 64x64x64".into(),
-            max_error: Some(3.1e-6),
-            detail: "4096 values within atol 1e-4 + rtol 1e-4".into(),
-        }),
-        sampling: Some(SamplingInfo {
-            warm_up_ns: 1.0e9,
-            iterations_per_sample: 28,
-            samples: 10,
-            requested_samples: 10,
-            stopped_by: StopReason::SampleSize,
-            prepare_ns: 1.5e6,
-            verify_ns: 2.5e6,
-            placements: None,
-            timing_suspect: None,
-        }),
-        samples: samples(107_546.0, 28),
-        throughput: vec![
-            rate(ThroughputKind::Bytes, 3.0 * 256.0 * 256.0 * 4.0, &mm_est, Some(24.4)),
-            rate(ThroughputKind::Flops, flops, &mm_est, Some(89.14)),
-        ],
-        estimates: Some(mm_est),
-        outliers: Some(OutlierCounts {
-            low_severe: 0,
-            low_mild: 0,
-            high_mild: 2,
-            high_severe: 1,
-            removed: 0,
-        }),
-        alloc: Some(AllocStats { allocs_per_iter: 0.0, bytes_per_iter: 0.0, peak_bytes: 0 }),
-        bound: Some(Bound::Compute),
-        notes: vec![],
-        metrics: vec![],
-    };
-
-    // Softmax over 1024 rows of 768 at 27.4 GB/s, memory bound, noisy.
-    let sm = case(
-        "tensor",
-        "softmax",
-        &[("note", ParamValue::Str("say \"hi\"".into())), ("rows", ParamValue::Int(1024))],
-    );
-    let bytes = 2.0 * 1024.0 * 768.0 * 4.0;
-    let sm_est = estimates(229_615.0, 228_100.0, 231_900.0);
-    let softmax = CaseResult {
-        id: sm.id.clone(),
-        suite: sm.suite,
-        benchmark: sm.benchmark,
-        params: sm.params,
-        status: CaseStatus::Ok,
-        verification: Some(Verification::pass("f64 reference, 8 rows")),
-        sampling: Some(SamplingInfo {
-            warm_up_ns: 1.0e9,
-            iterations_per_sample: 13,
-            samples: 10,
-            requested_samples: 100,
-            stopped_by: StopReason::MaxTime,
-            prepare_ns: 1.5e6,
-            verify_ns: 2.5e6,
-            placements: None,
-            timing_suspect: None,
-        }),
-        samples: samples(229_615.0, 13),
-        throughput: vec![
-            rate(ThroughputKind::Elements, 1024.0 * 768.0, &sm_est, None),
-            rate(ThroughputKind::Bytes, bytes, &sm_est, Some(91.3)),
-        ],
-        estimates: Some(sm_est),
-        outliers: Some(OutlierCounts {
-            low_severe: 0,
-            low_mild: 0,
-            high_mild: 1,
-            high_severe: 0,
-            removed: 0,
-        }),
-        alloc: Some(AllocStats { allocs_per_iter: 2.0, bytes_per_iter: bytes, peak_bytes: 3 * 1024 * 1024 }),
-        bound: Some(Bound::Memory),
-        notes: vec![
-            "noisy: IQR/median 12.5%, above 10%".into(),
-            "sampling cut by the \"max-time\" budget (10 of 100 samples)".into(),
-        ],
-        metrics: vec![
-            crate::results::Metric::new("max_abs_error", 2.5e-7, ""),
-            crate::results::Metric::new("working_set", 6291456.0, "B"),
-        ],
-    };
-
-    // LayerNorm that failed its self-check: never timed.
-    let ln = case("tensor", "layernorm", &[("rows", ParamValue::Int(4096))]);
-    let reason =
-        "verification against naive loop failed: value 17: got 1.5, reference 1.25 (atol 1e-5, rtol 1e-4)";
-    let layernorm = CaseResult {
-        id: ln.id.clone(),
-        suite: ln.suite,
-        benchmark: ln.benchmark,
-        params: ln.params,
-        status: CaseStatus::Failed { phase: "verify".into(), reason: reason.into() },
-        verification: Some(Verification {
-            passed: false,
-            reference: "naive loop".into(),
-            max_error: Some(0.25),
-            detail: "value 17: got 1.5, reference 1.25 (atol 1e-5, rtol 1e-4)".into(),
-        }),
-        sampling: None,
-        samples: vec![],
-        estimates: None,
-        outliers: None,
-        throughput: vec![],
-        alloc: None,
-        bound: None,
-        notes: vec![],
-        metrics: vec![],
-    };
-
+    let (matmul, softmax, layernorm) =
+        (fixture_cases::matmul(), fixture_cases::softmax(), fixture_cases::layernorm());
     let mut environment = crate::env::Environment::gather();
     environment.cpu_model = "AMD EPYC 7763 64-Core Processor".into();
     let mut settings = BTreeMap::new();
@@ -414,7 +234,220 @@ pub(crate) fn fixture() -> RunReport {
             threads: 2,
             settings,
         },
-        machine_limits: Some(MachineLimits {
+        machine_limits: Some(fixture_cases::limits()),
+        targets: fixture_cases::targets(&matmul.id, &softmax.id),
+        cases: vec![matmul, softmax, layernorm],
+        run_id: "fixture-run".into(),
+        canaries: Vec::new(),
+        load: Vec::new(),
+    }
+}
+
+/// The fixture's cases, machine limits and targets, one function each.
+#[cfg(test)]
+mod fixture_cases {
+    use crate::plan::{Case, ParamValue};
+    use crate::probe::MachineLimits;
+    use crate::results::*;
+    use crate::workload::{ThroughputKind, Verification};
+
+    /// Ten samples of `iterations` iterations around `median` ns each, in
+    /// two rounds, one of them a high outlier.
+    fn samples(median: f64, iterations: u64) -> Vec<Sample> {
+        let spread = [0.0, -0.004, 0.003, 0.011, -0.002, 0.001, 0.25, -0.001, 0.002, 0.006];
+        spread
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Sample {
+                iterations,
+                nanos: median * iterations as f64 * (1.0 + d),
+                round: (i / 5) as u32,
+            })
+            .collect()
+    }
+
+    /// Estimates around `median`, its interval `[lower, upper]`.
+    fn estimates(median: f64, lower: f64, upper: f64) -> Estimates {
+        Estimates {
+            median: Estimate { point: median, lower, upper, level: 0.95 },
+            mean: Estimate {
+                point: median * 1.026,
+                lower: median * 1.001,
+                upper: median * 1.07,
+                level: 0.95,
+            },
+            std_dev: median * 0.075,
+            mad: median * 0.003,
+            min: median * 0.996,
+            max: median * 1.25,
+            p50: median,
+            p90: median * 1.012,
+            p99: median * 1.226,
+            iqr_over_median: 0.0071,
+        }
+    }
+
+    /// `per_iteration` units of `kind` per iteration at `e`'s median.
+    fn rate(kind: ThroughputKind, per_iteration: f64, e: &Estimates, pct: Option<f64>) -> ThroughputEstimate {
+        let m = &e.median;
+        ThroughputEstimate {
+            kind,
+            per_iteration,
+            rate: Estimate {
+                point: per_iteration / m.point * 1e9,
+                lower: per_iteration / m.upper * 1e9,
+                upper: per_iteration / m.lower * 1e9,
+                level: m.level,
+            },
+            pct_of_peak: pct,
+        }
+    }
+
+    /// The case `suite/bench` with `params`.
+    fn case(suite: &str, bench: &str, params: &[(&str, ParamValue)]) -> Case {
+        Case::new(suite, bench, params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect())
+    }
+
+    /// A GEMM 256^3 at 312 GFLOP/s, compute bound.
+    pub(super) fn matmul() -> CaseResult {
+        let mm = case(
+            "tensor",
+            "matmul",
+            &[("shape", ParamValue::Str("256x256x256".into())), ("threads", ParamValue::Int(1))],
+        );
+        let flops = 2.0 * 256f64.powi(3);
+        let mm_est = estimates(107_546.0, 107_100.0, 108_020.0);
+        CaseResult {
+            id: mm.id.clone(),
+            suite: mm.suite,
+            benchmark: mm.benchmark,
+            params: mm.params,
+            status: CaseStatus::Ok,
+            verification: Some(Verification {
+                passed: true,
+                reference: "naive triple loop, 64x64x64".into(),
+                max_error: Some(3.1e-6),
+                detail: "4096 values within atol 1e-4 + rtol 1e-4".into(),
+            }),
+            sampling: Some(SamplingInfo {
+                warm_up_ns: 1.0e9,
+                iterations_per_sample: 28,
+                samples: 10,
+                requested_samples: 10,
+                stopped_by: StopReason::SampleSize,
+                prepare_ns: 1.5e6,
+                verify_ns: 2.5e6,
+                placements: None,
+                timing_suspect: None,
+            }),
+            samples: samples(107_546.0, 28),
+            throughput: vec![
+                rate(ThroughputKind::Bytes, 3.0 * 256.0 * 256.0 * 4.0, &mm_est, Some(24.4)),
+                rate(ThroughputKind::Flops, flops, &mm_est, Some(89.14)),
+            ],
+            estimates: Some(mm_est),
+            outliers: Some(OutlierCounts {
+                low_severe: 0,
+                low_mild: 0,
+                high_mild: 2,
+                high_severe: 1,
+                removed: 0,
+            }),
+            alloc: Some(AllocStats { allocs_per_iter: 0.0, bytes_per_iter: 0.0, peak_bytes: 0 }),
+            bound: Some(Bound::Compute),
+            notes: vec![],
+            metrics: vec![],
+        }
+    }
+
+    /// A softmax over 1024 rows of 768 at 27.4 GB/s, memory bound, noisy.
+    pub(super) fn softmax() -> CaseResult {
+        let sm = case(
+            "tensor",
+            "softmax",
+            &[("note", ParamValue::Str("say \"hi\"".into())), ("rows", ParamValue::Int(1024))],
+        );
+        let bytes = 2.0 * 1024.0 * 768.0 * 4.0;
+        let sm_est = estimates(229_615.0, 228_100.0, 231_900.0);
+        CaseResult {
+            id: sm.id.clone(),
+            suite: sm.suite,
+            benchmark: sm.benchmark,
+            params: sm.params,
+            status: CaseStatus::Ok,
+            verification: Some(Verification::pass("f64 reference, 8 rows")),
+            sampling: Some(SamplingInfo {
+                warm_up_ns: 1.0e9,
+                iterations_per_sample: 13,
+                samples: 10,
+                requested_samples: 100,
+                stopped_by: StopReason::MaxTime,
+                prepare_ns: 1.5e6,
+                verify_ns: 2.5e6,
+                placements: None,
+                timing_suspect: None,
+            }),
+            samples: samples(229_615.0, 13),
+            throughput: vec![
+                rate(ThroughputKind::Elements, 1024.0 * 768.0, &sm_est, None),
+                rate(ThroughputKind::Bytes, bytes, &sm_est, Some(91.3)),
+            ],
+            estimates: Some(sm_est),
+            outliers: Some(OutlierCounts {
+                low_severe: 0,
+                low_mild: 0,
+                high_mild: 1,
+                high_severe: 0,
+                removed: 0,
+            }),
+            alloc: Some(AllocStats {
+                allocs_per_iter: 2.0,
+                bytes_per_iter: bytes,
+                peak_bytes: 3 * 1024 * 1024,
+            }),
+            bound: Some(Bound::Memory),
+            notes: vec![
+                "noisy: IQR/median 12.5%, above 10%".into(),
+                "sampling cut by the \"max-time\" budget (10 of 100 samples)".into(),
+            ],
+            metrics: vec![
+                crate::results::Metric::new("max_abs_error", 2.5e-7, ""),
+                crate::results::Metric::new("working_set", 6291456.0, "B"),
+            ],
+        }
+    }
+
+    /// A LayerNorm that failed its self-check: never timed.
+    pub(super) fn layernorm() -> CaseResult {
+        let ln = case("tensor", "layernorm", &[("rows", ParamValue::Int(4096))]);
+        let reason = "verification against naive loop failed: value 17: got 1.5, reference 1.25 (atol 1e-5, rtol 1e-4)";
+        CaseResult {
+            id: ln.id.clone(),
+            suite: ln.suite,
+            benchmark: ln.benchmark,
+            params: ln.params,
+            status: CaseStatus::Failed { phase: "verify".into(), reason: reason.into() },
+            verification: Some(Verification {
+                passed: false,
+                reference: "naive loop".into(),
+                max_error: Some(0.25),
+                detail: "value 17: got 1.5, reference 1.25 (atol 1e-5, rtol 1e-4)".into(),
+            }),
+            sampling: None,
+            samples: vec![],
+            estimates: None,
+            outliers: None,
+            throughput: vec![],
+            alloc: None,
+            bound: None,
+            notes: vec![],
+            metrics: vec![],
+        }
+    }
+
+    /// The probed limits of a two-thread EPYC.
+    pub(super) fn limits() -> MachineLimits {
+        MachineLimits {
             fingerprint: "amd-epyc-7763-2c".into(),
             measured_at: "2025-01-01T00:00:00Z".into(),
             threads: 2,
@@ -425,11 +458,15 @@ pub(crate) fn fixture() -> RunReport {
             triad_bandwidth_one_thread: 2.4e10,
             triad_bandwidth_all_threads: 3.0e10,
             load: None,
-        }),
-        targets: vec![
+        }
+    }
+
+    /// One target met (the GEMM's) and one not (the softmax's).
+    pub(super) fn targets(matmul_id: &str, softmax_id: &str) -> Vec<TargetCheck> {
+        vec![
             TargetCheck {
                 name: "best GEMM vs probed FMA peak (all cores)".into(),
-                case_id: matmul.id.clone(),
+                case_id: matmul_id.to_string(),
                 measured: 3.12e11,
                 limit: 3.5e11,
                 unit: "FLOP/s".into(),
@@ -440,7 +477,7 @@ pub(crate) fn fixture() -> RunReport {
             },
             TargetCheck {
                 name: "softmax vs triad bandwidth".into(),
-                case_id: softmax.id.clone(),
+                case_id: softmax_id.to_string(),
                 measured: 2.74e10,
                 limit: 3.0e10,
                 unit: "B/s".into(),
@@ -449,11 +486,7 @@ pub(crate) fn fixture() -> RunReport {
                 met: false,
                 caveat: None,
             },
-        ],
-        cases: vec![matmul, softmax, layernorm],
-        run_id: "fixture-run".into(),
-        canaries: Vec::new(),
-        load: Vec::new(),
+        ]
     }
 }
 
@@ -489,76 +522,4 @@ pub(crate) fn assert_same_json(got: &serde_json::Value, want: &serde_json::Value
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::workload::ThroughputKind;
-    use clap::ValueEnum;
-
-    #[test]
-    fn format_names_are_lowercase() {
-        let names: Vec<_> = Format::value_variants()
-            .iter()
-            .map(|f| f.to_possible_value().unwrap().get_name().to_string())
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "table",
-                "json",
-                "jsonl",
-                "csv",
-                "markdown",
-                "bencher",
-                "bmf",
-                "custom-smaller-is-better",
-                "custom-bigger-is-better",
-                "llama-bench",
-                "llama-bench-json"
-            ]
-        );
-    }
-
-    #[test]
-    fn every_format_renders_the_fixture_with_a_final_newline() {
-        let report = fixture();
-        for &format in Format::value_variants() {
-            let text = render(format, &report).unwrap();
-            assert!(text.ends_with('\n'), "{format:?}");
-            if matches!(format, Format::LlamaBench | Format::LlamaBenchJson) {
-                // Only `gguf` cases, which the fixture has none of.
-                assert!(text.contains("no `gguf` cases") || text == "[]\n", "{format:?}:\n{text}");
-                continue;
-            }
-            assert!(text.contains("tensor/matmul/shape=256x256x256,threads=1"), "{format:?}:\n{text}");
-        }
-    }
-
-    #[test]
-    fn primary_throughput_prefers_flops_then_bytes() {
-        let report = fixture();
-        assert_eq!(primary_throughput(&report.cases[0]).unwrap().kind, ThroughputKind::Flops);
-        assert_eq!(primary_throughput(&report.cases[1]).unwrap().kind, ThroughputKind::Bytes);
-        assert!(primary_throughput(&report.cases[2]).is_none());
-    }
-
-    #[test]
-    fn status_cell_drops_the_own_case_id_so_the_valid_choices_fit() {
-        let mut case = fixture().cases.remove(2);
-        let reason = format!("case {}: `dtype` = `f8` is not valid; valid: f32, f16, bf16", case.id);
-        case.status = CaseStatus::Failed { phase: "prepare".into(), reason };
-        assert_eq!(
-            cells::status(&case, 70),
-            "FAILED: prepare: `dtype` = `f8` is not valid; valid: f32, f16, bf16"
-        );
-        // Another case's id is kept: it is information, not repetition.
-        case.status = CaseStatus::Skipped { reason: "case other/x: needs 30 GiB".into() };
-        assert_eq!(cells::status(&case, 70), "skipped: case other/x: needs 30 GiB");
-    }
-
-    #[test]
-    fn shorten_keeps_the_first_line() {
-        assert_eq!(shorten("short", 10), "short");
-        assert_eq!(shorten("0123456789abc", 10), "012345678…");
-        assert_eq!(shorten("first\nsecond", 40), "first…");
-    }
-}
+mod tests;

@@ -13,9 +13,10 @@
 //! too: every reason and note whole in its cell. Styling is always off, so
 //! the output is the same on a TTY, in a pipe or in CI logs.
 
+use super::cells;
 use super::summary::{self, RunSummary};
-use super::{cells, units};
 use crate::results::{CaseResult, CaseStatus, RunReport};
+use crate::units;
 use comfy_table::presets::UTF8_FULL_CONDENSED;
 use comfy_table::{CellAlignment, ContentArrangement, Table};
 
@@ -236,110 +237,141 @@ fn break_id(id: &str, max: usize) -> String {
 /// Renders the cases table, the summary, footnotes, the harness line and
 /// the target checks, laid out for `view`.
 pub fn render_with(report: &RunReport, view: &TableView) -> String {
-    use comfy_table::{ColumnConstraint, Width};
     let mut out = String::new();
     let summary = RunSummary::of(report);
-    let mut footnotes = Footnotes::default();
-    let compact = !view.wide && view.width.is_some_and(|w| w < COMPACT_BELOW);
     if report.cases.is_empty() {
         out.push_str("no cases ran\n");
     } else {
-        let level = report.cases.iter().find_map(|c| c.estimates.as_ref()).map(|e| e.median.level);
-        let median_header = match level {
-            Some(l) => format!("median [{} CI]", units::format_percent(l * 100.0)),
-            None => "median [CI]".to_string(),
-        };
-        let header: Vec<String> = if compact {
-            ["case", "status", &median_header, "throughput", "allocs/iter, peak", "notes"]
-                .map(String::from)
-                .to_vec()
-        } else {
-            [
-                "case",
-                "status",
-                &median_header,
-                "throughput",
-                "bound",
-                "outliers",
-                "allocs/iter",
-                "peak mem",
-                "notes",
-            ]
-            .map(String::from)
-            .to_vec()
-        };
-        let mut table = new_table(header, if compact { &[4] } else { &[5, 6, 7] }, view);
-        // The case column gets a fixed share and ids break at their commas,
-        // instead of comfy-table's even split cutting ids every few letters.
-        let case_w = view.width.filter(|_| !view.wide).map(|w| {
-            let longest = report.cases.iter().map(|c| c.id.chars().count()).max().unwrap_or(4);
-            longest.clamp(12, (usize::from(w) * 3 / 10).max(12))
-        });
-        if let (Some(w), Some(col)) = (case_w, table.column_mut(0)) {
-            col.set_constraint(ColumnConstraint::Absolute(Width::Fixed(w as u16)));
-        }
-        if let Some(col) = table.column_mut(1).filter(|_| view.width.is_some()) {
-            col.set_constraint(ColumnConstraint::ContentWidth);
-        }
-        let max_reason = if compact { 0 } else { MAX_REASON };
-        for case in &report.cases {
-            let status = status_cell(case, &summary, &mut footnotes, view, max_reason);
-            let notes = footnotes.cell(&cells::notes(case), MAX_NOTES, &case.id, view);
-            let id = case_w.map_or_else(|| case.id.clone(), |w| break_id(&case.id, w));
-            let row = if compact {
-                let mem = match (cells::allocs(case).as_str(), cells::peak(case)) {
-                    (cells::NONE, _) => cells::NONE.to_string(),
-                    (a, p) => format!("{a}, {p}"),
-                };
-                vec![id, status, cells::median(case), cells::throughput(case), mem, notes]
-            } else {
-                vec![
-                    id,
-                    status,
-                    cells::median(case),
-                    cells::throughput(case),
-                    cells::bound(case),
-                    cells::outliers(case),
-                    cells::allocs(case),
-                    cells::peak(case),
-                    notes,
-                ]
-            };
-            table.add_row(row);
+        out.push_str(&cases_section(report, &summary, view));
+        out.push_str(&summary_section(&summary, view));
+    }
+    out.push_str(&harness_section(report, view));
+    out.push_str(&targets_section(report, view));
+    out
+}
+
+/// The cases table, its footnotes and the case metrics table.
+fn cases_section(report: &RunReport, summary: &RunSummary, view: &TableView) -> String {
+    let mut out = String::new();
+    let mut footnotes = Footnotes::default();
+    let compact = !view.wide && view.width.is_some_and(|w| w < COMPACT_BELOW);
+    let table = cases_table(report, summary, view, compact, &mut footnotes);
+    out.push_str(&table.trim_fmt());
+    out.push('\n');
+    if compact {
+        out.push_str(&wrap("(narrow table: bound and outliers are in --wide and JSON)", view.width));
+    }
+    for (k, (id, text)) in footnotes.0.iter().enumerate() {
+        out.push_str(&wrap(&format!("[{}] {id}: {text}", k + 1), view.width));
+    }
+    let with_metrics: Vec<_> = report.cases.iter().filter(|c| !c.metrics.is_empty()).collect();
+    if !with_metrics.is_empty() {
+        out.push_str("case metrics:\n");
+        let mut table = new_table(vec!["case".into(), "metrics".into()], &[], view);
+        for case in with_metrics {
+            table.add_row(vec![case.id.clone(), cells::metrics(case)]);
         }
         out.push_str(&table.trim_fmt());
         out.push('\n');
-        if compact {
-            out.push_str(&wrap("(narrow table: bound and outliers are in --wide and JSON)", view.width));
-        }
-        for (k, (id, text)) in footnotes.0.iter().enumerate() {
-            out.push_str(&wrap(&format!("[{}] {id}: {text}", k + 1), view.width));
-        }
-        let with_metrics: Vec<_> = report.cases.iter().filter(|c| !c.metrics.is_empty()).collect();
-        if !with_metrics.is_empty() {
-            out.push_str("case metrics:\n");
-            let mut table = new_table(vec!["case".into(), "metrics".into()], &[], view);
-            for case in with_metrics {
-                table.add_row(vec![case.id.clone(), cells::metrics(case)]);
-            }
-            out.push_str(&table.trim_fmt());
-            out.push('\n');
-        }
     }
-    if !report.cases.is_empty() {
-        // The summary counts every case; skip reasons once per distinct reason
-        // (whole with --wide, else shortened to a line's worth).
-        let max_reason = if view.wide {
-            None
-        } else {
-            // About two lines' worth, with room for the count and the case list.
-            Some(view.width.map_or(200, |w| (usize::from(w) * 2).saturating_sub(40).max(60)))
-        };
-        for line in summary::text_lines(&summary, max_reason) {
-            out.push_str(&wrap(&line, view.width));
-        }
-    }
+    out
+}
 
+/// The table of cases, one row each (`compact`: bound and outliers left
+/// out, allocations and peak in one column); long status reasons and notes
+/// go to `footnotes`.
+fn cases_table(
+    report: &RunReport,
+    summary: &RunSummary,
+    view: &TableView,
+    compact: bool,
+    footnotes: &mut Footnotes,
+) -> Table {
+    use comfy_table::{ColumnConstraint, Width};
+    let level = report.cases.iter().find_map(|c| c.estimates.as_ref()).map(|e| e.median.level);
+    let median_header = match level {
+        Some(l) => format!("median [{} CI]", units::format_percent(l * 100.0)),
+        None => "median [CI]".to_string(),
+    };
+    let header: Vec<String> = if compact {
+        ["case", "status", &median_header, "throughput", "allocs/iter, peak", "notes"]
+            .map(String::from)
+            .to_vec()
+    } else {
+        [
+            "case",
+            "status",
+            &median_header,
+            "throughput",
+            "bound",
+            "outliers",
+            "allocs/iter",
+            "peak mem",
+            "notes",
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let mut table = new_table(header, if compact { &[4] } else { &[5, 6, 7] }, view);
+    // The case column gets a fixed share and ids break at their commas,
+    // instead of comfy-table's even split cutting ids every few letters.
+    let case_w = view.width.filter(|_| !view.wide).map(|w| {
+        let longest = report.cases.iter().map(|c| c.id.chars().count()).max().unwrap_or(4);
+        longest.clamp(12, (usize::from(w) * 3 / 10).max(12))
+    });
+    if let (Some(w), Some(col)) = (case_w, table.column_mut(0)) {
+        col.set_constraint(ColumnConstraint::Absolute(Width::Fixed(w as u16)));
+    }
+    if let Some(col) = table.column_mut(1).filter(|_| view.width.is_some()) {
+        col.set_constraint(ColumnConstraint::ContentWidth);
+    }
+    let max_reason = if compact { 0 } else { MAX_REASON };
+    for case in &report.cases {
+        let status = status_cell(case, summary, footnotes, view, max_reason);
+        let notes = footnotes.cell(&cells::notes(case), MAX_NOTES, &case.id, view);
+        let id = case_w.map_or_else(|| case.id.clone(), |w| break_id(&case.id, w));
+        table.add_row(case_row(case, id, status, notes, compact));
+    }
+    table
+}
+
+/// One case's row of the cases table, its id, status and notes cells given.
+fn case_row(case: &CaseResult, id: String, status: String, notes: String, compact: bool) -> Vec<String> {
+    if compact {
+        let mem = match (cells::allocs(case).as_str(), cells::peak(case)) {
+            (cells::NONE, _) => cells::NONE.to_string(),
+            (a, p) => format!("{a}, {p}"),
+        };
+        vec![id, status, cells::median(case), cells::throughput(case), mem, notes]
+    } else {
+        vec![
+            id,
+            status,
+            cells::median(case),
+            cells::throughput(case),
+            cells::bound(case),
+            cells::outliers(case),
+            cells::allocs(case),
+            cells::peak(case),
+            notes,
+        ]
+    }
+}
+
+/// The summary's lines: every case counted, skip reasons once per distinct
+/// reason (whole with --wide, else shortened to a line's worth).
+fn summary_section(summary: &RunSummary, view: &TableView) -> String {
+    let max_reason = if view.wide {
+        None
+    } else {
+        // About two lines' worth, with room for the count and the case list.
+        Some(view.width.map_or(200, |w| (usize::from(w) * 2).saturating_sub(40).max(60)))
+    };
+    summary::text_lines(summary, max_reason).iter().map(|line| wrap(line, view.width)).collect()
+}
+
+/// The harness line and, when the machine was probed, its limits.
+fn harness_section(report: &RunReport, view: &TableView) -> String {
     let h = &report.harness;
     let line = format!(
         "harness: timer resolution {}, timer overhead {}, empty loop {}/iter; {} threads; wall time {}",
@@ -349,8 +381,7 @@ pub fn render_with(report: &RunReport, view: &TableView) -> String {
         h.threads,
         units::format_time_ns(report.wall_time_secs * 1e9),
     );
-    out.push_str(&wrap(&line, view.width));
-
+    let mut out = wrap(&line, view.width);
     if let Some(m) = &report.machine_limits {
         let line = format!(
             "machine limits (probed {}, {} threads; load {}): FMA peak {} ({} one core), triad {} ({} one thread)",
@@ -364,31 +395,37 @@ pub fn render_with(report: &RunReport, view: &TableView) -> String {
         );
         out.push_str(&wrap(&line, view.width));
     }
+    out
+}
 
-    if !report.targets.is_empty() {
-        out.push_str("performance targets:\n");
-        let header = ["target", "measured", "limit", "ratio", "required", "result"];
-        let mut table = new_table(header.iter().map(|s| s.to_string()).collect(), &[1, 2, 3, 4], view);
-        for t in &report.targets {
-            table.add_row(vec![
-                format!("{} ({})", t.name, t.case_id),
-                units::format_quantity(t.measured, &t.unit),
-                units::format_quantity(t.limit, &t.unit),
-                units::format_percent(t.ratio * 100.0),
-                format!(">= {}", units::format_percent(t.required * 100.0)),
-                match (&t.caveat, t.met) {
-                    (Some(_), _) => "no verdict",
-                    (None, true) => "met",
-                    (None, false) => "NOT MET",
-                }
-                .to_string(),
-            ]);
-        }
-        out.push_str(&table.trim_fmt());
-        out.push('\n');
-        for caveat in report.targets.iter().filter_map(|t| t.caveat.as_ref()) {
-            out.push_str(&wrap(caveat, view.width));
-        }
+/// The performance targets' table and caveats (empty without targets).
+fn targets_section(report: &RunReport, view: &TableView) -> String {
+    let mut out = String::new();
+    if report.targets.is_empty() {
+        return out;
+    }
+    out.push_str("performance targets:\n");
+    let header = ["target", "measured", "limit", "ratio", "required", "result"];
+    let mut table = new_table(header.iter().map(|s| s.to_string()).collect(), &[1, 2, 3, 4], view);
+    for t in &report.targets {
+        table.add_row(vec![
+            format!("{} ({})", t.name, t.case_id),
+            units::format_quantity(t.measured, &t.unit),
+            units::format_quantity(t.limit, &t.unit),
+            units::format_percent(t.ratio * 100.0),
+            format!(">= {}", units::format_percent(t.required * 100.0)),
+            match (&t.caveat, t.met) {
+                (Some(_), _) => "no verdict",
+                (None, true) => "met",
+                (None, false) => "NOT MET",
+            }
+            .to_string(),
+        ]);
+    }
+    out.push_str(&table.trim_fmt());
+    out.push('\n');
+    for caveat in report.targets.iter().filter_map(|t| t.caveat.as_ref()) {
+        out.push_str(&wrap(caveat, view.width));
     }
     out
 }

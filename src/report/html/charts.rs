@@ -199,7 +199,7 @@ fn draw_series(out: &mut String, y: &LinearScale, x0: f64, d: &Distribution, cas
             "<g class=\"ci\"><line x1=\"{cx}\" y1=\"{lo}\" x2=\"{cx}\" y2=\"{hi}\"/>\
              <line x1=\"{a}\" y1=\"{lo}\" x2=\"{b}\" y2=\"{lo}\"/><line x1=\"{a}\" y1=\"{hi}\" x2=\"{b}\" y2=\"{hi}\"/>\
              <path class=\"headline\" d=\"M{cx} {t}L{r} {py}L{cx} {u}L{l} {py}Z\"><title>median {}</title></path></g>",
-            Esc(&super::super::units::format_time_ci(m)),
+            Esc(&crate::units::format_time_ci(m)),
             cx = N(cx),
             a = N(cx - 3.0),
             b = N(cx + 3.0),
@@ -329,7 +329,7 @@ pub(crate) fn throughput(
             };
             let end = x.map(e.point);
             let (lo, hi) = (x.map(e.lower), x.map(e.upper));
-            let text = super::super::units::format_rate(e.point, unit);
+            let text = crate::units::format_rate(e.point, unit);
             let _ = write!(
                 out,
                 "<g class=\"s{}\"><rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\">\

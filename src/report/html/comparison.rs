@@ -10,7 +10,7 @@
 
 use super::svg::{self, CHAR_W, Esc, LinearScale, N, Units};
 use crate::compare::{CaseChange, Comparison, Verdict};
-use crate::report::units;
+use crate::units;
 use std::fmt::Write as _;
 
 /// Geometry of the comparison chart, shared with the tests.

@@ -5,8 +5,9 @@ use super::labels;
 use super::svg::Esc;
 use crate::compare::{Comparison, Verdict};
 use crate::report::summary::RunSummary;
-use crate::report::{cells, failure_text, units};
+use crate::report::{cells, failure_text};
 use crate::results::{CaseResult, RunReport};
+use crate::units;
 use std::fmt::Write as _;
 
 /// Facts about the machine and the run, as a definition list.

@@ -4,7 +4,7 @@
 
 use super::svg::{self, Esc, FONT, LinearScale, N, Units};
 use crate::history::CaseTrend;
-use crate::report::units;
+use crate::units;
 use std::fmt::Write as _;
 
 /// Geometry of a trend chart, shared with the tests.
