@@ -301,8 +301,8 @@ impl Suite for ClosureSuite {
     fn spec_toml(&self) -> &'static str {
         self.spec
     }
-    fn benchmarks(&self) -> &'static [&'static str] {
-        self.names
+    fn benchmarks(&self) -> Vec<&'static str> {
+        self.names.to_vec()
     }
     fn prepare(&self, case: &Case, _ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         let Some(b) = self.benchmarks.iter().find(|b| b.name == case.benchmark) else {

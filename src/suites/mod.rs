@@ -31,8 +31,9 @@ pub trait Suite: Sync {
     /// The suite file (`suites/<name>.toml`) embedded at compile time.
     fn spec_toml(&self) -> &'static str;
     /// The benchmark names [`Suite::prepare`] dispatches on, in the order of
-    /// the suite file (a registry-wide test keeps the two in step).
-    fn benchmarks(&self) -> &'static [&'static str];
+    /// the suite file (a registry-wide test keeps the two in step). A
+    /// built-in suite reads them from its one table of [`Benchmarks`].
+    fn benchmarks(&self) -> Vec<&'static str>;
     /// The suite's benchmarks and default grids: the built-in suites parse
     /// their embedded file (the default); a suite whose benchmarks are data
     /// given at run time (`command`, from a config's `[[command]]` tables)
@@ -70,6 +71,34 @@ pub trait Suite: Sync {
     /// dedicated pool's worker for it ([`crate::backend::cpu::on_pool_of`]).
     fn threads(&self, case: &Case) -> Result<Threads> {
         case.threads_request()
+    }
+}
+
+/// What prepares the cases of one benchmark of a suite, with the case's
+/// execution context.
+pub type Prepare = fn(&Case, &Context) -> Result<Box<dyn Workload>>;
+
+/// The one list of a built-in suite's benchmarks: each name, as its suite
+/// file spells it and in that order, with the function that prepares its
+/// cases. [`Suite::benchmarks`] and [`Suite::prepare`] both read it
+/// ([`names`], [`dispatch`]), so a benchmark is named in code once.
+pub type Benchmarks = &'static [(&'static str, Prepare)];
+
+/// The names of `list`, in order.
+pub fn names(list: Benchmarks) -> Vec<&'static str> {
+    list.iter().map(|(n, _)| *n).collect()
+}
+
+/// Prepares `case` with its benchmark's function in `list`; a benchmark not
+/// in it is refused with every valid name.
+pub fn dispatch(suite: &str, list: Benchmarks, case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+    match list.iter().find(|(n, _)| *n == case.benchmark) {
+        Some((_, prepare)) => prepare(case, ctx),
+        None => anyhow::bail!(
+            "{suite} suite has no benchmark `{}`; valid: {}",
+            case.benchmark,
+            names(list).join(", ")
+        ),
     }
 }
 

@@ -55,8 +55,8 @@ impl Suite for CommandSuite {
         ""
     }
     /// Dispatch is by the config's command names, not a fixed table.
-    fn benchmarks(&self) -> &'static [&'static str] {
-        &[]
+    fn benchmarks(&self) -> Vec<&'static str> {
+        Vec::new()
     }
     fn spec(&self) -> Result<SuiteSpec> {
         Ok(SuiteSpec { benchmarks: self.commands.iter().map(spec::benchmark).collect() })

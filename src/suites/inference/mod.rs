@@ -69,8 +69,8 @@ impl Suite for InferenceSuite {
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/inference.toml")
     }
-    fn benchmarks(&self) -> &'static [&'static str] {
-        BENCHMARKS
+    fn benchmarks(&self) -> Vec<&'static str> {
+        BENCHMARKS.to_vec()
     }
     fn targets(&self) -> Vec<TargetSpec> {
         vec![TargetSpec {

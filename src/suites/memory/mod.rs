@@ -18,7 +18,9 @@
 //! the counting allocator), and every timed loop is watched for leaks.
 
 use crate::plan::Case;
-use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{
+    Benchmarks, Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload, dispatch, names,
+};
 use anyhow::{Result, bail};
 
 mod alloc_bench;
@@ -33,18 +35,18 @@ pub mod pool;
 /// Allocators, pools, footprints, bandwidth and cache latency.
 pub struct MemorySuite;
 
-/// Benchmarks of `suites/memory.toml`, in file order; `prepare` handles each.
-pub const BENCHMARKS: &[&str] = &[
-    "alloc",
-    "pattern",
-    "pool_pressure",
-    "tracking_overhead",
-    "tensor_alloc",
-    "alloc_overhead",
-    "footprint",
-    "bandwidth",
-    "latency",
-    "cache_levels",
+/// Benchmarks of `suites/memory.toml`, in file order, with what prepares each.
+const BENCHMARKS: Benchmarks = &[
+    ("alloc", |c, _| alloc_bench::prepare_alloc(c)),
+    ("pattern", |c, _| patterns::prepare_pattern(c)),
+    ("pool_pressure", |c, _| patterns::prepare_pressure(c)),
+    ("tracking_overhead", |c, _| alloc_bench::prepare_tracking(c)),
+    ("tensor_alloc", |c, _| alloc_bench::prepare_tensor_alloc(c)),
+    ("alloc_overhead", |c, _| alloc_bench::prepare_overhead(c)),
+    ("footprint", |c, _| footprint::prepare(c)),
+    ("bandwidth", bandwidth::prepare),
+    ("latency", |c, _| latency::prepare_latency(c)),
+    ("cache_levels", |c, _| latency::prepare_levels(c)),
 ];
 
 impl Suite for MemorySuite {
@@ -57,8 +59,8 @@ impl Suite for MemorySuite {
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/memory.toml")
     }
-    fn benchmarks(&self) -> &'static [&'static str] {
-        BENCHMARKS
+    fn benchmarks(&self) -> Vec<&'static str> {
+        names(BENCHMARKS)
     }
     fn targets(&self) -> Vec<TargetSpec> {
         vec![
@@ -104,19 +106,7 @@ impl Suite for MemorySuite {
         })
     }
     fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
-        match case.benchmark.as_str() {
-            "alloc" => alloc_bench::prepare_alloc(case),
-            "pattern" => patterns::prepare_pattern(case),
-            "pool_pressure" => patterns::prepare_pressure(case),
-            "tracking_overhead" => alloc_bench::prepare_tracking(case),
-            "tensor_alloc" => alloc_bench::prepare_tensor_alloc(case),
-            "alloc_overhead" => alloc_bench::prepare_overhead(case),
-            "footprint" => footprint::prepare(case),
-            "bandwidth" => bandwidth::prepare(case, ctx),
-            "latency" => latency::prepare_latency(case),
-            "cache_levels" => latency::prepare_levels(case),
-            other => bail!("memory suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
-        }
+        dispatch(self.name(), BENCHMARKS, case, ctx)
     }
 }
 

@@ -16,7 +16,9 @@
 //! closed forms, finite differences, the unsharded optimizer) before timing.
 
 use crate::plan::Case;
-use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{
+    Benchmarks, Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload, dispatch, names,
+};
 use anyhow::{Result, bail};
 
 pub mod optimizers;
@@ -32,16 +34,16 @@ mod zero;
 /// Optimizers, schedulers, ZeRO simulation and training steps.
 pub struct OptimSuite;
 
-/// Benchmarks of `suites/optim.toml`, in file order; `prepare` handles each.
-pub const BENCHMARKS: &[&str] = &[
-    "optimizer_step",
-    "state_memory",
-    "mixed_precision",
-    "scheduler",
-    "zero",
-    "train_step",
-    "grad_accum",
-    "checkpointing",
+/// Benchmarks of `suites/optim.toml`, in file order, with what prepares each.
+const BENCHMARKS: Benchmarks = &[
+    ("optimizer_step", step::prepare_step),
+    ("state_memory", |c, _| step::prepare_memory(c)),
+    ("mixed_precision", mixed::prepare),
+    ("scheduler", |c, _| schedulers::prepare(c)),
+    ("zero", |c, _| zero::prepare(c)),
+    ("train_step", train::prepare),
+    ("grad_accum", train::prepare),
+    ("checkpointing", train::prepare),
 ];
 
 impl Suite for OptimSuite {
@@ -55,8 +57,8 @@ impl Suite for OptimSuite {
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/optim.toml")
     }
-    fn benchmarks(&self) -> &'static [&'static str] {
-        BENCHMARKS
+    fn benchmarks(&self) -> Vec<&'static str> {
+        names(BENCHMARKS)
     }
     fn targets(&self) -> Vec<TargetSpec> {
         vec![TargetSpec {
@@ -83,15 +85,7 @@ impl Suite for OptimSuite {
         })
     }
     fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
-        match case.benchmark.as_str() {
-            "optimizer_step" => step::prepare_step(case, ctx),
-            "state_memory" => step::prepare_memory(case),
-            "mixed_precision" => mixed::prepare(case, ctx),
-            "scheduler" => schedulers::prepare(case),
-            "zero" => zero::prepare(case),
-            "train_step" | "grad_accum" | "checkpointing" => train::prepare(case, ctx),
-            other => bail!("optim suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
-        }
+        dispatch(self.name(), BENCHMARKS, case, ctx)
     }
 }
 

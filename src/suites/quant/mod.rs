@@ -17,8 +17,10 @@
 //! accuracy figures (`data.rs`).
 
 use crate::plan::Case;
-use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
-use anyhow::{Result, bail};
+use crate::suites::{
+    Benchmarks, Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload, dispatch, names,
+};
+use anyhow::Result;
 
 mod calibrate;
 mod codec;
@@ -33,9 +35,17 @@ pub(crate) use crate::util::mem_available;
 /// Quantization speed and accuracy.
 pub struct QuantSuite;
 
-/// Benchmarks of `suites/quant.toml`, in file order; `prepare` handles each.
-pub const BENCHMARKS: &[&str] =
-    &["quantize", "dequantize", "calibrate", "linear", "dynamic", "int8_gemm", "model", "mixed"];
+/// Benchmarks of `suites/quant.toml`, in file order, with what prepares each.
+const BENCHMARKS: Benchmarks = &[
+    ("quantize", |c, x| codec::prepare(c, x, false)),
+    ("dequantize", |c, x| codec::prepare(c, x, true)),
+    ("calibrate", calibrate::prepare),
+    ("linear", linear::prepare_linear),
+    ("dynamic", linear::prepare_dynamic),
+    ("int8_gemm", linear::prepare_int8_gemm),
+    ("model", model::prepare),
+    ("mixed", mixed::prepare),
+];
 
 impl Suite for QuantSuite {
     fn name(&self) -> &'static str {
@@ -47,8 +57,8 @@ impl Suite for QuantSuite {
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/quant.toml")
     }
-    fn benchmarks(&self) -> &'static [&'static str] {
-        BENCHMARKS
+    fn benchmarks(&self) -> Vec<&'static str> {
+        names(BENCHMARKS)
     }
     fn targets(&self) -> Vec<TargetSpec> {
         // Issue 6: quantize and dequantize at 50% of the probed bandwidth,
@@ -91,17 +101,7 @@ impl Suite for QuantSuite {
         })
     }
     fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
-        match case.benchmark.as_str() {
-            "quantize" => codec::prepare(case, ctx, false),
-            "dequantize" => codec::prepare(case, ctx, true),
-            "calibrate" => calibrate::prepare(case, ctx),
-            "linear" => linear::prepare_linear(case, ctx),
-            "dynamic" => linear::prepare_dynamic(case, ctx),
-            "int8_gemm" => linear::prepare_int8_gemm(case, ctx),
-            "model" => model::prepare(case, ctx),
-            "mixed" => mixed::prepare(case, ctx),
-            other => bail!("quant suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
-        }
+        dispatch(self.name(), BENCHMARKS, case, ctx)
     }
 }
 

@@ -79,8 +79,8 @@ impl Suite for TensorSuite {
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/tensor.toml")
     }
-    fn benchmarks(&self) -> &'static [&'static str] {
-        BENCHMARKS
+    fn benchmarks(&self) -> Vec<&'static str> {
+        BENCHMARKS.to_vec()
     }
     fn targets(&self) -> Vec<TargetSpec> {
         vec![

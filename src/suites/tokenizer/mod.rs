@@ -21,7 +21,7 @@
 //! the corpus), so the case id says what is measured.
 
 use crate::plan::Case;
-use crate::suites::{ParamRule, Suite, Workload};
+use crate::suites::{Benchmarks, ParamRule, Suite, Workload, dispatch, names};
 use anyhow::{Result, bail};
 
 mod encode;
@@ -35,9 +35,17 @@ pub use sources::{Length, segments};
 /// Tokenizer benchmarks on real vocabularies and text.
 pub struct TokenizerSuite;
 
-/// Benchmarks of `suites/tokenizer.toml`, in file order; `prepare` handles each.
-pub const BENCHMARKS: &[&str] =
-    &["encode", "encode_batch", "decode", "offsets", "special_tokens", "normalize", "pretokenize", "train"];
+/// Benchmarks of `suites/tokenizer.toml`, in file order, with what prepares each.
+const BENCHMARKS: Benchmarks = &[
+    ("encode", encode::prepare_encode),
+    ("encode_batch", encode::prepare_batch),
+    ("decode", encode::prepare_decode),
+    ("offsets", encode::prepare_offsets),
+    ("special_tokens", encode::prepare_special),
+    ("normalize", |c, _| text::prepare_normalize(c)),
+    ("pretokenize", |c, _| text::prepare_pretokenize(c)),
+    ("train", train::prepare),
+];
 
 /// The suite file as written, before absent real vocabularies are swapped
 /// for their trained fallbacks.
@@ -54,8 +62,8 @@ impl Suite for TokenizerSuite {
         static SPEC_FOR_THIS_MACHINE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
         SPEC_FOR_THIS_MACHINE.get_or_init(|| sources::with_fallbacks(SPEC, &crate::data::lookup()))
     }
-    fn benchmarks(&self) -> &'static [&'static str] {
-        BENCHMARKS
+    fn benchmarks(&self) -> Vec<&'static str> {
+        names(BENCHMARKS)
     }
     fn param_rule(&self, benchmark: &str, key: &str) -> Option<ParamRule> {
         Some(match (benchmark, key) {
@@ -96,17 +104,7 @@ impl Suite for TokenizerSuite {
         }
     }
     fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
-        match case.benchmark.as_str() {
-            "encode" => encode::prepare_encode(case, ctx),
-            "encode_batch" => encode::prepare_batch(case, ctx),
-            "decode" => encode::prepare_decode(case, ctx),
-            "offsets" => encode::prepare_offsets(case, ctx),
-            "special_tokens" => encode::prepare_special(case, ctx),
-            "normalize" => text::prepare_normalize(case),
-            "pretokenize" => text::prepare_pretokenize(case),
-            "train" => train::prepare(case, ctx),
-            other => bail!("tokenizer suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
-        }
+        dispatch(self.name(), BENCHMARKS, case, ctx)
     }
 }
 
