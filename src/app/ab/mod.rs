@@ -109,15 +109,54 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     let opts = compare_options(&args.gate, d.confidence_level, d.seed)?;
     let seed = args.plan.timing.seed.unwrap_or(d.seed);
     let wargs = plan_args(&args.plan);
-    let start = |label, path, env| Worker::start(label, path, env, &wargs);
+    let start = |label: &'static str| match label {
+        "base" => Worker::start(label, &args.base, &base_env, &wargs),
+        _ => Worker::start(label, &args.head, &head_env, &wargs),
+    };
     let started = Instant::now();
-    let mut base = start("base", &args.base, &base_env)?;
-    let mut head = start("head", &args.head, &head_env)?;
+    let base = start("base")?;
+    let head = start("head")?;
     let (hb, hh) = (base.hello.clone(), head.hello.clone());
     check_pairable(&hb, &hh)?;
     let rounds = args.plan.timing.rounds.unwrap_or(hb.rounds.max(DEFAULT_ROUNDS)).max(1);
     let min_sample_ns = crate::harness::timer::calibrate().min_sample_ns();
     let mut spent = Spent::default();
+    let timing = Timing { rounds, seed, min_sample_ns, threads };
+    let (tallies, reasons) = measure_rounds(args, (base, head), &hb, &timing, &mut spent, &start)?;
+    let wall = started.elapsed();
+    let sides = Sides { base: &hb, head: &hh };
+    let c = judge(args, sides, tallies, reasons, &opts, (rounds, spent.describe(wall)))?;
+    super::emit_comparison(&c, args.format, args.output.as_deref(), &args.gate)
+}
+
+/// How the rounds are timed.
+struct Timing {
+    rounds: u32,
+    seed: u64,
+    min_sample_ns: f64,
+    threads: usize,
+}
+
+/// What each build said when it started.
+#[derive(Clone, Copy)]
+struct Sides<'a> {
+    base: &'a Hello,
+    head: &'a Hello,
+}
+
+/// Runs `t.rounds` rounds of every case, each round with a fresh pair of
+/// workers (started by `start`, in alternating order) and its own case
+/// order; stops the last workers; returns each case's tally and the notes
+/// of skipped and failed cases.
+fn measure_rounds(
+    args: &AbArgs,
+    (mut base, mut head): (Worker, Worker),
+    hb: &Hello,
+    t: &Timing,
+    spent: &mut Spent,
+    start: &dyn Fn(&'static str) -> Result<Worker>,
+) -> Result<(Vec<Tally>, Vec<String>)> {
+    let Timing { rounds, seed, min_sample_ns, threads } = *t;
     let mut tallies: Vec<Tally> = hb
         .cases
         .iter()
@@ -140,14 +179,14 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     for round in 0..rounds {
         if round > 0 {
             // A fresh pair of processes, started in alternating order.
-            spent += base.quit();
-            spent += head.quit();
+            *spent += base.quit();
+            *spent += head.quit();
             if round % 2 == 1 {
-                head = start("head", &args.head, &head_env)?;
-                base = start("base", &args.base, &base_env)?;
+                head = start("head")?;
+                base = start("base")?;
             } else {
-                base = start("base", &args.base, &base_env)?;
-                head = start("head", &args.head, &head_env)?;
+                base = start("base")?;
+                head = start("head")?;
             }
             if base.hello.cases != hb.cases || head.hello.cases != hb.cases {
                 bail!("a build planned other cases in round {}: its plan is not deterministic", round + 1);
@@ -193,9 +232,22 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
             }
         }
     }
-    spent += base.quit();
-    spent += head.quit();
-    let wall = started.elapsed();
+    *spent += base.quit();
+    *spent += head.quit();
+    Ok((tallies, reasons))
+}
+
+/// The paired comparison of the tallies, with the notes of injected
+/// slowdowns, skipped and failed cases and how the rounds ran; writes the
+/// pairs when `--pairs-output` asks.
+fn judge(
+    args: &AbArgs,
+    Sides { base: hb, head: hh }: Sides<'_>,
+    tallies: Vec<Tally>,
+    reasons: Vec<String>,
+    opts: &compare::CompareOptions,
+    (rounds, spent): (u32, String),
+) -> Result<compare::Comparison> {
     let mut cases = Vec::new();
     let (mut failed, mut skipped) = (Vec::new(), Vec::new());
     for (t, (id, _)) in tallies.into_iter().zip(&hb.cases) {
@@ -215,7 +267,7 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
         &cases,
         failed,
         skipped,
-        &opts,
+        opts,
     );
     for (side, h) in [("base", &hb), ("head", &hh)] {
         if let Some(inj) = &h.injected {
@@ -229,7 +281,7 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
         "{} (head) against {} (base); {rounds} rounds, each with fresh worker processes (each build verified every case in the first round; later rounds run the same binaries on the same seeded inputs); {}",
         hh.build,
         hb.build,
-        spent.describe(wall)
+        spent
     ));
-    super::emit_comparison(&c, args.format, args.output.as_deref(), &args.gate)
+    Ok(c)
 }

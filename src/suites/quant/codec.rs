@@ -160,153 +160,11 @@ impl Codec {
     /// Checks the stored codes of `x` against naive per-element references.
     /// Returns a failure description, if any.
     fn check_codes(&self, x: &[f32]) -> Option<String> {
-        // Near a rounding tie, x * (1/scale) and x / scale may round apart.
-        let near_tie = |v: f64| (v - v.floor() - 0.5).abs() < 1e-4;
         match self {
-            Self::Int8(t) => {
-                let (lo, hi) = QParams::code_range(t.scheme);
-                for r in 0..t.params.len() {
-                    let xs = match t.granularity {
-                        Granularity::PerTensor => x,
-                        Granularity::PerChannel => &x[r * t.cols..(r + 1) * t.cols],
-                    };
-                    let (mn, mx) =
-                        xs.iter().fold((0.0f64, 0.0f64), |(a, b), &v| (a.min(v as f64), b.max(v as f64)));
-                    let p = t.params[r];
-                    let want = match t.scheme {
-                        Scheme::Symmetric => mn.abs().max(mx) / 127.0,
-                        Scheme::Asymmetric => (mx - mn) / 255.0,
-                    };
-                    if want > 0.0 && ((p.scale as f64 - want) / want).abs() > 1e-6 {
-                        return Some(format!("group {r}: scale {} but the range gives {want}", p.scale));
-                    }
-                    let base = if t.granularity == Granularity::PerTensor { 0 } else { r * t.cols };
-                    for (i, &v) in xs.iter().enumerate() {
-                        let u = v as f64 / p.scale as f64;
-                        let q = (u.round_ties_even() + p.zero_point as f64).clamp(lo as f64, hi as f64);
-                        let got = t.data[base + i] as f64;
-                        if got != q && !(near_tie(u) && (got - q).abs() == 1.0) {
-                            return Some(format!("value {}: {v} -> code {got}, reference {q}", base + i));
-                        }
-                    }
-                }
-                None
-            }
-            Self::Block(t) => {
-                // ggml's reference, block by block, written out longhand.
-                let cb = t.format.code_bytes();
-                for (b, xs) in x.chunks(QK).enumerate() {
-                    let mut codes = [0u8; QK];
-                    let mut mn = f32::MAX;
-                    let d = match t.format {
-                        BlockFormat::Q8_0 => {
-                            let amax = xs.iter().map(|v| v.abs()).fold(0.0, f32::max);
-                            let d = amax / 127.0;
-                            for j in 0..QK {
-                                codes[j] = (xs[j] * if d != 0.0 { 1.0 / d } else { 0.0 }).round() as i8 as u8;
-                            }
-                            d
-                        }
-                        BlockFormat::Q4_0 => {
-                            let m =
-                                xs.iter().copied().fold(0.0f32, |a, v| if v.abs() > a.abs() { v } else { a });
-                            let d = m / -8.0;
-                            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-                            for j in 0..QK {
-                                codes[j] = ((xs[j] * id + 8.5) as i32).min(15) as u8;
-                            }
-                            d
-                        }
-                        BlockFormat::Q4_1 => {
-                            mn = xs.iter().copied().fold(f32::MAX, f32::min);
-                            let mx = xs.iter().copied().fold(-f32::MAX, f32::max);
-                            let d = (mx - mn) / 15.0;
-                            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-                            for j in 0..QK {
-                                codes[j] = (((xs[j] - mn) * id + 0.5) as i32).min(15) as u8;
-                            }
-                            d
-                        }
-                    };
-                    if t.scales[b] != f16::from_f32(d) {
-                        return Some(format!("block {b}: scale {} but reference {d}", t.scales[b]));
-                    }
-                    if t.format == BlockFormat::Q4_1 && t.mins[b] != f16::from_f32(mn) {
-                        return Some(format!("block {b}: min {} but reference {mn}", t.mins[b]));
-                    }
-                    let stored = &t.qs[b * cb..(b + 1) * cb];
-                    let got: Vec<u8> = if t.format == BlockFormat::Q8_0 {
-                        stored.to_vec()
-                    } else {
-                        (0..QK)
-                            .map(|j| if j < QK / 2 { stored[j] & 15 } else { stored[j - QK / 2] >> 4 })
-                            .collect()
-                    };
-                    if got[..] != codes[..] {
-                        return Some(format!("block {b}: codes {got:?}, reference {codes:?}"));
-                    }
-                }
-                None
-            }
-            Self::Q4K(t) => {
-                // Properties of the min/max quantizer, checked in f64: each
-                // sub-block's grid covers its range [min(0, min x), max x], d
-                // and dmin are the smallest f16s that allow it (within one f16
-                // step), and every code is the nearest grid point.
-                for (b, xs) in x.chunks(QK_K).enumerate() {
-                    let (sc, m) = kquant::unpack_scales(&t.scales[b * 12..b * 12 + 12]);
-                    let (d, dmin) = (t.d[b].to_f32() as f64, t.dmin[b].to_f32() as f64);
-                    let mut need_dmin = 0.0f64;
-                    let mut need_d = 0.0f64;
-                    for j in 0..8 {
-                        let s = &xs[32 * j..32 * j + 32];
-                        let lo = s.iter().fold(0.0f64, |a, &v| a.min(v as f64));
-                        let hi = s.iter().fold(f64::MIN, |a, &v| a.max(v as f64));
-                        need_dmin = need_dmin.max(-lo / 63.0);
-                        let (step, off) = (d * sc[j] as f64, dmin * m[j] as f64);
-                        need_d = need_d.max((hi + off) / 15.0 / 63.0);
-                        let tol = 1e-6 * (hi.abs() + off);
-                        if -off > lo + tol || step * 15.0 - off < hi - tol {
-                            return Some(format!(
-                                "super-block {b} sub-block {j}: grid does not cover [{lo}, {hi}]"
-                            ));
-                        }
-                        for (l, &v) in s.iter().enumerate() {
-                            let byte = t.qs[b * 128 + (j / 2) * 32 + l];
-                            let q = if j % 2 == 0 { byte & 15 } else { byte >> 4 } as f64;
-                            let err = (q * step - off - v as f64).abs();
-                            if err > step * 0.5 * (1.0 + 1e-5) + tol {
-                                return Some(format!(
-                                    "super-block {b} value {}: {v} -> code {q}, error {err} > step/2",
-                                    32 * j + l
-                                ));
-                            }
-                        }
-                    }
-                    let ulp = |v: f64| v * (1.0 / 1024.0) + 1e-30;
-                    if dmin > need_dmin + ulp(need_dmin) || d > need_d * (1.0 + 1e-5) + ulp(need_d) {
-                        return Some(format!(
-                            "super-block {b}: d {d} / dmin {dmin} larger than needed ({need_d} / {need_dmin})"
-                        ));
-                    }
-                }
-                None
-            }
-            Self::Ternary(t) => {
-                let mean = x.iter().map(|v| v.abs() as f64).sum::<f64>() / x.len().max(1) as f64;
-                if ((t.gamma as f64 - mean) / mean.max(1e-30)).abs() > 1e-5 {
-                    return Some(format!("gamma {} but mean|W| = {mean}", t.gamma));
-                }
-                let codes = t.codes();
-                for (i, (&v, &c)) in x.iter().zip(&codes).enumerate() {
-                    let u = v as f64 / (t.gamma as f64 + ternary::EPS as f64);
-                    let want = u.round_ties_even().clamp(-1.0, 1.0);
-                    if c as f64 != want && !near_tie(u) {
-                        return Some(format!("weight {i}: {v} -> {c}, reference {want}"));
-                    }
-                }
-                None
-            }
+            Self::Int8(t) => check_int8(t, x),
+            Self::Block(t) => check_block(t, x),
+            Self::Q4K(t) => check_q4k(t, x),
+            Self::Ternary(t) => check_ternary(t, x),
             Self::F16(h) => x
                 .iter()
                 .zip(h)
@@ -319,6 +177,157 @@ impl Codec {
                 .map(|i| format!("value {i}: {} vs {}", h[i], bf16::from_f32(x[i]))),
         }
     }
+}
+
+/// Near a rounding tie, x * (1/scale) and x / scale may round apart.
+fn near_tie(v: f64) -> bool {
+    (v - v.floor() - 0.5).abs() < 1e-4
+}
+
+/// Int8 codes against the range-derived scale and round-to-nearest-even codes.
+fn check_int8(t: &Int8Tensor, x: &[f32]) -> Option<String> {
+    let (lo, hi) = QParams::code_range(t.scheme);
+    for r in 0..t.params.len() {
+        let xs = match t.granularity {
+            Granularity::PerTensor => x,
+            Granularity::PerChannel => &x[r * t.cols..(r + 1) * t.cols],
+        };
+        let (mn, mx) = xs.iter().fold((0.0f64, 0.0f64), |(a, b), &v| (a.min(v as f64), b.max(v as f64)));
+        let p = t.params[r];
+        let want = match t.scheme {
+            Scheme::Symmetric => mn.abs().max(mx) / 127.0,
+            Scheme::Asymmetric => (mx - mn) / 255.0,
+        };
+        if want > 0.0 && ((p.scale as f64 - want) / want).abs() > 1e-6 {
+            return Some(format!("group {r}: scale {} but the range gives {want}", p.scale));
+        }
+        let base = if t.granularity == Granularity::PerTensor { 0 } else { r * t.cols };
+        for (i, &v) in xs.iter().enumerate() {
+            let u = v as f64 / p.scale as f64;
+            let q = (u.round_ties_even() + p.zero_point as f64).clamp(lo as f64, hi as f64);
+            let got = t.data[base + i] as f64;
+            if got != q && !(near_tie(u) && (got - q).abs() == 1.0) {
+                return Some(format!("value {}: {v} -> code {got}, reference {q}", base + i));
+            }
+        }
+    }
+    None
+}
+
+/// Block codes against ggml's reference, block by block, written out longhand.
+fn check_block(t: &BlockTensor, x: &[f32]) -> Option<String> {
+    // ggml's reference, block by block, written out longhand.
+    let cb = t.format.code_bytes();
+    for (b, xs) in x.chunks(QK).enumerate() {
+        let mut codes = [0u8; QK];
+        let mut mn = f32::MAX;
+        let d = match t.format {
+            BlockFormat::Q8_0 => {
+                let amax = xs.iter().map(|v| v.abs()).fold(0.0, f32::max);
+                let d = amax / 127.0;
+                for j in 0..QK {
+                    codes[j] = (xs[j] * if d != 0.0 { 1.0 / d } else { 0.0 }).round() as i8 as u8;
+                }
+                d
+            }
+            BlockFormat::Q4_0 => {
+                let m = xs.iter().copied().fold(0.0f32, |a, v| if v.abs() > a.abs() { v } else { a });
+                let d = m / -8.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                for j in 0..QK {
+                    codes[j] = ((xs[j] * id + 8.5) as i32).min(15) as u8;
+                }
+                d
+            }
+            BlockFormat::Q4_1 => {
+                mn = xs.iter().copied().fold(f32::MAX, f32::min);
+                let mx = xs.iter().copied().fold(-f32::MAX, f32::max);
+                let d = (mx - mn) / 15.0;
+                let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+                for j in 0..QK {
+                    codes[j] = (((xs[j] - mn) * id + 0.5) as i32).min(15) as u8;
+                }
+                d
+            }
+        };
+        if t.scales[b] != f16::from_f32(d) {
+            return Some(format!("block {b}: scale {} but reference {d}", t.scales[b]));
+        }
+        if t.format == BlockFormat::Q4_1 && t.mins[b] != f16::from_f32(mn) {
+            return Some(format!("block {b}: min {} but reference {mn}", t.mins[b]));
+        }
+        let stored = &t.qs[b * cb..(b + 1) * cb];
+        let got: Vec<u8> = if t.format == BlockFormat::Q8_0 {
+            stored.to_vec()
+        } else {
+            (0..QK).map(|j| if j < QK / 2 { stored[j] & 15 } else { stored[j - QK / 2] >> 4 }).collect()
+        };
+        if got[..] != codes[..] {
+            return Some(format!("block {b}: codes {got:?}, reference {codes:?}"));
+        }
+    }
+    None
+}
+
+/// Q4_K codes against the properties of the min/max quantizer.
+fn check_q4k(t: &Q4KTensor, x: &[f32]) -> Option<String> {
+    // Properties of the min/max quantizer, checked in f64: each
+    // sub-block's grid covers its range [min(0, min x), max x], d
+    // and dmin are the smallest f16s that allow it (within one f16
+    // step), and every code is the nearest grid point.
+    for (b, xs) in x.chunks(QK_K).enumerate() {
+        let (sc, m) = kquant::unpack_scales(&t.scales[b * 12..b * 12 + 12]);
+        let (d, dmin) = (t.d[b].to_f32() as f64, t.dmin[b].to_f32() as f64);
+        let mut need_dmin = 0.0f64;
+        let mut need_d = 0.0f64;
+        for j in 0..8 {
+            let s = &xs[32 * j..32 * j + 32];
+            let lo = s.iter().fold(0.0f64, |a, &v| a.min(v as f64));
+            let hi = s.iter().fold(f64::MIN, |a, &v| a.max(v as f64));
+            need_dmin = need_dmin.max(-lo / 63.0);
+            let (step, off) = (d * sc[j] as f64, dmin * m[j] as f64);
+            need_d = need_d.max((hi + off) / 15.0 / 63.0);
+            let tol = 1e-6 * (hi.abs() + off);
+            if -off > lo + tol || step * 15.0 - off < hi - tol {
+                return Some(format!("super-block {b} sub-block {j}: grid does not cover [{lo}, {hi}]"));
+            }
+            for (l, &v) in s.iter().enumerate() {
+                let byte = t.qs[b * 128 + (j / 2) * 32 + l];
+                let q = if j % 2 == 0 { byte & 15 } else { byte >> 4 } as f64;
+                let err = (q * step - off - v as f64).abs();
+                if err > step * 0.5 * (1.0 + 1e-5) + tol {
+                    return Some(format!(
+                        "super-block {b} value {}: {v} -> code {q}, error {err} > step/2",
+                        32 * j + l
+                    ));
+                }
+            }
+        }
+        let ulp = |v: f64| v * (1.0 / 1024.0) + 1e-30;
+        if dmin > need_dmin + ulp(need_dmin) || d > need_d * (1.0 + 1e-5) + ulp(need_d) {
+            return Some(format!(
+                "super-block {b}: d {d} / dmin {dmin} larger than needed ({need_d} / {need_dmin})"
+            ));
+        }
+    }
+    None
+}
+
+/// Ternary codes against mean |W| and round-to-nearest-even in {-1, 0, 1}.
+fn check_ternary(t: &TernaryMatrix, x: &[f32]) -> Option<String> {
+    let mean = x.iter().map(|v| v.abs() as f64).sum::<f64>() / x.len().max(1) as f64;
+    if ((t.gamma as f64 - mean) / mean.max(1e-30)).abs() > 1e-5 {
+        return Some(format!("gamma {} but mean|W| = {mean}", t.gamma));
+    }
+    let codes = t.codes();
+    for (i, (&v, &c)) in x.iter().zip(&codes).enumerate() {
+        let u = v as f64 / (t.gamma as f64 + ternary::EPS as f64);
+        let want = u.round_ties_even().clamp(-1.0, 1.0);
+        if c as f64 != want && !near_tie(u) {
+            return Some(format!("weight {i}: {v} -> {c}, reference {want}"));
+        }
+    }
+    None
 }
 
 struct Convert {

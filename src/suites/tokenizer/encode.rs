@@ -208,115 +208,121 @@ impl EncodeWork {
                 }
                 checks.push(format!("batch == {} single encodes (ids, tokens, char offsets)", got.len()));
             }
-            Mode::Decode => match self.loaded.family {
-                Family::ByteLevel => {} // the round trip above checks decode exactly
-                _ => {
-                    // Lossy decoders (lowercasing, accent stripping, spacing)
-                    // must still give text that encodes back to the same ids.
-                    let mut bad = 0usize;
-                    let mut first = None;
-                    for (t, ids) in self.texts.iter().zip(&self.ids) {
-                        let back = tk(self.tok.decode(ids, false))?;
-                        let again = self.encode_one(&back, Offsets::Bytes)?;
-                        // SentencePiece decoders strip one leading space, so
-                        // " x" comes back as "x": then the decoded text must
-                        // be the normalized text (see sentencepiece_expected).
-                        let sp_ok = self.loaded.family == Family::SentencePiece
-                            && back == reference::sentencepiece_expected(&self.loaded.tok, t)?;
-                        if again.get_ids() != ids.as_slice() && !sp_ok {
-                            bad += 1;
-                            first.get_or_insert((t.clone(), back));
-                        }
-                    }
-                    if let Some((t, back)) = first {
-                        return fail(
-                            "encode(decode(ids)) == ids",
-                            format!(
-                                "{bad} of {} texts differ; first {t:?} decoded to {back:?}",
-                                self.texts.len()
-                            ),
-                        );
-                    }
-                    checks.push(format!(
-                        "encode(decode(ids)) == ids (SentencePiece: or decode == normalized text) on {} texts",
-                        self.texts.len()
-                    ));
-                }
-            },
-            Mode::Offsets(o) => {
-                let table = reference::byte_to_unicode();
-                for (t, want) in self.texts.iter().zip(&self.ids) {
-                    let got = self.encode_one(t, o)?;
-                    if got.get_ids() != want.as_slice() {
-                        return fail("ids equal with and without offsets", format!("{t:?}"));
-                    }
-                    if o == Offsets::None {
-                        continue;
-                    }
-                    let bytes = self.encode_one(t, Offsets::Bytes)?;
-                    if self.loaded.family == Family::ByteLevel
-                        && let Err(e) = reference::check_byte_level_offsets(
-                            t,
-                            bytes.get_tokens(),
-                            bytes.get_offsets(),
-                            &table,
-                        )
-                    {
-                        return fail("byte-level tokens spell their offsets", e);
-                    }
-                    if bytes.get_offsets().iter().any(|&(s, e)| s > e || e > t.len()) {
-                        return fail("offsets within the text", format!("{t:?}"));
-                    }
-                    if o == Offsets::Chars {
-                        let want = reference::bytes_to_char_offsets(t, bytes.get_offsets());
-                        if got.get_offsets() != want.as_slice() {
-                            return fail(
-                                "char offsets == byte offsets converted by char_indices",
-                                format!("{t:?}"),
-                            );
-                        }
+            Mode::Decode => self.verify_decode(checks)?,
+            Mode::Offsets(o) => self.verify_offsets(o, checks)?,
+            Mode::Special => self.verify_special(checks)?,
+        }
+        Ok(())
+    }
+
+    /// `decode`: lossy decoders must still give text that encodes back to
+    /// the same ids (byte-level ones are checked exactly by the round trip).
+    fn verify_decode(&mut self, checks: &mut Vec<String>) -> Result<()> {
+        match self.loaded.family {
+            Family::ByteLevel => {} // the round trip above checks decode exactly
+            _ => {
+                // Lossy decoders (lowercasing, accent stripping, spacing)
+                // must still give text that encodes back to the same ids.
+                let mut bad = 0usize;
+                let mut first = None;
+                for (t, ids) in self.texts.iter().zip(&self.ids) {
+                    let back = tk(self.tok.decode(ids, false))?;
+                    let again = self.encode_one(&back, Offsets::Bytes)?;
+                    // SentencePiece decoders strip one leading space, so
+                    // " x" comes back as "x": then the decoded text must
+                    // be the normalized text (see sentencepiece_expected).
+                    let sp_ok = self.loaded.family == Family::SentencePiece
+                        && back == reference::sentencepiece_expected(&self.loaded.tok, t)?;
+                    if again.get_ids() != ids.as_slice() && !sp_ok {
+                        bad += 1;
+                        first.get_or_insert((t.clone(), back));
                     }
                 }
-                checks.push(format!("offsets ({o:?}) checked on {} texts", self.texts.len()));
-            }
-            Mode::Special => {
-                let (prefix, suffix) = self.special_frame()?;
-                let max = self.tok.get_padding().map_or(0, |p| match p.strategy {
-                    PaddingStrategy::Fixed(n) => n,
-                    PaddingStrategy::BatchLongest => 0,
-                });
-                let pad = self.tok.get_padding().map_or(0, |p| p.pad_id);
-                let got = install_batch(&self.pool, &self.tok, &self.texts, true)?;
-                let mut truncated = 0usize;
-                for (e, plain) in got.iter().zip(&self.ids) {
-                    let room = max - prefix.len() - suffix.len();
-                    let keep = plain.len().min(room);
-                    truncated += usize::from(plain.len() > room);
-                    let mut want: Vec<u32> = prefix.clone();
-                    want.extend_from_slice(&plain[..keep]);
-                    want.extend_from_slice(&suffix);
-                    let real = want.len();
-                    want.resize(max, pad);
-                    let mask_ok =
-                        e.get_attention_mask().iter().enumerate().all(|(i, &m)| (m == 1) == (i < real));
-                    if e.get_ids() != want.as_slice() || !mask_ok {
-                        return fail(
-                            "specials + truncation + padding built by hand from the plain ids",
-                            format!("got {:?}, want {:?}", e.get_ids(), want),
-                        );
-                    }
+                if let Some((t, back)) = first {
+                    return fail(
+                        "encode(decode(ids)) == ids",
+                        format!(
+                            "{bad} of {} texts differ; first {t:?} decoded to {back:?}",
+                            self.texts.len()
+                        ),
+                    );
                 }
-                self.extra.push(Metric::new(
-                    "truncated_fraction",
-                    truncated as f64 / got.len().max(1) as f64,
-                    "fraction",
-                ));
                 checks.push(format!(
-                    "{} encodings == specials + plain ids truncated/padded to {max}",
-                    got.len()
+                    "encode(decode(ids)) == ids (SentencePiece: or decode == normalized text) on {} texts",
+                    self.texts.len()
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// `offsets`: the same ids with and without offsets, offsets within the
+    /// text, byte-level tokens spelling theirs, char offsets converted.
+    fn verify_offsets(&mut self, o: Offsets, checks: &mut Vec<String>) -> Result<()> {
+        let table = reference::byte_to_unicode();
+        for (t, want) in self.texts.iter().zip(&self.ids) {
+            let got = self.encode_one(t, o)?;
+            if got.get_ids() != want.as_slice() {
+                return fail("ids equal with and without offsets", format!("{t:?}"));
+            }
+            if o == Offsets::None {
+                continue;
+            }
+            let bytes = self.encode_one(t, Offsets::Bytes)?;
+            if self.loaded.family == Family::ByteLevel
+                && let Err(e) =
+                    reference::check_byte_level_offsets(t, bytes.get_tokens(), bytes.get_offsets(), &table)
+            {
+                return fail("byte-level tokens spell their offsets", e);
+            }
+            if bytes.get_offsets().iter().any(|&(s, e)| s > e || e > t.len()) {
+                return fail("offsets within the text", format!("{t:?}"));
+            }
+            if o == Offsets::Chars {
+                let want = reference::bytes_to_char_offsets(t, bytes.get_offsets());
+                if got.get_offsets() != want.as_slice() {
+                    return fail("char offsets == byte offsets converted by char_indices", format!("{t:?}"));
+                }
+            }
+        }
+        checks.push(format!("offsets ({o:?}) checked on {} texts", self.texts.len()));
+        Ok(())
+    }
+
+    /// `special_tokens`: specials, truncation and padding built by hand from
+    /// the plain ids.
+    fn verify_special(&mut self, checks: &mut Vec<String>) -> Result<()> {
+        let (prefix, suffix) = self.special_frame()?;
+        let max = self.tok.get_padding().map_or(0, |p| match p.strategy {
+            PaddingStrategy::Fixed(n) => n,
+            PaddingStrategy::BatchLongest => 0,
+        });
+        let pad = self.tok.get_padding().map_or(0, |p| p.pad_id);
+        let got = install_batch(&self.pool, &self.tok, &self.texts, true)?;
+        let mut truncated = 0usize;
+        for (e, plain) in got.iter().zip(&self.ids) {
+            let room = max - prefix.len() - suffix.len();
+            let keep = plain.len().min(room);
+            truncated += usize::from(plain.len() > room);
+            let mut want: Vec<u32> = prefix.clone();
+            want.extend_from_slice(&plain[..keep]);
+            want.extend_from_slice(&suffix);
+            let real = want.len();
+            want.resize(max, pad);
+            let mask_ok = e.get_attention_mask().iter().enumerate().all(|(i, &m)| (m == 1) == (i < real));
+            if e.get_ids() != want.as_slice() || !mask_ok {
+                return fail(
+                    "specials + truncation + padding built by hand from the plain ids",
+                    format!("got {:?}, want {:?}", e.get_ids(), want),
+                );
+            }
+        }
+        self.extra.push(Metric::new(
+            "truncated_fraction",
+            truncated as f64 / got.len().max(1) as f64,
+            "fraction",
+        ));
+        checks.push(format!("{} encodings == specials + plain ids truncated/padded to {max}", got.len()));
         Ok(())
     }
 
