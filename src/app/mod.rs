@@ -104,8 +104,7 @@ fn resolve_in(
     let model = run.and_then(|r| r.model.as_deref());
     let mut model_name = None;
     if let Some(p) = model {
-        let (_, info) =
-            crate::suites::inference::source::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
+        let (_, info) = crate::model::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
         model_name = Some(info.cfg.name);
     }
     let tests = run.map(|r| &r.model_tests);

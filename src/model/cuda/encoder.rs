@@ -3,14 +3,13 @@
 //! short sequences (one padded, through the key mask) and against the CPU
 //! model's output for the first sequence of the full shape.
 
-use super::super::model::{Model, Workspace, WorkspaceSize};
-use super::super::{reference, weights};
 use super::net::{Capacity, Net};
-use super::{Comparison, Tolerance};
+use super::{CaseParams, Comparison, Tolerance};
 use crate::backend::cuda::Gpu;
 use crate::backend::cuda::probe::Limit;
 use crate::backend::cuda::workload::GpuOp;
-use crate::plan::Case;
+use crate::model::transformer::{Model, Workspace, WorkspaceSize};
+use crate::model::{reference, weights};
 use crate::workload::{Metric, Throughput, ThroughputKind, Verification};
 use anyhow::{Result, bail};
 use std::sync::Arc;
@@ -29,15 +28,15 @@ struct Encoder {
 }
 
 /// Builds an `encoder` case on `gpu`: (op, setup time, device bytes).
-pub(super) fn prepare(case: &Case, gpu: &Arc<Gpu>) -> Result<(Box<dyn GpuOp>, Duration, u64)> {
-    let cfg = super::super::model_config(case)?;
-    super::super::bert_only(case, &cfg)?;
-    let dtype = super::super::dtype(case)?;
-    let dt = super::gemm_dtype(dtype).map_err(crate::suites::skip)?;
-    let batch = super::super::positive(case, "batch")?;
-    let seq = super::super::positive(case, "seq")?;
+pub(super) fn prepare(case: &dyn CaseParams, gpu: &Arc<Gpu>) -> Result<(Box<dyn GpuOp>, Duration, u64)> {
+    let cfg = case.config()?;
+    case.encoder_only(&cfg)?;
+    let dtype = case.dtype()?;
+    let dt = super::gemm_dtype(dtype).map_err(crate::workload::skip)?;
+    let batch = case.positive("batch")?;
+    let seq = case.positive("seq")?;
     if seq > cfg.max_positions {
-        bail!("case {}: seq {seq} exceeds the {} positions of {}", case.id, cfg.max_positions, cfg.name);
+        bail!("case {}: seq {seq} exceeds the {} positions of {}", case.id(), cfg.max_positions, cfg.name);
     }
     // The check's two sequences of up to 6 tokens must fit too.
     let check_len = 6.min(cfg.max_positions);
@@ -50,16 +49,16 @@ pub(super) fn prepare(case: &Case, gpu: &Arc<Gpu>) -> Result<(Box<dyn GpuOp>, Du
     let plan = super::device_plan(&cfg, dt.bytes(), cap.rows, cap.batch, 0);
     let (free, total) = gpu.memory()?;
     if let Some(why) = super::device_refusal(&plan, &format!("cuda:{}", gpu.ordinal), free, total) {
-        return Err(crate::suites::skip(format!("{}: {why}", case.id)));
+        return Err(crate::workload::skip(format!("{}: {why}", case.id())));
     }
     // The host holds the CPU model too (the weights' source and reference).
     let threads = crate::backend::cpu::run_threads();
     let host = WorkspaceSize { batch: 2, tokens: seq.max(check_len), keys: seq.max(check_len), threads };
-    super::super::check_memory(&cfg, dtype, host, 0)?;
-    let seed = super::super::seed(case);
+    crate::model::weights::check_fits(&cfg, dtype, host, 0)?;
+    let seed = case.seed();
     let model = weights::random_model(&cfg, dtype, seed)?;
     let ids: Vec<i32> =
-        super::super::random_ids(batch * seq, cfg.vocab, seed ^ 0x1d5).iter().map(|&x| x as i32).collect();
+        crate::model::random_ids(batch * seq, cfg.vocab, seed ^ 0x1d5).iter().map(|&x| x as i32).collect();
     let t = Instant::now();
     let (net, _compile) = Net::new(gpu.clone(), &model, dt, cap)?;
     net.put_ints(net.ids, &ids)?;
@@ -81,7 +80,7 @@ impl Encoder {
     fn check_reference(&mut self, model: &Model, tol: Tolerance) -> Result<Comparison> {
         let cfg = &model.cfg;
         let (b, s, h) = (2, 6.min(cfg.max_positions), cfg.hidden);
-        let ids = super::super::random_ids(b * s, cfg.vocab, 99);
+        let ids = crate::model::random_ids(b * s, cfg.vocab, 99);
         let mut mask = vec![1u8; b * s];
         mask[2 * s - 2..].fill(0);
         self.net.put_ints(self.net.ids, &ids.iter().map(|&x| x as i32).collect::<Vec<_>>())?;

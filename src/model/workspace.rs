@@ -3,9 +3,9 @@
 //! bytes) and the per-layer [`KvCache`].
 
 use super::linear::{DType, LinearScratch};
-use super::model::Model;
 use super::ops::AttnScratch;
-use crate::models::{Arch, ModelConfig};
+use super::transformer::Model;
+use crate::model::config::{Arch, ModelConfig};
 
 /// Preallocated activations for calls of up to `rows` tokens in total.
 pub struct Workspace {

@@ -4,14 +4,15 @@
 //! and a depth generate or keep a cache, which an encoder does not: those
 //! cases are skipped with the reason.
 //!
-//! Verified before timing like the decoders (`file.rs`): the last hidden
+//! Verified before timing like the decoders (`model_file.rs`): the last hidden
 //! states against the independent f64 forward (`reference.rs`) on the same
 //! stored weights, then the int8-activation path against the exact one.
 
-use super::file::{FileCase, Test, set_int8_activations};
-use super::gguf::FileInfo;
-use super::model::{Model, Workspace, WorkspaceSize};
-use super::source::{Source, reload};
+use super::model_cases::Test;
+use super::model_file::FileCase;
+use crate::model::source::gguf::FileInfo;
+use crate::model::source::{Source, reload};
+use crate::model::transformer::{Model, Workspace, WorkspaceSize};
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
@@ -20,7 +21,7 @@ use std::time::Instant;
 
 /// Prompt ids of the check: spread over the vocabulary, 8 positions.
 fn check_ids(vocab: usize) -> Vec<u32> {
-    super::random_ids(8, vocab, 0x5eed)
+    crate::model::random_ids(8, vocab, 0x5eed)
 }
 
 /// Last hidden states of `ids` through the fast path.
@@ -36,9 +37,10 @@ fn hidden(model: &Model, ids: &[u32]) -> Vec<f32> {
 /// The checks of the module doc for an encoder; the verification and its metrics.
 pub fn verify_encoder(model: &mut Model) -> Result<(Verification, Vec<Metric>)> {
     let ids = check_ids(model.cfg.vocab);
-    set_int8_activations(model, false);
+    model.set_int8_activations(false);
     let exact = hidden(model, &ids);
-    let want: Vec<f32> = super::reference::forward(model, &ids, None).iter().map(|&x| x as f32).collect();
+    let want: Vec<f32> =
+        crate::model::reference::forward(model, &ids, None).iter().map(|&x| x as f32).collect();
     let scale = want.iter().fold(0.0f32, |a, &x| a.max(x.abs())) as f64;
     // f32 against f64 through every layer: relative 1e-3 of the hidden
     // states' range (a wiring error is orders larger).
@@ -50,7 +52,7 @@ pub fn verify_encoder(model: &mut Model) -> Result<(Verification, Vec<Metric>)> 
         1e-3,
     )
     .into_result()?;
-    set_int8_activations(model, true);
+    model.set_int8_activations(true);
     let fast = hidden(model, &ids);
     let worst = fast.iter().zip(&exact).fold(0.0f64, |w, (a, b)| w.max((a - b).abs() as f64));
     // Int8 activations per block of 32 perturb each value by about 1/254 of
@@ -102,7 +104,7 @@ pub(super) fn prepare(
             info.name, info.cfg.max_positions
         )));
     }
-    let (prompt, note) = src.prompt(&info, np.max(1))?;
+    let (prompt, note) = super::model_file_tokenize::prompt(&src, &info, np.max(1))?;
     let t = Instant::now();
     let model = src.load(&info, np.max(1))?;
     let load_ns = t.elapsed().as_nanos() as f64;
@@ -156,7 +158,7 @@ impl Workload for EncoderCase {
 
     fn metrics(&mut self) -> Vec<Metric> {
         let mut m = FileCase::model_metrics(&self.info, self.load_ns);
-        super::file::step_percentiles("per_prompt_token", &self.steps, &mut m);
+        super::model_file::step_percentiles("per_prompt_token", &self.steps, &mut m);
         m.extend(self.extra.iter().cloned());
         m
     }

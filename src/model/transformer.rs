@@ -8,9 +8,10 @@
 //! [`Workspace`] sized once (`workspace.rs`, with the KV cache), so the timed
 //! loop does not allocate; `loader.rs` builds a model from named tensors.
 
-use super::linear::{DType, Linear, LinearScratch};
+use super::linear::{DType, Linear, LinearScratch, Weights};
 use super::ops::{self, AttnShape, Rope};
-use crate::models::ModelConfig;
+use crate::kernels::quant::w4a8::ActQuant;
+use crate::model::config::ModelConfig;
 use rayon::prelude::*;
 
 pub use super::loader::{Getter, Tensor};
@@ -375,5 +376,39 @@ impl Model {
             head.forward(t, &normed, rows, &mut out, &mut scratch);
             out
         })
+    }
+}
+
+impl Model {
+    /// Every linear layer: token embedding, LM head, then each block's
+    /// projections (the gate where there is one).
+    fn linears_mut(&mut self) -> impl Iterator<Item = &mut Linear> {
+        let blocks = self.blocks.iter_mut().flat_map(|b| {
+            [&mut b.q, &mut b.k, &mut b.v, &mut b.o, &mut b.up, &mut b.down]
+                .into_iter()
+                .chain(b.gate.as_mut())
+        });
+        std::iter::once(&mut self.tokens).chain(self.lm_head.as_mut()).chain(blocks)
+    }
+
+    /// Sets every 4-bit matrix to int8 (`true`, llama.cpp's decode
+    /// arithmetic) or exact f32 activations.
+    pub fn set_int8_activations(&mut self, on: bool) {
+        for l in self.linears_mut() {
+            if let Weights::Quant(q) = &mut l.w {
+                q.set_int8_activations(on);
+            }
+        }
+    }
+
+    /// Whether any matrix's int8 decode quantizes activations by Q8_K (Q4_K
+    /// and Q6_K weights, llama.cpp's 256-value blocks).
+    pub fn uses_q8k(&self) -> bool {
+        let q8k = |l: &Linear| matches!(&l.w, Weights::Quant(q) if q.act_quant() == ActQuant::Q8K);
+        self.blocks
+            .iter()
+            .any(|b| [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].into_iter().chain(b.gate.as_ref()).any(&q8k))
+            || q8k(&self.tokens)
+            || self.lm_head.as_ref().is_some_and(q8k)
     }
 }

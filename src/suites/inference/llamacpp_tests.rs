@@ -21,8 +21,8 @@
 //! activations by llama.cpp's own rules (its decode arithmetic).
 //! Encoders (`bert`) compare every last hidden state.
 
-use super::file::{SMOLLM2, SMOLLM2_Q4KM, set_int8_activations, verify_model};
-use super::model::{KvCache, Model, Workspace, WorkspaceSize};
+use super::model_file::{SMOLLM2, SMOLLM2_Q4KM, verify_model};
+use crate::model::transformer::{KvCache, Model, Workspace, WorkspaceSize};
 use serde_json::Value;
 
 /// Tolerances as fractions of the largest reference logit (or hidden value).
@@ -94,7 +94,7 @@ fn model_of(rel: &str) -> Option<Model> {
         eprintln!("skipped: {rel} not in the data folder (bash scripts/fetch-test-data.sh)");
         return None;
     };
-    let (src, info) = super::source::open(&path).unwrap();
+    let (src, info) = crate::model::source::open(&path).unwrap();
     Some(src.load(&info, 64).unwrap())
 }
 
@@ -129,7 +129,7 @@ fn check_decoder_model(rel: &str, mut model: Model, fixture: &str, arch: &str, t
     let pos = fx["positions"].as_array().unwrap();
     let scale = pos.iter().map(|r| r["top_logits"][0].as_f64().unwrap().abs()).fold(0.0, f64::max);
     for int8 in [false, true] {
-        set_int8_activations(&mut model, int8);
+        model.set_int8_activations(int8);
         let logits = teacher_forced(&model, &prompt, &greedy[..greedy.len() - 1]);
         assert_eq!(logits.len(), pos.len());
         let (mut worst, mut agree, mut flips) = (0.0f64, 0, Vec::new());
@@ -138,7 +138,7 @@ fn check_decoder_model(rel: &str, mut model: Model, fixture: &str, arch: &str, t
             for (&i, &want) in top.iter().zip(&vals).chain(sample.iter().zip(&floats(&r["sample_logits"]))) {
                 worst = worst.max((l[i as usize] as f64 - want).abs());
             }
-            let pick = super::argmax(l) as u32;
+            let pick = crate::model::argmax(l) as u32;
             if pick == top[0] {
                 agree += 1;
             } else {
@@ -173,7 +173,7 @@ fn check_encoder(rel: &str, fixture: &str, tol: Tol) {
     let scale = want.iter().fold(0.0f64, |a, x| a.max(x.abs()));
     let n = prompt.len();
     for int8 in [false, true] {
-        set_int8_activations(&mut model, int8);
+        model.set_int8_activations(int8);
         let size = WorkspaceSize { batch: 1, tokens: n, keys: n, threads: 2 };
         let mut ws = Workspace::new(&model, size);
         model.encode(&mut ws, &prompt, &vec![1; n], 1, n);

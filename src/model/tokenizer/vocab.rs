@@ -5,7 +5,7 @@
 //! `tokenizers` crate's added-token matching is not llama.cpp's (llama.cpp
 //! splits on one token at a time, longest first, over the whole text).
 
-use crate::gguf::{Header, Value};
+use crate::model::gguf::{Header, Value};
 use anyhow::{Result, anyhow, bail};
 use std::collections::HashMap;
 

@@ -20,7 +20,7 @@
 //! the vocabulary as llama.cpp reads it ([`vocab`]); each module says why the
 //! `tokenizers` crate does not reproduce them.
 
-use super::{Header, Value};
+use crate::model::gguf::{Header, Value};
 use anyhow::{Result, bail};
 use tokenizers::decoders::byte_level::ByteLevel as ByteLevelDecoder;
 use tokenizers::models::bpe::{BPE, Vocab};

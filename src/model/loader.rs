@@ -3,9 +3,9 @@
 //! model's dtype as it arrives.
 
 use super::linear::{DType, Linear, Weights};
-use super::model::{Block, Model, Norm};
 use super::ops::Rope;
-use crate::models::{Arch, ModelConfig};
+use super::transformer::{Block, Model, Norm};
+use crate::model::config::{Arch, ModelConfig};
 use std::collections::HashMap;
 
 impl Model {

@@ -9,11 +9,11 @@
 //! a decode step changes between steps (the position, the token ids) is in
 //! device memory, never a launch argument.
 
-use super::super::model::{Model, Norm};
 use crate::backend::cuda::Gpu;
 use crate::backend::cuda::kernels::gemm::{self as cugemm, GemmDtype};
 use crate::backend::cuda::kernels::transformer::{self as tk, ATTN_BLOCK, ELEM_BLOCK, ROW_BLOCK};
-use crate::models::{Arch, ModelConfig};
+use crate::model::config::{Arch, ModelConfig};
+use crate::model::transformer::{Model, Norm};
 use anyhow::{Context, Result, bail};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
@@ -247,7 +247,7 @@ impl Net {
         let norm = |arena: &mut Arena, n: &Norm| -> Result<NormP> {
             Ok(NormP { w: arena.f32s(&n.w)?, b: opt_f32(arena, n.b.as_ref())? })
         };
-        let lin = |arena: &mut Arena, parts: &[&super::super::linear::Linear]| -> Result<Lin> {
+        let lin = |arena: &mut Arena, parts: &[&crate::model::linear::Linear]| -> Result<Lin> {
             let mut w = Vec::new();
             let mut b = Vec::new();
             let has_bias = parts.iter().any(|l| l.bias.is_some());

@@ -219,7 +219,7 @@ impl Spm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gguf::{Header, Value};
+    use crate::model::gguf::{Header, Value};
 
     /// A vocabulary with scores chosen so the greedy merge order matters.
     fn spm(add_space_prefix: bool) -> Spm {

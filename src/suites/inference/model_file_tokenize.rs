@@ -1,5 +1,5 @@
 //! The `gguf` benchmark's tokenizer side: the `tokenize` case (the file's own
-//! tokenizer, `crate::gguf::tokenizer`, timed on its own and never inside
+//! tokenizer, `crate::model::tokenizer`, timed on its own and never inside
 //! prefill) and the real-text prompts of the `pp`/`tg`/`pg` cases.
 //!
 //! The tokenizer is a GGUF file's (`tokenizer.ggml.*`) or a Hugging Face
@@ -15,8 +15,10 @@
 //! `tokenizers` library's for a `tokenizer.json`
 //! (`scripts/hf_tokens_reference.py`).
 
-use crate::gguf::Header;
-use crate::gguf::tokenizer::{self, FileTokenizer};
+use crate::model::gguf::{GgufFile, Header};
+use crate::model::source::Source;
+use crate::model::source::gguf::FileInfo;
+use crate::model::tokenizer::{self, FileTokenizer};
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
@@ -145,6 +147,55 @@ pub fn prompt_ids(t: &FileTokenizer, n: usize) -> Result<Vec<u32>> {
     Ok(once.iter().copied().cycle().take(n).collect())
 }
 
+/// `n` prompt ids of a model file: [`PROMPT_TEXT`] through its own
+/// tokenizer (a GGUF's `tokenizer.ggml.*`, a directory's `tokenizer.json`),
+/// else seeded random ids; the note says which and why.
+pub fn prompt(src: &Source, info: &FileInfo, n: usize) -> Result<(Vec<u32>, String)> {
+    let d = match src {
+        Source::Gguf(f) => return gguf_prompt(f, info, n),
+        Source::Hf(d) => d,
+    };
+    let (ids, note) = match d.tokenizer() {
+        Ok(t) => (
+            prompt_ids(&FileTokenizer::from_tokenizers(t), n)?,
+            "prompt: Genesis 1-3 (KJV) through its tokenizer.json".into(),
+        ),
+        Err(e) => (
+            crate::model::random_ids(n, info.cfg.vocab, 0x9e37),
+            format!("prompt: seeded random ids ({e:#})"),
+        ),
+    };
+    if let Some(&bad) = ids.iter().find(|&&t| t as usize >= info.cfg.vocab) {
+        bail!(
+            "{}: tokenizer.json gives id {bad}, outside the model's vocabulary of {}",
+            d.dir.display(),
+            info.cfg.vocab
+        );
+    }
+    Ok((ids, note))
+}
+
+/// [`prompt`] of a GGUF file.
+fn gguf_prompt(file: &GgufFile, info: &FileInfo, n: usize) -> Result<(Vec<u32>, String)> {
+    let (prompt, note) = match tokenizer::from_header(&file.header) {
+        Ok(t) => {
+            (prompt_ids(&t, n)?, format!("prompt: Genesis 1-3 (KJV) through the file's {} tokenizer", t.kind))
+        }
+        Err(e) => (
+            crate::model::random_ids(n, info.cfg.vocab, 0x9e37),
+            format!("prompt: seeded random ids ({e:#})"),
+        ),
+    };
+    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= info.cfg.vocab) {
+        bail!(
+            "model file {}: the tokenizer gives id {bad}, outside the model's vocabulary of {}",
+            file.path.display(),
+            info.cfg.vocab
+        );
+    }
+    Ok((prompt, note))
+}
+
 /// The `tokenize` case: [`PROMPT_TEXT`] encoded per iteration.
 pub struct TokenizeCase {
     ft: FileTokenizer,
@@ -222,11 +273,11 @@ mod tests {
     /// round-trips; the prompt ids are Genesis's. Skips when the file is absent.
     #[test]
     fn smollm2_tokenizer_matches_llama_cpp() {
-        let Ok(path) = crate::data::find(super::super::file::SMOLLM2) else {
+        let Ok(path) = crate::data::find(super::super::model_file::SMOLLM2) else {
             eprintln!("skipped: SmolLM2 not in the data folder (bash scripts/fetch-test-data.sh)");
             return;
         };
-        let f = crate::gguf::GgufFile::open(&path, None).unwrap();
+        let f = crate::model::gguf::GgufFile::open(&path, None).unwrap();
         let ft = tokenizer::from_header(&f.header).unwrap();
         assert_eq!((ft.kind.as_str(), ft.vocab), ("gpt2/smollm", 49152));
         let fp = fingerprint(&f.header);
@@ -256,7 +307,7 @@ mod tests {
                 );
                 continue;
             };
-            let f = crate::gguf::GgufFile::open(&path, None).unwrap();
+            let f = crate::model::gguf::GgufFile::open(&path, None).unwrap();
             let ft = tokenizer::from_header(&f.header).unwrap();
             assert_eq!(ft.kind, kind);
             let v = verify(&ft, &fingerprint(&f.header)).unwrap();
@@ -304,7 +355,7 @@ mod tests {
             eprintln!("skipped: set TFBENCH_PROBE_MODEL and TFBENCH_PROBE_TEXT");
             return;
         };
-        let f = crate::gguf::GgufFile::open(std::path::Path::new(&m), None).unwrap();
+        let f = crate::model::gguf::GgufFile::open(std::path::Path::new(&m), None).unwrap();
         let ft = tokenizer::from_header(&f.header).unwrap();
         let ids = ft.encode(&std::fs::read_to_string(t).unwrap()).unwrap();
         println!("{ids:?}");
@@ -314,7 +365,7 @@ mod tests {
     fn a_vocabulary_without_a_reference_is_checked_by_round_trip_only() {
         let fp = "0000000000000000";
         assert!(reference(fp).unwrap().is_none());
-        use crate::gguf::Value;
+        use crate::model::gguf::Value;
         let s = |x: &str| Value::Str(x.into());
         let h = Header {
             version: 3,

@@ -13,9 +13,9 @@
 //! matrices stay in the checkpoint's own precision (F32, F16 or BF16).
 
 use super::gguf::FileInfo;
-use super::linear::DType;
-use super::model::{Model, Tensor};
-use crate::models::{Arch, ModelConfig};
+use crate::model::config::{Arch, ModelConfig};
+use crate::model::linear::DType;
+use crate::model::transformer::{Model, Tensor};
 use anyhow::{Context, Result, bail};
 use half::{bf16, f16};
 use safetensors::{Dtype, SafeTensors};
@@ -180,7 +180,7 @@ impl HfDir {
                     rope_theta: 0.0,
                 }
             }
-            "bert" => super::weights::bert_config(&self.dir.join("config.json"))?,
+            "bert" => crate::model::weights::bert_config(&self.dir.join("config.json"))?,
             other => bail!(
                 "{at}: model_type `{other}` is not one tfbench runs; supported: {}",
                 MODEL_TYPES.join(", ")
@@ -419,7 +419,7 @@ fn hf_name(arch: Arch, ours: &str, cfg: &ModelConfig, prefix: &str) -> (String, 
     let parts: Vec<&str> = ours.splitn(3, '.').collect();
     let (layer, rest) = (parts.get(1).copied().unwrap_or(""), parts.get(2).copied().unwrap_or(""));
     match arch {
-        Arch::Bert => (super::weights::hf_bert_name(ours), Part::Whole),
+        Arch::Bert => (crate::model::weights::hf_bert_name(ours), Part::Whole),
         Arch::Llama => {
             let fixed = [
                 ("embed.tokens", "model.embed_tokens.weight"),

@@ -1,25 +1,24 @@
 //! The `gguf` benchmark: a model file of the user's (`--model PATH`, or
 //! `file` in a config; `smollm2` is the data folder's SmolLM2-135M), a GGUF
-//! file or a Hugging Face directory (`source.rs`; an encoder goes to
-//! `fileenc.rs`), run
-//! with llama-bench's tests: `load`, `pp N` (prompt processing), `tg N`
-//! (text generation), `pg N,M` (both), each at a KV-cache depth `d`, and
-//! `tokenize` (the file's own tokenizer on its own, `filetok.rs`). Prompts
+//! file or a Hugging Face directory (opened by the model runtime,
+//! `crate::model::source`; an encoder goes to `model_file_encoder.rs`), run
+//! with llama-bench's tests (`model_cases.rs`): `load`, `pp N` (prompt
+//! processing), `tg N` (text generation), `pg N,M` (both), each at a
+//! KV-cache depth `d`, and `tokenize` (the file's own tokenizer on its own,
+//! `model_file_tokenize.rs`). Prompts
 //! are real text (Genesis 1-3) through the file's tokenizer; a file whose
 //! tokenizer tfbench does not build gets seeded ids instead, and says so.
 //!
 //! Before timing, every case checks the file's model against the
-//! independent f64 forward pass (`reference.rs`) on the same stored weights
+//! independent f64 forward pass (`crate::model::reference`) on the same stored weights
 //! with exact f32 activations, then the W4A8 decode path (int8 activations,
 //! as llama.cpp) against that exact path: the top-1 token must agree and the
 //! logits stay within the activation-rounding tolerance.
 
-use super::gguf::{self as ggufmodel, FileInfo};
-use super::linear::Weights;
-use super::model::{KvCache, Model, Workspace, WorkspaceSize};
-use super::source::Source;
-use crate::gguf::GgufFile;
-use crate::kernels::quant::w4a8::ActQuant;
+use super::model_cases::Test;
+use crate::model::source::Source;
+use crate::model::source::gguf::FileInfo;
+use crate::model::transformer::{KvCache, Model, Workspace, WorkspaceSize};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
@@ -34,58 +33,6 @@ const UBATCH: usize = 512;
 pub const SMOLLM2: &str = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
 /// Its Q4_K_M-style twin (ffn_down in Q6_K / Q4_K), made by `scripts/make_q4km.py`.
 pub const SMOLLM2_Q4KM: &str = "smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf";
-
-/// One of llama-bench's tests.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Test {
-    /// Map the file and build the model.
-    Load,
-    /// Encode a text with the file's tokenizer.
-    Tokenize,
-    /// Prompt processing of N tokens.
-    Pp(usize),
-    /// Generation of N tokens, one at a time.
-    Tg(usize),
-    /// A prompt of N then N2 generated tokens.
-    Pg(usize, usize),
-}
-
-impl Test {
-    /// Parses `load`, `tokenize`, `ppN`, `tgN` or `pgN,M` (spaces allowed after the letters).
-    pub fn parse(s: &str) -> Result<Self, String> {
-        let bad = || format!("`{s}` is not a test; write load, tokenize, pp512, tg128 or pg512,128");
-        let num = |t: &str| t.trim().parse::<usize>().ok().filter(|&n| n > 0);
-        let s2 = s.trim();
-        if s2 == "load" {
-            return Ok(Self::Load);
-        }
-        if s2 == "tokenize" {
-            return Ok(Self::Tokenize);
-        }
-        if let Some(n) = s2.strip_prefix("pp") {
-            return num(n).map(Self::Pp).ok_or_else(bad);
-        }
-        if let Some(n) = s2.strip_prefix("tg") {
-            return num(n).map(Self::Tg).ok_or_else(bad);
-        }
-        if let Some((a, b)) = s2.strip_prefix("pg").and_then(|r| r.split_once(',')) {
-            return match (num(a), num(b)) {
-                (Some(a), Some(b)) => Ok(Self::Pg(a, b)),
-                _ => Err(bad()),
-            };
-        }
-        Err(bad())
-    }
-    /// (prompt tokens, generated tokens).
-    pub(super) fn lengths(self) -> (usize, usize) {
-        match self {
-            Self::Load | Self::Tokenize => (0, 0),
-            Self::Pp(n) => (n, 0),
-            Self::Tg(n) => (0, n),
-            Self::Pg(a, b) => (a, b),
-        }
-    }
-}
 
 /// The model file a case names: `smollm2` or `smollm2-q4km` from the data folder, else a path.
 /// A missing file skips the case with where it looked.
@@ -103,91 +50,9 @@ pub fn resolve(file: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
-/// Opens and checks a model file against the memory budget (90% of what is
-/// available): the header only, no tensor page is read.
-pub fn open(path: &std::path::Path) -> Result<(GgufFile, FileInfo)> {
-    let budget = super::available_bytes().map(|b| (0.9 * b) as u64);
-    let f = GgufFile::open(path, budget)?;
-    if let Some(b) = budget
-        && crate::kernels::quant::lanes::in_use()
-    {
-        let copy = decode_copy_bytes(&f.header);
-        let need = f.header.data_bytes() + copy;
-        if copy > 0 && need > b {
-            let mib = |v: u64| v as f64 / 1048576.0;
-            bail!(
-                "model file {}: its tensors need {:.1} MiB, and generating on this CPU (AVX-512 VNNI) adds a decode copy of its Q8_0/Q4_0/Q4_1 matrices of up to {:.1} MiB: {:.1} MiB in all, over the memory budget of {:.1} MiB; nothing was loaded",
-                path.display(),
-                mib(f.header.data_bytes()),
-                mib(copy),
-                mib(need),
-                mib(b)
-            );
-        }
-    }
-    let info =
-        ggufmodel::describe(&f).map_err(|e| anyhow::anyhow!("model file {}: {e:#}", path.display()))?;
-    Ok((f, info))
-}
-
-/// Bytes of the decode copies a generating case may make of `h`'s matrices
-/// on a CPU that decodes through the layout ([`crate::kernels::quant::lanes`]):
-/// every two-dimensional Q8_0, Q4_0 or Q4_1 tensor (an upper bound: a token
-/// table that is only looked up gets none).
-fn decode_copy_bytes(h: &crate::gguf::Header) -> u64 {
-    use crate::kernels::quant::{blocks::BlockFormat, lanes};
-    h.tensors
-        .iter()
-        .filter(|t| t.dims.len() == 2)
-        .map(|t| {
-            let format = match t.ty.name {
-                "Q8_0" => BlockFormat::Q8_0,
-                "Q4_0" => BlockFormat::Q4_0,
-                "Q4_1" => BlockFormat::Q4_1,
-                _ => return 0,
-            };
-            lanes::copy_bytes(format, t.dims[1] as usize, t.dims[0] as usize) as u64
-        })
-        .sum()
-}
-
-/// Sets every 4-bit matrix to int8 (`true`, llama.cpp's decode arithmetic)
-/// or exact f32 activations.
-pub(super) fn set_int8_activations(model: &mut Model, on: bool) {
-    let set = |l: &mut super::linear::Linear| {
-        if let Weights::Quant(q) = &mut l.w {
-            q.set_int8_activations(on);
-        }
-    };
-    set(&mut model.tokens);
-    if let Some(h) = &mut model.lm_head {
-        set(h);
-    }
-    for b in &mut model.blocks {
-        for l in [&mut b.q, &mut b.k, &mut b.v, &mut b.o, &mut b.up, &mut b.down] {
-            set(l);
-        }
-        if let Some(g) = &mut b.gate {
-            set(g);
-        }
-    }
-}
-
-/// Whether any matrix's int8 decode quantizes activations by Q8_K (Q4_K
-/// and Q6_K weights, llama.cpp's 256-value blocks).
-fn uses_q8k(model: &Model) -> bool {
-    let q8k = |l: &super::linear::Linear| matches!(&l.w, Weights::Quant(q) if q.act_quant() == ActQuant::Q8K);
-    model
-        .blocks
-        .iter()
-        .any(|b| [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].into_iter().chain(b.gate.as_ref()).any(&q8k))
-        || q8k(&model.tokens)
-        || model.lm_head.as_ref().is_some_and(q8k)
-}
-
 /// The fixed verification prompt (ids spread over the vocabulary).
 fn check_ids(vocab: usize) -> Vec<u32> {
-    super::random_ids(4, vocab, 0x5eed)
+    crate::model::random_ids(4, vocab, 0x5eed)
 }
 
 /// Logits of `ids[..3]` at every position and one cached step for `ids[3]`.
@@ -205,9 +70,10 @@ fn fast_logits(model: &Model, ids: &[u32]) -> Vec<f32> {
 /// The checks of the module doc; returns the verification and its metrics.
 pub fn verify_model(model: &mut Model) -> Result<(Verification, Vec<Metric>)> {
     let (v, ids) = (model.cfg.vocab, check_ids(model.cfg.vocab));
-    set_int8_activations(model, false);
+    model.set_int8_activations(false);
     let exact = fast_logits(model, &ids);
-    let want: Vec<f32> = super::reference::forward(model, &ids, None).iter().map(|&x| x as f32).collect();
+    let want: Vec<f32> =
+        crate::model::reference::forward(model, &ids, None).iter().map(|&x| x as f32).collect();
     let scale = want.iter().fold(0.0f32, |a, &x| a.max(x.abs())) as f64;
     // f32 accumulation through every layer against f64: relative 1e-3 of the
     // logits' range (an error there would be a wiring bug, orders larger).
@@ -219,7 +85,7 @@ pub fn verify_model(model: &mut Model) -> Result<(Verification, Vec<Metric>)> {
         1e-3,
     )
     .into_result()?;
-    set_int8_activations(model, true);
+    model.set_int8_activations(true);
     let fast = fast_logits(model, &ids);
     let (mut worst, mut agree) = (0.0f64, 0);
     for p in 0..4 {
@@ -234,7 +100,7 @@ pub fn verify_model(model: &mut Model) -> Result<(Verification, Vec<Metric>)> {
     // of LLM activations (the SwiGLU outputs that ffn_down reads) that is
     // several times a typical block's: twice the allowance (measured:
     // SmolLM2 Q4_K_M 6.4% of the largest logit, AVX-512 VNNI path).
-    let tol = if uses_q8k(model) { 0.10 } else { 0.05 } * scale;
+    let tol = if model.uses_q8k() { 0.10 } else { 0.05 } * scale;
     if worst > tol {
         bail!(
             "int8-activation path vs exact f32 activations: max |logit diff| {worst:.3e} > tolerance {tol:.3e}"
@@ -244,7 +110,7 @@ pub fn verify_model(model: &mut Model) -> Result<(Verification, Vec<Metric>)> {
     // within twice the largest perturbation of the exact maximum.
     for p in 0..4 {
         let (a, b) = (&fast[p * v..(p + 1) * v], &exact[p * v..(p + 1) * v]);
-        let (fa, fb) = (super::argmax(a), super::argmax(b));
+        let (fa, fb) = (crate::model::argmax(a), crate::model::argmax(b));
         agree += usize::from(fa == fb);
         if (b[fb] - b[fa]) as f64 > 2.0 * worst {
             bail!(
@@ -283,7 +149,7 @@ pub fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dy
     let path = resolve(&case.str("file")?)?;
     let test = Test::parse(&case.str("test")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     let depth = case.usize("depth")?;
-    let (src, info) = super::source::open(&path)?;
+    let (src, info) = crate::model::source::open(&path)?;
     // The id's model (what `--model` read at plan time) must still be the file's.
     if let Ok(want) = case.str("model")
         && want != "from-file"
@@ -302,21 +168,21 @@ pub fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dy
                         d.dir.display()
                     )));
                 }
-                return super::filetok::prepare_json(&json, info.params, info.bytes);
+                return super::model_file_tokenize::prepare_json(&json, info.params, info.bytes);
             }
         };
-        if let (m, false) = crate::gguf::tokenizer::model_of(&file.header) {
+        if let (m, false) = crate::model::tokenizer::model_of(&file.header) {
             return Err(crate::suites::skip(format!(
                 "the file's tokenizer.ggml.model is `{m}`: tfbench builds {} (prompts use seeded ids)",
-                crate::gguf::tokenizer::MODELS.join(", ")
+                crate::model::tokenizer::MODELS.join(", ")
             )));
         }
-        return super::filetok::prepare(&file.header)
+        return super::model_file_tokenize::prepare(&file.header)
             .map_err(|e| anyhow::anyhow!("model file {}: {e:#}", path.display()));
     }
     let (np, ng) = test.lengths();
-    if info.cfg.arch == crate::models::Arch::Bert {
-        return super::fileenc::prepare(path, src, info, test, depth, ctx.threads());
+    if info.cfg.arch == crate::model::config::Arch::Bert {
+        return super::model_file_encoder::prepare(path, src, info, test, depth, ctx.threads());
     }
     let capacity = depth + np + ng + 1;
     if capacity > info.cfg.max_positions {
@@ -326,7 +192,7 @@ pub fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dy
             info.name, info.cfg.max_positions
         )));
     }
-    let (prompt, prompt_note) = src.prompt(&info, np.max(depth).max(1))?;
+    let (prompt, prompt_note) = super::model_file_tokenize::prompt(&src, &info, np.max(depth).max(1))?;
     let t = Instant::now();
     let model = src.load(&info, capacity.max(4))?;
     let load_ns = t.elapsed().as_nanos() as f64;
@@ -356,28 +222,6 @@ pub fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dy
     }))
 }
 
-/// `n` prompt ids: Genesis 1-3 through the file's tokenizer, else seeded
-/// random ids (the note says which, and why).
-pub(super) fn prompt(file: &GgufFile, info: &FileInfo, n: usize) -> Result<(Vec<u32>, String)> {
-    let (prompt, note) = match crate::gguf::tokenizer::from_header(&file.header) {
-        Ok(t) => (
-            super::filetok::prompt_ids(&t, n)?,
-            format!("prompt: Genesis 1-3 (KJV) through the file's {} tokenizer", t.kind),
-        ),
-        Err(e) => {
-            (super::random_ids(n, info.cfg.vocab, 0x9e37), format!("prompt: seeded random ids ({e:#})"))
-        }
-    };
-    if let Some(&bad) = prompt.iter().find(|&&t| t as usize >= info.cfg.vocab) {
-        bail!(
-            "model file {}: the tokenizer gives id {bad}, outside the model's vocabulary of {}",
-            file.path.display(),
-            info.cfg.vocab
-        );
-    }
-    Ok((prompt, note))
-}
-
 impl FileCase {
     /// What every case of a file reports about it (llama-bench's size and params columns).
     pub(super) fn model_metrics(info: &FileInfo, load_ns: f64) -> Vec<Metric> {
@@ -401,7 +245,7 @@ impl Workload for FileCase {
     fn verify(&mut self) -> Result<Verification> {
         let (v, m) = match &mut self.state {
             Some((model, ..)) => verify_model(model)?,
-            None => verify_model(&mut super::source::reload(&self.path, &self.info, 8)?)?,
+            None => verify_model(&mut crate::model::source::reload(&self.path, &self.info, 8)?)?,
         };
         self.extra = m;
         let mut v = v;
@@ -413,8 +257,11 @@ impl Workload for FileCase {
             cache.len = 0;
             feed(model, ws, cache, &self.prompt[..self.depth]);
             let vocab = model.cfg.vocab;
-            self.first =
-                if self.depth > 0 { super::argmax(&ws.logits[..vocab]) as u32 } else { self.prompt[0] };
+            self.first = if self.depth > 0 {
+                crate::model::argmax(&ws.logits[..vocab]) as u32
+            } else {
+                self.prompt[0]
+            };
         }
         Ok(v)
     }
@@ -431,7 +278,7 @@ impl Workload for FileCase {
         let (np, ng) = self.test.lengths();
         for _ in 0..iters {
             let Some((model, ws, cache)) = &mut self.state else {
-                std::hint::black_box(super::source::reload(&self.path, &self.info, 8)?);
+                std::hint::black_box(crate::model::source::reload(&self.path, &self.info, 8)?);
                 continue;
             };
             cache.len = self.depth;
@@ -439,7 +286,7 @@ impl Workload for FileCase {
             if np > 0 {
                 let t = Instant::now();
                 feed(model, ws, cache, &self.prompt[..np]);
-                cur = super::argmax(&ws.logits[..model.cfg.vocab]) as u32;
+                cur = crate::model::argmax(&ws.logits[..model.cfg.vocab]) as u32;
                 if ng == 0 {
                     self.steps.push(t.elapsed().as_nanos() as f64 / np as f64);
                 }
@@ -447,7 +294,7 @@ impl Workload for FileCase {
             for _ in 0..ng {
                 let t = Instant::now();
                 model.decode(ws, cache, &[cur], 1, false);
-                cur = super::argmax(&ws.logits[..model.cfg.vocab]) as u32;
+                cur = crate::model::argmax(&ws.logits[..model.cfg.vocab]) as u32;
                 if self.steps.len() < self.steps.capacity() {
                     self.steps.push(t.elapsed().as_nanos() as f64);
                 }
@@ -477,9 +324,9 @@ pub(super) fn step_percentiles(what: &str, steps: &[f64], m: &mut Vec<Metric>) -
     let mut s = steps.to_vec();
     s.sort_by(f64::total_cmp);
     for q in [50.0, 90.0, 99.0] {
-        m.push(Metric::new(format!("{what}_p{q}_ns"), super::percentile(&s, q), "ns"));
+        m.push(Metric::new(format!("{what}_p{q}_ns"), crate::model::steps::percentile(&s, q), "ns"));
     }
-    Some(super::percentile(&s, 50.0))
+    Some(crate::model::steps::percentile(&s, 50.0))
 }
 
 #[cfg(test)]
@@ -520,11 +367,11 @@ mod tests {
         assert_eq!(info.name, name, "general.name, made id-safe");
         assert_eq!((info.ty.as_str(), info.cfg.layers, info.cfg.kv_heads), ("q4_1", 30, 3));
         let n = prompt.len() + greedy.len();
-        let mut model = ggufmodel::load(&file, &info, n + 1).unwrap();
+        let mut model = crate::model::source::gguf::load(&file, &info, n + 1).unwrap();
         let (v, _) = verify_model(&mut model).unwrap();
         assert!(v.passed, "{}", v.detail);
         for int8 in [false, true] {
-            set_int8_activations(&mut model, int8);
+            model.set_int8_activations(int8);
             let size = WorkspaceSize { batch: 1, tokens: prompt.len(), keys: n + 1, threads: 2 };
             let mut ws = Workspace::new(&model, size);
             let mut cache = KvCache::new(&model.cfg, 1, n + 1);
@@ -545,7 +392,7 @@ mod tests {
                 for (&i, &want) in top.iter().zip(&vals) {
                     worst = worst.max((l[i as usize] as f64 - want).abs());
                 }
-                let pick = super::super::argmax(l) as u64;
+                let pick = crate::model::argmax(l) as u64;
                 if pick == top[0] {
                     agree += 1;
                     continue;
@@ -574,18 +421,6 @@ mod tests {
             let scale = pos.iter().map(|r| r["top_logits"][0].as_f64().unwrap().abs()).fold(0.0, f64::max);
             let tol = if int8 { 0.05 * scale } else { 1e-3 * scale };
             assert!(worst <= tol, "int8 {int8}: max |logit diff| {worst} > {tol}");
-        }
-    }
-
-    #[test]
-    fn tests_parse_in_llama_bench_vocabulary() {
-        assert_eq!(Test::parse("pp512"), Ok(Test::Pp(512)));
-        assert_eq!(Test::parse("tg 128"), Ok(Test::Tg(128)));
-        assert_eq!(Test::parse("pg512,128"), Ok(Test::Pg(512, 128)));
-        assert_eq!(Test::parse("load"), Ok(Test::Load));
-        assert_eq!(Test::parse("tokenize"), Ok(Test::Tokenize));
-        for bad in ["pp0", "tg", "pg1", "xx", "pg,3"] {
-            assert!(Test::parse(bad).is_err(), "{bad}");
         }
     }
 }

@@ -4,10 +4,10 @@
 //! almost nothing), and seeded mutations of each (loaded or refused, never a
 //! panic, never a peak of memory out of proportion to the files).
 
-use super::super::hfdir::HfDir;
+use super::super::hf_dir::HfDir;
 use super::{describe, load};
-use crate::gguf::GgufFile;
-use crate::gguf::tests::Writer;
+use crate::model::gguf::GgufFile;
+use crate::model::gguf::tests::Writer;
 use std::path::{Path, PathBuf};
 
 const H: u64 = 8;

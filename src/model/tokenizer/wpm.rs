@@ -154,7 +154,7 @@ impl Wpm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gguf::{Header, Value};
+    use crate::model::gguf::{Header, Value};
 
     fn wpm(lowercase: bool) -> Wpm {
         let toks: &[(&str, i32)] = &[

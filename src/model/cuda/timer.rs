@@ -10,8 +10,8 @@
 //! waiting for its last event, normally long done) just before it is
 //! reused, or at the end.
 
-use super::super::generate::Steps;
 use crate::backend::cuda::Gpu;
+use crate::model::steps::Steps;
 use anyhow::Result;
 use cudarc::driver::CudaEvent;
 

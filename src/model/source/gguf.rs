@@ -5,12 +5,12 @@
 //! dequantized to f32 for the timed path). `gpt2` and `bert` are read with
 //! the same [`Loader`] in `gguf_arch.rs`.
 
-use super::linear::{DType, Linear, Weights};
-use super::model::{Block, Model, Norm};
-use super::ops::Rope;
-use crate::gguf::{GgufFile, Header, TensorInfo, Value};
 use crate::kernels::quant::{QMatrix, WeightFormat, ggml_row_bytes};
-use crate::models::{Arch, ModelConfig};
+use crate::model::config::{Arch, ModelConfig};
+use crate::model::gguf::{GgufFile, Header, TensorInfo, Value};
+use crate::model::linear::{DType, Linear, Weights};
+use crate::model::ops::Rope;
+use crate::model::transformer::{Block, Model, Norm};
 use anyhow::{Result, bail};
 use std::collections::{HashMap, HashSet};
 
@@ -63,7 +63,7 @@ pub fn format_of(t: &TensorInfo) -> Result<WeightFormat> {
         other => bail!(
             "tensor `{}` is {other}, a type tfbench does not run; supported: {}",
             t.name,
-            crate::gguf::SUPPORTED.join(", ")
+            crate::model::gguf::SUPPORTED.join(", ")
         ),
     })
 }

@@ -18,9 +18,9 @@
 //! exact for every row-wise format.
 
 use super::gguf::Loader;
-use super::linear::{DType, Linear};
-use super::model::{Block, Model, Norm};
-use crate::models::{Arch, ModelConfig};
+use crate::model::config::{Arch, ModelConfig};
+use crate::model::linear::{DType, Linear};
+use crate::model::transformer::{Block, Model, Norm};
 use anyhow::Result;
 
 impl Loader<'_> {

@@ -19,17 +19,16 @@
 //! the very path that is timed, graph or not), the argmax kernel against
 //! the host's argmax of the same logits, and the position it advanced.
 
-use super::super::model::{KvCache, Model, Workspace, WorkspaceSize};
-use super::super::{reference, weights};
 use super::encoder::plan_metrics;
 use super::net::{Capacity, Net};
 use super::timer::StepTimer;
-use super::{Comparison, Tolerance};
+use super::{CaseParams, Comparison, Tolerance};
 use crate::backend::cuda::Gpu;
 use crate::backend::cuda::probe::Limit;
 use crate::backend::cuda::workload::GpuOp;
-use crate::models::Arch;
-use crate::plan::Case;
+use crate::model::config::Arch;
+use crate::model::transformer::{KvCache, Model, Workspace, WorkspaceSize};
+use crate::model::{reference, weights};
 use crate::workload::{Metric, Throughput, ThroughputKind, Verification};
 use anyhow::{Result, bail};
 use cudarc::driver::{CudaGraph, sys};
@@ -57,22 +56,22 @@ struct Gen {
 }
 
 fn build(
-    case: &Case,
+    case: &dyn CaseParams,
     gpu: &Arc<Gpu>,
     prompt_len: usize,
     extra: usize,
     rows: usize,
 ) -> Result<(Gen, Duration)> {
-    let cfg = super::super::model_config(case)?;
+    let cfg = case.config()?;
     if cfg.arch == Arch::Bert {
-        bail!("case {}: generation needs a decoder (gpt2*, llama*); `{}` is an encoder", case.id, cfg.name);
+        bail!("case {}: generation needs a decoder (gpt2*, llama*); `{}` is an encoder", case.id(), cfg.name);
     }
-    let dtype = super::super::dtype(case)?;
-    let dt = super::gemm_dtype(dtype).map_err(crate::suites::skip)?;
-    let batch = super::super::positive(case, "batch")?;
+    let dtype = case.dtype()?;
+    let dt = super::gemm_dtype(dtype).map_err(crate::workload::skip)?;
+    let batch = case.positive("batch")?;
     let capacity = prompt_len + extra;
     if capacity > cfg.max_positions {
-        bail!("case {}: {capacity} positions exceed the {} of {}", case.id, cfg.max_positions, cfg.name);
+        bail!("case {}: {capacity} positions exceed the {} of {}", case.id(), cfg.max_positions, cfg.name);
     }
     // The reference check runs 2 sequences of up to 3 + 1 tokens.
     let cache = capacity.max(4);
@@ -80,14 +79,14 @@ fn build(
     let plan = super::device_plan(&cfg, dt.bytes(), cap.rows, cap.batch, cap.cache);
     let (free, total) = gpu.memory()?;
     if let Some(why) = super::device_refusal(&plan, &format!("cuda:{}", gpu.ordinal), free, total) {
-        return Err(crate::suites::skip(format!("{}: {why}", case.id)));
+        return Err(crate::workload::skip(format!("{}: {why}", case.id())));
     }
     let threads = crate::backend::cpu::run_threads();
     let host = WorkspaceSize { batch, tokens: (capacity + 1).clamp(1, CHUNK), keys: capacity + 1, threads };
-    super::super::check_memory(&cfg, dtype, host, capacity + 1)?;
-    let seed = super::super::seed(case);
+    crate::model::weights::check_fits(&cfg, dtype, host, capacity + 1)?;
+    let seed = case.seed();
     let model = weights::random_model(&cfg, dtype, seed)?;
-    let prompt = super::super::random_ids(batch * prompt_len, cfg.vocab, seed ^ 0x9e37);
+    let prompt = crate::model::random_ids(batch * prompt_len, cfg.vocab, seed ^ 0x9e37);
     let t = Instant::now();
     let (net, _compile) = Net::new(gpu.clone(), &model, dt, cap)?;
     let g = Gen {
@@ -147,7 +146,7 @@ impl Gen {
     /// cached step, of up to 2 sequences, against the f64 reference.
     fn check_reference(&mut self, model: &Model, tol: Tolerance) -> Result<Comparison> {
         let (b, p, v) = (self.batch.min(2), 3, model.cfg.vocab);
-        let ids = super::super::random_ids(b * (p + 1), v, 77);
+        let ids = crate::model::random_ids(b * (p + 1), v, 77);
         let (mut got, mut want) = (Vec::new(), Vec::new());
         let refs: Vec<Vec<f64>> =
             (0..b).map(|i| reference::forward(model, &ids[i * (p + 1)..(i + 1) * (p + 1)], None)).collect();
@@ -184,7 +183,7 @@ impl Gen {
         let v = self.net.cfg.vocab;
         let gpu = self.net.next_tokens(self.batch)?;
         for (b, &t) in gpu.iter().enumerate() {
-            let host = super::super::argmax(&logits[b * v..(b + 1) * v]);
+            let host = crate::model::argmax(&logits[b * v..(b + 1) * v]);
             if t as usize != host {
                 bail!(
                     "argmax kernel chose token {t} for sequence {b}, the host's argmax of the same logits {host}"
@@ -225,9 +224,12 @@ struct Prefill {
 }
 
 /// Builds a `prefill` case: (op, setup time, device bytes).
-pub(super) fn prepare_prefill(case: &Case, gpu: &Arc<Gpu>) -> Result<(Box<dyn GpuOp>, Duration, u64)> {
-    let n = super::super::positive(case, "prompt")?;
-    let batch = super::super::positive(case, "batch")?;
+pub(super) fn prepare_prefill(
+    case: &dyn CaseParams,
+    gpu: &Arc<Gpu>,
+) -> Result<(Box<dyn GpuOp>, Duration, u64)> {
+    let n = case.positive("prompt")?;
+    let batch = case.positive("batch")?;
     let (mut g, setup) = build(case, gpu, n, 0, batch * n)?;
     let t = Instant::now();
     let prompt_buf = g.net.ints(&ints(&g.prompt))?;
@@ -326,16 +328,16 @@ struct Decode {
 /// Builds a `decode` case (`graph`: `decode_graph`, steps replayed from a
 /// CUDA Graph): (op, setup time, device bytes).
 pub(super) fn prepare_decode(
-    case: &Case,
+    case: &dyn CaseParams,
     gpu: &Arc<Gpu>,
     graph: bool,
 ) -> Result<(Box<dyn GpuOp>, Duration, u64)> {
-    let depth = case.usize("depth")?;
-    let new_tokens = super::super::positive(case, "gen")?;
-    let batch = super::super::positive(case, "batch")?;
+    let depth = case.count("depth")?;
+    let new_tokens = case.positive("gen")?;
+    let batch = case.positive("batch")?;
     let (mut g, setup) = build(case, gpu, depth, new_tokens, batch * depth.clamp(3, CHUNK))?;
     let t = Instant::now();
-    let mut first = super::super::random_ids(batch, g.net.cfg.vocab, 5);
+    let mut first = crate::model::random_ids(batch, g.net.cfg.vocab, 5);
     if depth > 0 {
         let prompt = std::mem::take(&mut g.prompt);
         g.fill(&prompt, batch, depth)?;

@@ -6,8 +6,8 @@
 //! kernels and the wiring, not the rounding of the storage format.
 
 use super::linear::Linear;
-use super::model::{Model, Norm};
-use crate::models::Arch;
+use super::transformer::{Model, Norm};
+use crate::model::config::Arch;
 use rayon::prelude::*;
 
 fn dense(l: &Linear, x: &[f64], w: &[f32]) -> Vec<f64> {

@@ -2,8 +2,8 @@
 //! file) and how much memory a case needs before anything is allocated.
 
 use super::linear::{DType, Weights};
-use super::model::{Model, Tensor, WorkspaceSize};
-use crate::models::{Arch, ModelConfig};
+use super::transformer::{Model, Tensor, WorkspaceSize};
+use crate::model::config::{Arch, ModelConfig};
 use anyhow::{Context, Result, bail};
 use half::{bf16, f16};
 use std::path::{Path, PathBuf};
@@ -127,7 +127,7 @@ pub fn bert_config(file: &Path) -> Result<ModelConfig> {
 }
 
 /// The Hugging Face BERT name of one of our tensors.
-pub(super) fn hf_bert_name(name: &str) -> String {
+pub fn hf_bert_name(name: &str) -> String {
     let fixed = [
         ("embed.tokens", "embeddings.word_embeddings.weight"),
         ("embed.positions", "embeddings.position_embeddings.weight"),
@@ -315,6 +315,19 @@ pub fn refusal(
         (BUDGET_SHARE * 100.0) as u32,
         available / GIB,
     ))
+}
+
+/// The memory plan of a model of `cfg` in `dtype` with a workspace of
+/// `size` and a KV cache of `kv` positions, or a skip (with
+/// [`refusal`]'s reason) when it exceeds what this machine has available
+/// ([`super::available_bytes`]).
+pub fn check_fits(cfg: &ModelConfig, dtype: DType, size: WorkspaceSize, kv: usize) -> Result<MemoryPlan> {
+    if let Some(a) = super::available_bytes()
+        && let Some(why) = refusal(cfg, dtype, size, kv, a)
+    {
+        return Err(crate::workload::skip(why));
+    }
+    Ok(plan(cfg, dtype, size, kv))
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
-//! The inference suite on `cuda:N`: `encoder`, `prefill` and `decode` with
-//! the CPU cases' grids and ids plus `device=cuda:N`, and the GPU-only
-//! `decode_graph`.
+//! The model runtime on `cuda:N` (through [`crate::backend::cuda`]): the
+//! forward passes (`net.rs`) and the workloads of the inference suite's
+//! `encoder`, `prefill` and `decode` (with the CPU cases' grids and ids plus
+//! `device=cuda:N`) and of the GPU-only `decode_graph`. The suite describes
+//! each case ([`CaseParams`], [`GpuBench`]); this module realises it.
 //!
 //! | benchmark | file | GPU work per iteration |
 //! |---|---|---|
@@ -23,7 +25,7 @@
 //! dtype and f32 arithmetic everywhere: cuBLAS GEMMs (`cublasGemmEx`, f32
 //! accumulation, no TF32 for f32) and tfbench's kernels for the rest
 //! (`crate::backend::cuda::kernels::transformer`). Every case is checked before it is
-//! timed against the CPU suite's f64 reference forward and against the CPU
+//! timed against the f64 reference forward (`crate::model::reference`) and against the CPU
 //! model on the full case shape ([`Tolerance`]); NVRTC compilation, the
 //! cuBLAS handle and workspace, uploads, the KV-cache fill and graph
 //! capture are setup (`setup_ns`), never in a sample. A case that would not
@@ -31,13 +33,11 @@
 //! with the figures ([`DevicePlan`]). int8 and q4_0 weights have no GPU
 //! kernels here: those cases are skipped with that reason.
 
-use super::linear::DType;
-use crate::backend::Device;
 use crate::backend::cuda::kernels::gemm::GemmDtype;
 use crate::backend::cuda::workload::GpuWorkload;
-use crate::models::{Arch, ModelConfig};
-use crate::plan::Case;
-use crate::suites::{Workload, skip};
+use crate::model::config::{Arch, ModelConfig};
+use crate::model::linear::DType;
+use crate::workload::{Workload, skip};
 use anyhow::{Result, bail};
 
 mod encoder;
@@ -48,31 +48,53 @@ mod timer;
 #[cfg(test)]
 mod tests;
 
-/// Benchmarks that run on CUDA only.
-pub(super) const GPU_ONLY: &[&str] = &["decode_graph"];
-
 /// Bytes of the cuBLAS workspace each case sets on its handle (set
 /// explicitly so that graph capture never sees cuBLAS allocate).
 pub(super) const BLAS_WORKSPACE: usize = 32 << 20;
 
-/// Prepares an inference case on its GPU; a missing GPU is a skip with the
-/// driver's reason.
-pub(super) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
-    let Device::Cuda(n) = case.device else {
-        bail!("case {}: `{}` runs on CUDA GPUs only (--device cuda)", case.id, case.benchmark);
-    };
-    let gpu = crate::backend::cuda::gpu(n).map_err(skip)?;
-    let (op, setup, bytes): (Box<dyn crate::backend::cuda::workload::GpuOp>, _, _) = match case
-        .benchmark
-        .as_str()
-    {
-        "encoder" => encoder::prepare(case, &gpu)?,
-        "prefill" => generate::prepare_prefill(case, &gpu)?,
-        "decode" => generate::prepare_decode(case, &gpu, false)?,
-        "decode_graph" => generate::prepare_decode(case, &gpu, true)?,
-        other => {
-            bail!("inference/{other} has no CUDA version; on CUDA: encoder, prefill, decode, decode_graph")
-        }
+/// The GPU workloads this runtime builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuBench {
+    /// A BERT forward of `batch x seq` tokens.
+    Encoder,
+    /// A prompt in one pass into an empty KV cache, and the first token.
+    Prefill,
+    /// Greedy steps from a filled cache; `graph`: each step one CUDA Graph replay.
+    Decode {
+        /// Replay each step from a captured CUDA Graph.
+        graph: bool,
+    },
+}
+
+/// A GPU case's parameters as the benchmark that describes it reads them:
+/// the runtime reads no case parameters itself, it asks for them in the
+/// order its checks need them (so a case is refused for the same reason,
+/// whichever device it runs on).
+pub trait CaseParams {
+    /// The case id, for messages.
+    fn id(&self) -> &str;
+    /// The model's shape, checked (preset, overrides, layers).
+    fn config(&self) -> Result<ModelConfig>;
+    /// Refuses a model an encoder benchmark does not run.
+    fn encoder_only(&self, cfg: &ModelConfig) -> Result<()>;
+    /// The weights' storage.
+    fn dtype(&self) -> Result<DType>;
+    /// A positive integer parameter.
+    fn positive(&self, key: &str) -> Result<usize>;
+    /// A non-negative integer parameter.
+    fn count(&self, key: &str) -> Result<usize>;
+    /// The seed of the case's weights.
+    fn seed(&self) -> u64;
+}
+
+/// Prepares `bench` on the GPU `cuda:ordinal`; a missing GPU is a skip with
+/// the driver's reason.
+pub fn prepare(ordinal: u32, bench: GpuBench, case: &dyn CaseParams) -> Result<Box<dyn Workload>> {
+    let gpu = crate::backend::cuda::gpu(ordinal).map_err(skip)?;
+    let (op, setup, bytes): (Box<dyn crate::backend::cuda::workload::GpuOp>, _, _) = match bench {
+        GpuBench::Encoder => encoder::prepare(case, &gpu)?,
+        GpuBench::Prefill => generate::prepare_prefill(case, &gpu)?,
+        GpuBench::Decode { graph } => generate::prepare_decode(case, &gpu, graph)?,
     };
     Ok(Box::new(GpuWorkload::new(gpu, op, setup, bytes)?))
 }

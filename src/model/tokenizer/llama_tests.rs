@@ -7,7 +7,7 @@
 //! As `test-tokenizer-0` does: no BOS/EOS, special tokens not parsed.
 
 use super::{FileTokenizer, from_header_with};
-use crate::gguf::GgufFile;
+use crate::model::gguf::GgufFile;
 
 /// Inputs with llama.cpp's ids for each.
 type Cases = Vec<(String, Vec<u32>)>;

@@ -19,13 +19,12 @@
 //! is refused, with the figures, before any tensor page is touched.
 //!
 //! What the bytes mean (block formats, architectures) belongs to the kernel
-//! library and the suites; this module only locates them.
+//! library and the model runtime; this module only locates them.
 
 use anyhow::{Context, Result, bail};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-pub mod tokenizer;
 mod types;
 pub use types::{GgmlType, SUPPORTED};
 
