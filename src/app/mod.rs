@@ -125,7 +125,7 @@ fn resolve_in(
         shard: run.and_then(|r| r.shard),
         devices: crate::backend::parse_list(&sel.devices)?,
     };
-    let model_tests = config::ModelTests {
+    let model_tests = config::ModelFileTests {
         tests: tests.map(|t| t.test_list()).unwrap_or_default(),
         depths: tests.map(|t| t.n_depth.clone()).unwrap_or_default(),
         flag: tests.and_then(|t| t.first_flag()),
