@@ -33,6 +33,13 @@
 //!   its workloads wait for it in [`workload::Workload::sync`]. CUDA is
 //!   [`cuda`] (driver, contexts, NVRTC, cuBLAS, the GPU workload harness),
 //!   with its kernels in `kernels::cuda`.
+//! - **a model**: the model runtime [`model`], beside [`kernels`]: model
+//!   graphs and shapes, GGUF and Hugging Face files ([`model::open`]),
+//!   tokenizers from files, KV caches, the forward passes on the CPU and on
+//!   CUDA (`model::cuda`). It imports no suite, plan or config; the
+//!   inference suite (`suites/inference/`) is a description of cases over
+//!   it, and `--model` reaches it through [`model::open`] and
+//!   [`suites::inference::model_cases`].
 //! - **external commands**: a config's `[[command]]` tables become the
 //!   `command` suite ([`suites::command`]), a suite built at run time that
 //!   [`config::resolve`] adds to the plan; its processes use the workload's

@@ -197,7 +197,7 @@ pub struct Tolerance {
 }
 
 impl Tolerance {
-    /// f32: the CPU suite's 1e-3 (cuBLAS without TF32, f32 kernels); f16:
+    /// f32: the CPU cases' 1e-3 (cuBLAS without TF32, f32 kernels); f16:
     /// 11-bit significands through ~100 roundings; bf16: 8-bit ones.
     pub fn of(d: GemmDtype) -> Self {
         match d {

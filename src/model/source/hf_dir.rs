@@ -3,7 +3,7 @@
 //! of the directory, memory-mapped; the header is read first, so a model
 //! over the memory budget is refused before a page is touched), and an
 //! optional `tokenizer.json` (the tokenizers crate) for the prompts and the
-//! `tokenize` case (`filetok.rs`).
+//! `tokenize` case (the inference suite's `model_file_tokenize.rs`).
 //!
 //! Tensors are read by their Hugging Face names into the catalogue's
 //! ([`ModelConfig::weights`], [`Model::build`]): LLaMA's `model.layers.N.

@@ -18,7 +18,7 @@
 //! tokenizers, the independent f64 forward pass every case is checked
 //! against before it is timed (`crate::model::reference`), and the GPU
 //! forward passes and workloads (`crate::model::cuda`, described here by
-//! [`GpuParams`]).
+//! `GpuParams`).
 
 use crate::model::config::ModelConfig;
 use crate::model::{linear, transformer, weights};

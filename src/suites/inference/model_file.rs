@@ -363,7 +363,7 @@ mod tests {
             fx[k].as_array().unwrap().iter().map(|v| v.as_u64().unwrap() as u32).collect()
         };
         let (prompt, greedy) = (ids("prompt_ids"), ids("greedy_ids"));
-        let (file, info) = open(&path).unwrap();
+        let (file, info) = crate::model::source::open_gguf(&path).unwrap();
         assert_eq!(info.name, name, "general.name, made id-safe");
         assert_eq!((info.ty.as_str(), info.cfg.layers, info.cfg.kv_heads), ("q4_1", 30, 3));
         let n = prompt.len() + greedy.len();

@@ -5,7 +5,7 @@
 //! cases are skipped with the reason.
 //!
 //! Verified before timing like the decoders (`model_file.rs`): the last hidden
-//! states against the independent f64 forward (`reference.rs`) on the same
+//! states against the independent f64 forward (`crate::model::reference`) on the same
 //! stored weights, then the int8-activation path against the exact one.
 
 use super::model_cases::Test;
@@ -82,7 +82,7 @@ struct EncoderCase {
     extra: Vec<Metric>,
 }
 
-/// Builds the case `file.rs` handed over (its header already checked).
+/// Builds the case `model_file.rs` handed over (its header already checked).
 pub(super) fn prepare(
     path: PathBuf,
     src: Source,

@@ -344,7 +344,7 @@ mod tests {
     }
 
     /// `TFBENCH_PROBE_MODEL=x.gguf TFBENCH_PROBE_TEXT=t.txt cargo test --release --lib
-    /// filetok::tests::probe -- --ignored --nocapture` prints the file tokenizer's
+    /// model_file_tokenize::tests::probe -- --ignored --nocapture` prints the file tokenizer's
     /// ids of the text as `[id, ...]`, as `scripts/llama-bench.sh tokenize` prints
     /// llama.cpp's, to compare the two on any text.
     #[test]

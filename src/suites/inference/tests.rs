@@ -1,5 +1,7 @@
 use super::*;
 use crate::model::linear::DType;
+use crate::model::random_ids;
+use crate::model::steps::percentile;
 use crate::model::transformer::{KvCache, Workspace, WorkspaceSize};
 use crate::plan::{ParamValue, SuiteSpec, expand, test_case};
 
