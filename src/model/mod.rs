@@ -10,6 +10,7 @@
 //! | `transformer.rs` | one transformer configured by shape (BERT, GPT-2, LLaMA), its forward passes and KV-cache decode |
 //! | `ops.rs`, `linear.rs` | attention, norms, activations, RoPE; linear layers over every weight storage |
 //! | `workspace.rs` | the buffers of a forward pass and the KV cache, sized once |
+//! | `generate.rs` | prefill in bounded chunks and greedy decoding on the CPU |
 //! | `loader.rs`, `weights.rs` | a model from named tensors: seeded random or a BERT safetensors file; the memory plan |
 //! | `reference.rs` | the independent f64 forward pass results are checked against |
 //! | `steps.rs` | per-step latencies (time to first token, time per output token) |
@@ -23,6 +24,7 @@
 
 pub mod config;
 pub mod cuda;
+pub mod generate;
 pub mod gguf;
 pub mod linear;
 pub mod loader;

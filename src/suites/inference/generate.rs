@@ -4,6 +4,7 @@
 //! token recorded step by step).
 
 use crate::model::config::Arch;
+use crate::model::generate::{self, PREFILL_CHUNK};
 use crate::model::linear::DType;
 use crate::model::steps::Steps;
 use crate::model::transformer::{KvCache, Model, Workspace, WorkspaceSize};
@@ -13,10 +14,6 @@ use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
 use std::time::Instant;
-
-/// Prompt tokens per prefill call when filling a deep cache: bounds the
-/// workspace (and so the memory plan) however deep the cache is.
-const PREFILL_CHUNK: usize = 128;
 
 /// What both generation workloads share.
 struct Gen {
@@ -70,30 +67,12 @@ impl Gen {
     /// Runs `tokens` (`[batch x n]`) through the model in chunks of at most
     /// [`PREFILL_CHUNK`] positions, appending to the cache.
     fn feed(&mut self, tokens: &[u32], n: usize) {
-        let mut start = 0;
-        let mut chunk = std::mem::take(&mut self.chunk);
-        while start < n {
-            let len = PREFILL_CHUNK.min(n - start);
-            if len == n {
-                self.model.decode(&mut self.ws, &mut self.cache, tokens, n, false);
-                break;
-            }
-            chunk.clear();
-            for b in 0..self.batch {
-                chunk.extend_from_slice(&tokens[b * n + start..b * n + start + len]);
-            }
-            self.model.decode(&mut self.ws, &mut self.cache, &chunk, len, false);
-            start += len;
-        }
-        self.chunk = chunk;
+        generate::feed(&self.model, &mut self.ws, &mut self.cache, tokens, self.batch, n, &mut self.chunk);
     }
 
     /// Greedy next token of every sequence from the last logits.
     fn next_tokens(&self, out: &mut [u32]) {
-        let v = self.model.cfg.vocab;
-        for (b, t) in out.iter_mut().enumerate() {
-            *t = crate::model::argmax(&self.ws.logits[b * v..(b + 1) * v]) as u32;
-        }
+        generate::greedy(&self.ws, self.model.cfg.vocab, out);
     }
 
     /// Fast path vs the f64 reference on short sequences: a 3-token prefill
