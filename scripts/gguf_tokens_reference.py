@@ -7,7 +7,7 @@ llama.cpp that `llama-cpp-python==0.3.36` vendors, built by
 scripts/llama-bench.sh), run on the file with `--ids --no-bos --no-escape` (it
 parses special tokens by default: control tokens written in the text become
 their ids), which is
-what tfbench's tokenizer (src/gguf/tokenizer.rs) must reproduce. Nothing of
+what tfbench's tokenizer (src/model/tokenizer/mod.rs) must reproduce. Nothing of
 tfbench runs here. The fingerprint (FNV-1a 64 over the vocabulary's tokens
 then merges, each followed by a zero byte; read by the `gguf` package)
 tells tfbench which files the ids apply to.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """llama.cpp's Unicode tables, as the compact binary file tfbench's WordPiece
-tokenizer reads (src/gguf/tokenizer/llama_unicode.bin).
+tokenizer reads (src/model/tokenizer/llama_unicode.bin).
 
 llama.cpp's WordPiece (`llm_tokenizer_wpm_session::preprocess`) classifies
 code points with its own generated tables (src/unicode-data.cpp, from
@@ -12,7 +12,7 @@ the llama-cpp-python 0.3.36 source distribution on PyPI). Nothing else.
 
     python3 scripts/llama_unicode_tables.py \\
         .data/llama.cpp/llama_cpp_python-0.3.36/vendor/llama.cpp/src/unicode-data.cpp \\
-        src/gguf/tokenizer/llama_unicode.bin
+        src/model/tokenizer/llama_unicode.bin
 
 Layout, little-endian u32 throughout: b"LLUT", version 1; then four tables,
 each a count followed by its rows: flags (start, flags: a range runs to the

@@ -1,6 +1,6 @@
 """Helpers the tokenizer scripts share: the fingerprint a committed token
 reference is keyed by (FNV-1a 64 over NUL-terminated chunks, as
-`src/suites/inference/filetok.rs` computes it), GPT-2's byte alphabet and
+`src/suites/inference/model_file_tokenize.rs` computes it), GPT-2's byte alphabet and
 one BPE merge step."""
 
 

@@ -229,7 +229,7 @@ pub struct RunArgs {
     pub model: Option<PathBuf>,
     /// The model's tests, depths and repetitions (llama-bench's flags).
     #[command(flatten)]
-    pub model_tests: model::ModelTests,
+    pub model_tests: model::LlamaBenchFlags,
     /// Output format on stdout (or in --output).
     #[arg(long, short = 'f', value_enum)]
     pub format: Option<Format>,

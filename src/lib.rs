@@ -48,6 +48,13 @@
 //!   [`Workload::sync`] and give their roof in [`Workload::roof`]. The
 //!   steps are spelled out in [`backend`]; CUDA ([`backend::cuda`]) is the
 //!   worked example.
+//! - **a model**: the model runtime [`model`], beside [`kernels`]: model
+//!   graphs and shapes, GGUF and Hugging Face files ([`model::open`]),
+//!   tokenizers from files, KV caches, the forward passes on the CPU and on
+//!   CUDA (`model::cuda`, on [`backend::cuda`]). It imports no suite, plan or config; the
+//!   inference suite (`suites/inference/`) is a description of cases over
+//!   it, and `--model` reaches it through [`model::open`] and
+//!   [`suites::inference::model_cases`].
 //! - **external commands**: a config's `[[command]]` tables become the
 //!   `command` suite ([`suites::command`]), a suite built at run time that
 //!   [`config::resolve`] adds to the plan; its processes use the workload's
@@ -102,8 +109,6 @@ pub mod data;
 #[doc(hidden)]
 pub mod env;
 #[doc(hidden)]
-pub mod gguf;
-#[doc(hidden)]
 pub mod harness;
 #[doc(hidden)]
 pub mod history;
@@ -116,7 +121,7 @@ pub mod live;
 #[doc(hidden)]
 pub mod merge;
 #[doc(hidden)]
-pub mod models;
+pub mod model;
 #[doc(hidden)]
 pub mod plan;
 #[doc(hidden)]

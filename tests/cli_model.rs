@@ -146,7 +146,7 @@ fn gpt2_bert_and_hugging_face_models_run_verified_through_model() {
             }
             assert_eq!(c["status"]["state"], "ok", "{id}: {}", c["status"]);
             if test == "tokenize" {
-                continue; // MiniLM's WordPiece, checked against llama.cpp's ids in filetok's tests
+                continue; // MiniLM's WordPiece, checked against llama.cpp's ids in model_file_tokenize's tests
             }
             let reference = c["verification"]["reference"].as_str().unwrap();
             assert!(reference.contains("f64"), "{id}: {reference}");

@@ -133,3 +133,26 @@ fn top_level_modules_form_no_cycle() {
         }
     }
 }
+
+/// The model runtime (`src/model/`, issue 46) stays self-contained, so that
+/// it can sit behind a Cargo feature with one `#[cfg]` on its `mod` line:
+/// outside its tests it imports only the layers below it (kernels, backends,
+/// the workload vocabulary, utilities), and none of those imports it.
+#[test]
+fn the_model_runtime_uses_only_the_layers_below_it() {
+    let below = ["kernels", "backend", "workload", "util", "data", "isa", "alloc", "stats", "units"];
+    let mut bad = Vec::new();
+    for (file, paths) in crate_paths() {
+        let from = module_of(&file);
+        for p in paths.iter().filter(|p| !p.starts_with("test:")) {
+            let to = p.split("::").next().unwrap_or("");
+            if from == "model" && to != "model" && !below.contains(&to) {
+                bad.push(format!("src/{file} (model runtime) uses crate::{p}"));
+            }
+            if below.contains(&from.as_str()) && to == "model" {
+                bad.push(format!("src/{file} (below the model runtime) uses crate::{p}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "model runtime layering:\n{}", bad.join("\n"));
+}

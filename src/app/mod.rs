@@ -107,8 +107,7 @@ fn resolve_in(
     let model = run.and_then(|r| r.model.as_deref());
     let mut model_name = None;
     if let Some(p) = model {
-        let (_, info) =
-            crate::suites::inference::source::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
+        let (_, info) = crate::model::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
         model_name = Some(info.cfg.name);
     }
     let tests = run.map(|r| &r.model_tests);
@@ -129,7 +128,7 @@ fn resolve_in(
         shard: run.and_then(|r| r.shard),
         devices: crate::backend::parse_list(&sel.devices)?,
     };
-    let model_tests = config::ModelTests {
+    let model_tests = config::ModelFileTests {
         tests: tests.map(|t| t.test_list()).unwrap_or_default(),
         depths: tests.map(|t| t.n_depth.clone()).unwrap_or_default(),
         flag: tests.and_then(|t| t.first_flag()),

@@ -12,7 +12,7 @@ use clap::Args;
 
 /// The tests, depths and repetitions of the model's `gguf` benchmark.
 #[derive(Debug, Args, Clone, Default)]
-pub struct ModelTests {
+pub struct LlamaBenchFlags {
     /// The model's tests, comma-separated: load, tokenize, ppN, tgN, pgN,M
     /// (e.g. `load,pp512,pg512,128`); with -p, -n and --pg they add up and
     /// replace the default list (load, tokenize, pp512, tg128).
@@ -48,7 +48,7 @@ const MODEL: &str = "Model tests (with --model, as llama-bench)";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TestList(pub Vec<String>);
 
-impl ModelTests {
+impl LlamaBenchFlags {
     /// Every test the flags name, in the order given, each once, spelled as
     /// the `test` parameter (`pp512`, `pg512,128`); empty when none were given.
     pub fn test_list(&self) -> Vec<String> {
@@ -91,7 +91,7 @@ fn count(s: &str) -> Option<usize> {
 /// benchmark's own parser so the flags and a config accept the same tests.
 fn one_test(t: &str) -> Result<String, String> {
     let t = t.trim();
-    match crate::suites::inference::file::Test::parse(t) {
+    match crate::suites::inference::model_cases::Test::parse(t) {
         Ok(_) if !t.contains(' ') => Ok(t.to_string()),
         _ => Err(format!("`{t}` is not a test; valid: {FORMS}")),
     }
@@ -167,7 +167,7 @@ mod tests {
 
     #[test]
     fn flags_add_up_in_order_each_test_once() {
-        let m = ModelTests {
+        let m = LlamaBenchFlags {
             tests: vec![TestList(vec!["load".into(), "pp16".into()])],
             n_prompt: vec!["pp16".into(), "pp32".into()],
             n_gen: vec!["tg8".into()],
@@ -176,8 +176,8 @@ mod tests {
         };
         assert_eq!(m.test_list(), ["load", "pp16", "pp32", "tg8", "pg4,2"]);
         assert_eq!(m.first_flag(), Some("--tests"));
-        assert_eq!(ModelTests::default().first_flag(), None);
-        let d = ModelTests { n_depth: vec![0], ..Default::default() };
+        assert_eq!(LlamaBenchFlags::default().first_flag(), None);
+        let d = LlamaBenchFlags { n_depth: vec![0], ..Default::default() };
         assert_eq!((d.first_flag(), d.test_list().len()), (Some("--n-depth"), 0));
     }
 }

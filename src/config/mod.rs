@@ -116,7 +116,7 @@ pub use file::{
 };
 pub use locate::line_col;
 pub use resolve::{
-    CliOverrides, ModelTests, Resolved, Shard, default_threads, resolve, resolve_in, resolve_model,
+    CliOverrides, ModelFileTests, Resolved, Shard, default_threads, resolve, resolve_in, resolve_model,
 };
 
 /// The `--quick` profile, shipped as `configs/quick.toml`.

@@ -3,10 +3,10 @@
 //! f32 and only then stored, so the two differ by storage rounding alone),
 //! on the same short input: the error a user pays for the smaller weights.
 
-use super::linear::DType;
-use super::model::{KvCache, Model, Workspace, WorkspaceSize};
-use super::weights;
-use crate::models::Arch;
+use crate::model::config::Arch;
+use crate::model::linear::DType;
+use crate::model::transformer::{KvCache, Model, Workspace, WorkspaceSize};
+use crate::model::weights;
 use crate::workload::Metric;
 use anyhow::Result;
 
@@ -42,7 +42,8 @@ impl Accuracy {
         let top1 = vocab.map(|v| {
             let same = (0..rows)
                 .filter(|&r| {
-                    super::argmax(&got[r * v..(r + 1) * v]) == super::argmax(&want[r * v..(r + 1) * v])
+                    crate::model::argmax(&got[r * v..(r + 1) * v])
+                        == crate::model::argmax(&want[r * v..(r + 1) * v])
                 })
                 .count();
             same as f64 / rows.max(1) as f64
@@ -115,7 +116,7 @@ pub fn against_f32(
     }
     let reference = weights::random_model(cfg, DType::F32, seed)?;
     let n = TOKENS.min(cfg.max_positions);
-    let ids = super::random_ids(n, cfg.vocab, seed ^ 0xacc);
+    let ids = crate::model::random_ids(n, cfg.vocab, seed ^ 0xacc);
     let (got, want) = (output(model, &ids), output(&reference, &ids));
     let (vocab, what) = if cfg.arch == Arch::Bert {
         (None, format!("the final hidden states of {n} tokens"))
@@ -144,7 +145,7 @@ mod tests {
 
     #[test]
     fn lower_precisions_lose_accuracy_in_order() {
-        let cfg = crate::models::ModelConfig::preset("gpt2-tiny").unwrap();
+        let cfg = crate::model::config::ModelConfig::preset("gpt2-tiny").unwrap();
         let mut cos = Vec::new();
         for dtype in [DType::BF16, DType::Int8, DType::Q4_0] {
             let model = weights::random_model(&cfg, dtype, 11).unwrap();

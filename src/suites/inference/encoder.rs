@@ -2,9 +2,9 @@
 //! MiniLM-L6 weights from a safetensors file, checked against sentence
 //! embeddings computed independently with numpy).
 
-use super::linear::DType;
-use super::model::{Model, Workspace, WorkspaceSize};
-use super::{reference, weights};
+use crate::model::linear::DType;
+use crate::model::transformer::{Model, Workspace, WorkspaceSize};
+use crate::model::{reference, weights};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
@@ -51,12 +51,12 @@ pub fn prepare(case: &Case, ctx: &crate::backend::cpu::Context, real: bool) -> R
     }
     let full_layers = match (&file, case.str("model")) {
         (Some(f), _) => weights::bert_config(f)?.layers,
-        (None, Ok(m)) => crate::models::ModelConfig::preset(&m).map_or(cfg.layers, |c| c.layers),
+        (None, Ok(m)) => crate::model::config::ModelConfig::preset(&m).map_or(cfg.layers, |c| c.layers),
         _ => cfg.layers,
     };
     let threads = ctx.threads();
     let size = WorkspaceSize { batch, tokens: seq, keys: seq, threads };
-    let plan = super::check_memory(&cfg, dtype, size, 0)?;
+    let plan = crate::model::weights::check_fits(&cfg, dtype, size, 0)?;
     let seed = super::seed(case);
     let ((model, ws), peak) = super::measure_peak(|| {
         let model = match &file {
@@ -69,7 +69,7 @@ pub fn prepare(case: &Case, ctx: &crate::backend::cpu::Context, real: bool) -> R
     // A file is read whole before its tensors are copied out: the plan
     // covers what stays, so the peak check applies to random weights only.
     let peak = if real { None } else { peak };
-    let ids = super::random_ids(batch * seq, cfg.vocab, seed ^ 0x1d5);
+    let ids = crate::model::random_ids(batch * seq, cfg.vocab, seed ^ 0x1d5);
     Ok(Box::new(Encoder {
         model,
         ws,
@@ -93,7 +93,7 @@ impl Encoder {
     fn check_reference(&self) -> Result<Verification> {
         let cfg = &self.model.cfg;
         let (b, s, h) = (2, 6.min(cfg.max_positions), cfg.hidden);
-        let ids = super::random_ids(b * s, cfg.vocab, 99);
+        let ids = crate::model::random_ids(b * s, cfg.vocab, 99);
         let mut mask = vec![1u8; b * s];
         mask[2 * s - 2..].fill(0);
         let mut ws = Workspace::new(&self.model, WorkspaceSize { batch: b, tokens: s, keys: s, threads: 2 });

@@ -3,59 +3,17 @@
 //! generation after the cache already holds `depth` tokens, time per output
 //! token recorded step by step).
 
-use super::linear::DType;
-use super::model::{KvCache, Model, Workspace, WorkspaceSize};
-use super::{reference, weights};
-use crate::models::Arch;
+use crate::model::config::Arch;
+use crate::model::generate::{self, PREFILL_CHUNK};
+use crate::model::linear::DType;
+use crate::model::steps::Steps;
+use crate::model::transformer::{KvCache, Model, Workspace, WorkspaceSize};
+use crate::model::{reference, weights};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};
 use std::time::Instant;
-
-/// Prompt tokens per prefill call when filling a deep cache: bounds the
-/// workspace (and so the memory plan) however deep the cache is.
-const PREFILL_CHUNK: usize = 128;
-
-/// Step times kept for percentiles (the most recent ones once full); the
-/// buffer is reserved in `prepare` so recording never allocates.
-const MAX_STEPS: usize = 1 << 16;
-
-/// Step latencies in nanoseconds, a fixed-capacity ring (the GPU cases
-/// record theirs from CUDA events into the same summary).
-pub(super) struct Steps {
-    ns: Vec<f64>,
-    next: usize,
-}
-
-impl Steps {
-    pub(super) fn new() -> Self {
-        Self { ns: Vec::with_capacity(MAX_STEPS), next: 0 }
-    }
-    pub(super) fn push(&mut self, v: f64) {
-        if self.ns.len() < MAX_STEPS {
-            self.ns.push(v);
-        } else {
-            self.ns[self.next] = v;
-            self.next = (self.next + 1) % MAX_STEPS;
-        }
-    }
-    pub(super) fn summary(&self, prefix: &str) -> Vec<Metric> {
-        let mut s = self.ns.clone();
-        s.sort_by(f64::total_cmp);
-        if s.is_empty() {
-            return Vec::new();
-        }
-        let mean = s.iter().sum::<f64>() / s.len() as f64;
-        vec![
-            Metric::new(format!("{prefix}_p50_ns"), super::percentile(&s, 50.0), "ns"),
-            Metric::new(format!("{prefix}_p90_ns"), super::percentile(&s, 90.0), "ns"),
-            Metric::new(format!("{prefix}_p99_ns"), super::percentile(&s, 99.0), "ns"),
-            Metric::new(format!("{prefix}_mean_ns"), mean, "ns"),
-            Metric::new(format!("{prefix}_count"), s.len() as f64, ""),
-        ]
-    }
-}
 
 /// What both generation workloads share.
 struct Gen {
@@ -90,9 +48,9 @@ fn build(case: &Case, ctx: &crate::backend::cpu::Context, prompt_len: usize, ext
     // Decode verification recomputes prompt + 1 tokens through prefill.
     let tokens = (prompt_len + extra.min(1)).clamp(1, PREFILL_CHUNK);
     let size = WorkspaceSize { batch, tokens, keys: capacity.max(1), threads };
-    let plan = super::check_memory(&cfg, dtype, size, capacity)?;
+    let plan = crate::model::weights::check_fits(&cfg, dtype, size, capacity)?;
     let full_layers =
-        crate::models::ModelConfig::preset(&case.str("model")?).map_or(cfg.layers, |c| c.layers);
+        crate::model::config::ModelConfig::preset(&case.str("model")?).map_or(cfg.layers, |c| c.layers);
     let seed = super::seed(case);
     let ((model, ws, cache), peak) = super::measure_peak(|| {
         let model = weights::random_model(&cfg, dtype, seed)?;
@@ -100,7 +58,7 @@ fn build(case: &Case, ctx: &crate::backend::cpu::Context, prompt_len: usize, ext
         let cache = KvCache::new(&cfg, batch, capacity);
         Ok((model, ws, cache))
     })?;
-    let prompt = super::random_ids(batch * prompt_len, cfg.vocab, seed ^ 0x9e37);
+    let prompt = crate::model::random_ids(batch * prompt_len, cfg.vocab, seed ^ 0x9e37);
     let chunk = Vec::with_capacity(batch * PREFILL_CHUNK);
     Ok(Gen { model, ws, cache, batch, prompt, plan, peak, full_layers, chunk, seed, accuracy: Vec::new() })
 }
@@ -109,30 +67,12 @@ impl Gen {
     /// Runs `tokens` (`[batch x n]`) through the model in chunks of at most
     /// [`PREFILL_CHUNK`] positions, appending to the cache.
     fn feed(&mut self, tokens: &[u32], n: usize) {
-        let mut start = 0;
-        let mut chunk = std::mem::take(&mut self.chunk);
-        while start < n {
-            let len = PREFILL_CHUNK.min(n - start);
-            if len == n {
-                self.model.decode(&mut self.ws, &mut self.cache, tokens, n, false);
-                break;
-            }
-            chunk.clear();
-            for b in 0..self.batch {
-                chunk.extend_from_slice(&tokens[b * n + start..b * n + start + len]);
-            }
-            self.model.decode(&mut self.ws, &mut self.cache, &chunk, len, false);
-            start += len;
-        }
-        self.chunk = chunk;
+        generate::feed(&self.model, &mut self.ws, &mut self.cache, tokens, self.batch, n, &mut self.chunk);
     }
 
     /// Greedy next token of every sequence from the last logits.
     fn next_tokens(&self, out: &mut [u32]) {
-        let v = self.model.cfg.vocab;
-        for (b, t) in out.iter_mut().enumerate() {
-            *t = super::argmax(&self.ws.logits[b * v..(b + 1) * v]) as u32;
-        }
+        generate::greedy(&self.ws, self.model.cfg.vocab, out);
     }
 
     /// Fast path vs the f64 reference on short sequences: a 3-token prefill
@@ -140,7 +80,7 @@ impl Gen {
     fn check_reference(&self) -> Result<Verification> {
         let cfg = &self.model.cfg;
         let (b, p) = (self.batch.min(2), 3);
-        let ids = super::random_ids(b * (p + 1), cfg.vocab, 77);
+        let ids = crate::model::random_ids(b * (p + 1), cfg.vocab, 77);
         let prompt: Vec<u32> = (0..b).flat_map(|i| ids[i * (p + 1)..i * (p + 1) + p].to_vec()).collect();
         let step: Vec<u32> = (0..b).map(|i| ids[i * (p + 1) + p]).collect();
         let mut ws =
@@ -269,7 +209,7 @@ pub fn prepare_decode(case: &Case, ctx: &crate::backend::cpu::Context) -> Result
     let depth = case.usize("depth")?;
     let new_tokens = super::positive(case, "gen")?;
     let mut g = build(case, ctx, depth, new_tokens)?;
-    let mut first = super::random_ids(g.batch, g.model.cfg.vocab, 5);
+    let mut first = crate::model::random_ids(g.batch, g.model.cfg.vocab, 5);
     if depth > 0 {
         let prompt = std::mem::take(&mut g.prompt);
         g.feed(&prompt, depth);

@@ -7,41 +7,34 @@
 //! | `embed`   | `encoder.rs`  | the same with real MiniLM-L6 weights from safetensors   |
 //! | `prefill` | `generate.rs` | a prompt of `prompt` tokens into an empty KV cache, first token |
 //! | `decode`  | `generate.rs` | `gen` greedy tokens after a cache holding `depth` tokens |
-//! | `decode_graph` | `cuda/` | CUDA only: `decode` with each step replayed from a CUDA Graph |
-//! | `gguf`    | `file.rs`, `fileenc.rs`, `filetok.rs` | a GGUF file or Hugging Face directory (`--model`; `source.rs`, `gguf*.rs`, `hfdir.rs`): llama-bench's `load`, `ppN`, `tgN`, `pgN,M` at depth `d`; `tokenize` |
+//! | `decode_graph` | `crate::model::cuda` | CUDA only: `decode` with each step replayed from a CUDA Graph |
+//! | `gguf`    | `model_file.rs`, `model_file_encoder.rs`, `model_file_tokenize.rs` | a GGUF file or Hugging Face directory (`--model`; `model_cases.rs`): llama-bench's `load`, `ppN`, `tgN`, `pgN,M` at depth `d`; `tokenize` |
 //!
-//! The model (`model.rs`) is written once and configured by shape from the
-//! shared catalogue (`crate::models`); `ops.rs` holds the attention, norm,
-//! GELU, SwiGLU and RoPE kernels, `linear.rs` the weight formats,
-//! `weights.rs` random and safetensors weights and the memory plan,
-//! `reference.rs` the independent f64 forward pass every case is checked
-//! against before it is timed.
+//! This suite describes cases (parameters, inputs, work counts, checks);
+//! the model runtime ([`crate::model`]) runs them: the transformer written
+//! once and configured by shape from the shared catalogue
+//! (`crate::model::config`), its kernels and weight formats, random and
+//! safetensors weights and the memory plan, model files and their
+//! tokenizers, the independent f64 forward pass every case is checked
+//! against before it is timed (`crate::model::reference`), and the GPU
+//! forward passes and workloads (`crate::model::cuda`, described here by
+//! `GpuParams`).
 
-use crate::models::ModelConfig;
+use crate::model::config::ModelConfig;
+use crate::model::{linear, transformer, weights};
 use crate::plan::Case;
 use crate::suites::{Limit, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
 use anyhow::{Result, bail};
 
 pub mod accuracy;
-pub mod cuda;
 mod encoder;
-pub mod file;
-#[cfg(test)]
-mod filecheck;
-mod fileenc;
-pub mod filetok;
 mod generate;
-pub mod gguf;
-mod gguf_arch;
-pub mod hfdir;
-pub mod linear;
-pub mod loader;
-pub mod model;
-pub mod ops;
-pub mod reference;
-pub mod source;
-pub mod weights;
-pub mod workspace;
+#[cfg(test)]
+mod llamacpp_tests;
+pub mod model_cases;
+mod model_file;
+mod model_file_encoder;
+mod model_file_tokenize;
 
 /// Transformer inference on the CPU.
 pub struct InferenceSuite;
@@ -53,8 +46,11 @@ pub const BENCHMARKS: &[&str] = &["encoder", "embed", "prefill", "decode", "deco
 /// `device=cuda:N` added on the GPU).
 const CPU_AND_CUDA: &[crate::backend::DeviceKind] =
     &[crate::backend::DeviceKind::Cpu, crate::backend::DeviceKind::Cuda];
-/// Benchmarks of GPU work only (`cuda::GPU_ONLY`).
+/// Benchmarks of GPU work only ([`GPU_ONLY`]).
 const CUDA_ONLY: &[crate::backend::DeviceKind] = &[crate::backend::DeviceKind::Cuda];
+
+/// Benchmarks that run on CUDA only.
+const GPU_ONLY: &[&str] = &["decode_graph"];
 
 /// Keys the `shape` parameter may override, as `key:value` pairs joined by `+`.
 pub const SHAPE_KEYS: &[&str] = &["hidden", "heads", "kv_heads", "ffn", "vocab", "positions"];
@@ -92,7 +88,7 @@ impl Suite for InferenceSuite {
                         .into())
                 }
             }),
-            ("gguf", "test") => R::Check(|v| file::Test::parse(&v.to_string()).map(|_| ())),
+            ("gguf", "test") => R::Check(|v| model_cases::Test::parse(&v.to_string()).map(|_| ())),
             ("gguf", "model") => R::Check(|v| match v {
                 V::Str(s) if !s.is_empty() => Ok(()),
                 _ => Err("must be \"from-file\" or the model's name.type as tfbench reads it".into()),
@@ -108,7 +104,8 @@ impl Suite for InferenceSuite {
                 _ => Err("must be \"full\" or a positive integer".into()),
             }),
             (_, "shape") => R::Check(|v| {
-                let mut cfg = ModelConfig::preset(crate::models::PRESETS[0]).map_err(|e| e.to_string())?;
+                let mut cfg =
+                    ModelConfig::preset(crate::model::config::PRESETS[0]).map_err(|e| e.to_string())?;
                 apply_shape(&mut cfg, &v.to_string()).map_err(|e| e.to_string())
             }),
             // A name or a path; an absent file skips the case at prepare.
@@ -122,33 +119,80 @@ impl Suite for InferenceSuite {
     fn devices(&self, benchmark: &str) -> &'static [crate::backend::DeviceKind] {
         match benchmark {
             "encoder" | "prefill" | "decode" => CPU_AND_CUDA,
-            b if cuda::GPU_ONLY.contains(&b) => CUDA_ONLY,
+            b if GPU_ONLY.contains(&b) => CUDA_ONLY,
             _ => crate::backend::CPU_ONLY,
         }
     }
     fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         if case.device.kind() == crate::backend::DeviceKind::Cuda
-            || cuda::GPU_ONLY.contains(&case.benchmark.as_str())
+            || GPU_ONLY.contains(&case.benchmark.as_str())
         {
-            return cuda::prepare(case);
+            return prepare_gpu(case);
         }
         match case.benchmark.as_str() {
             "encoder" => encoder::prepare(case, ctx, false),
             "embed" => encoder::prepare(case, ctx, true),
             "prefill" => generate::prepare_prefill(case, ctx),
             "decode" => generate::prepare_decode(case, ctx),
-            "gguf" => file::prepare(case, ctx),
+            "gguf" => model_file::prepare(case, ctx),
             other => bail!("inference suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
         }
+    }
+}
+
+/// Prepares a case on its GPU: the model runtime's GPU workload of the
+/// benchmark, over the case's parameters as this suite reads them.
+fn prepare_gpu(case: &Case) -> Result<Box<dyn Workload>> {
+    use crate::model::cuda::GpuBench;
+    let crate::backend::Device::Cuda(n) = case.device else {
+        bail!("case {}: `{}` runs on CUDA GPUs only (--device cuda)", case.id, case.benchmark);
+    };
+    let bench = match case.benchmark.as_str() {
+        "encoder" => GpuBench::Encoder,
+        "prefill" => GpuBench::Prefill,
+        "decode" => GpuBench::Decode { graph: false },
+        "decode_graph" => GpuBench::Decode { graph: true },
+        other => {
+            bail!("inference/{other} has no CUDA version; on CUDA: encoder, prefill, decode, decode_graph")
+        }
+    };
+    crate::model::cuda::prepare(n, bench, &GpuParams(case))
+}
+
+/// A case's parameters as the GPU workloads ask for them.
+struct GpuParams<'a>(&'a Case);
+
+impl crate::model::cuda::CaseParams for GpuParams<'_> {
+    fn id(&self) -> &str {
+        &self.0.id
+    }
+    fn config(&self) -> Result<ModelConfig> {
+        model_config(self.0)
+    }
+    fn encoder_only(&self, cfg: &ModelConfig) -> Result<()> {
+        bert_only(self.0, cfg)
+    }
+    fn dtype(&self) -> Result<linear::DType> {
+        dtype(self.0)
+    }
+    fn positive(&self, key: &str) -> Result<usize> {
+        positive(self.0, key)
+    }
+    fn count(&self, key: &str) -> Result<usize> {
+        self.0.usize(key)
+    }
+    fn seed(&self) -> u64 {
+        seed(self.0)
     }
 }
 
 /// Whether `v` names a catalogue model of the family the benchmark runs
 /// (BERT for the encoder, a decoder for generation); the error lists them.
 fn model_choice(v: &crate::plan::ParamValue, encoder: bool) -> Result<(), String> {
-    let fits =
-        |n: &str| ModelConfig::preset(n).is_ok_and(|c| (c.arch == crate::models::Arch::Bert) == encoder);
-    let valid: Vec<&str> = crate::models::PRESETS.iter().copied().filter(|n| fits(n)).collect();
+    let fits = |n: &str| {
+        ModelConfig::preset(n).is_ok_and(|c| (c.arch == crate::model::config::Arch::Bert) == encoder)
+    };
+    let valid: Vec<&str> = crate::model::config::PRESETS.iter().copied().filter(|n| fits(n)).collect();
     crate::suites::params::one_of(v, &valid)
 }
 
@@ -183,7 +227,7 @@ fn positive(case: &Case, key: &str) -> Result<usize> {
 
 /// The encoder benchmarks' refusal of a model that is not BERT-family.
 fn bert_only(case: &Case, cfg: &ModelConfig) -> Result<()> {
-    if cfg.arch != crate::models::Arch::Bert {
+    if cfg.arch != crate::model::config::Arch::Bert {
         bail!(
             "case {}: the encoder benchmarks run BERT-family models; `{}` is {}",
             case.id,
@@ -256,45 +300,18 @@ fn apply_layers(cfg: &mut ModelConfig, case: &Case) -> Result<()> {
     }
 }
 
-/// Refuses (as skipped) a case whose planned memory exceeds what this
-/// machine has available. `TFBENCH_MEM_AVAILABLE_GIB` overrides the amount
-/// read from /proc/meminfo (tests use it to play a smaller machine).
-fn check_memory(
-    cfg: &ModelConfig,
-    dtype: linear::DType,
-    size: model::WorkspaceSize,
-    kv: usize,
-) -> Result<weights::MemoryPlan> {
-    if let Some(a) = available_bytes()
-        && let Some(why) = weights::refusal(cfg, dtype, size, kv, a)
-    {
-        return Err(crate::suites::skip(why));
-    }
-    Ok(weights::plan(cfg, dtype, size, kv))
-}
-
-/// Bytes of memory available to a case: `TFBENCH_MEM_AVAILABLE_GIB` (tests
-/// use it to play a smaller machine), else MemAvailable.
-pub(crate) fn available_bytes() -> Option<f64> {
-    std::env::var("TFBENCH_MEM_AVAILABLE_GIB")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .map(|g| g * (1u64 << 30) as f64)
-        .or_else(|| crate::util::mem_available().map(|b| b as f64))
-}
-
 /// For a reduced-precision case with random weights, its accuracy against
 /// the f32 model of the same seed: metrics and a note (or only a note when
 /// the f32 copy would not fit).
 fn accuracy_vs_f32(
-    model: &model::Model,
+    model: &transformer::Model,
     case_seed: u64,
     plan: &weights::MemoryPlan,
 ) -> Result<(Vec<crate::workload::Metric>, Option<String>)> {
     if model.dtype == linear::DType::F32 {
         return Ok((Vec::new(), None));
     }
-    Ok(match accuracy::against_f32(model, case_seed, plan.resident(), available_bytes())? {
+    Ok(match accuracy::against_f32(model, case_seed, plan.resident(), crate::model::available_bytes())? {
         Ok((a, what)) => (a.metrics(), Some(a.note(&what))),
         Err(why) => (Vec::new(), Some(why)),
     })
@@ -336,7 +353,7 @@ fn check_plan(plan: &weights::MemoryPlan, peak: Option<usize>) -> Result<String>
 
 /// The metrics every case reports about its model and memory.
 fn memory_metrics(
-    model: &model::Model,
+    model: &transformer::Model,
     plan: &weights::MemoryPlan,
     peak: Option<usize>,
     full_layers: usize,
@@ -360,34 +377,6 @@ fn memory_metrics(
         m.push(Metric::new("alloc_peak_bytes", p as f64, "B"));
     }
     m
-}
-
-/// Nearest-rank percentile of unsorted values (`q` in 0..=100).
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((q / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}
-
-/// Seeded random token ids in `[1, vocab)`, so prompts are never one token.
-fn random_ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
-    crate::util::uniform(n, 1.0, vocab as f32, seed)
-        .iter()
-        .map(|&x| (x as usize).clamp(1, vocab - 1) as u32)
-        .collect()
-}
-
-/// Index of the largest value.
-fn argmax(x: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &v) in x.iter().enumerate() {
-        if v > x[best] {
-            best = i;
-        }
-    }
-    best
 }
 
 #[cfg(test)]

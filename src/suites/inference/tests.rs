@@ -1,6 +1,8 @@
-use super::linear::DType;
-use super::model::{KvCache, Workspace, WorkspaceSize};
 use super::*;
+use crate::model::linear::DType;
+use crate::model::random_ids;
+use crate::model::steps::percentile;
+use crate::model::transformer::{KvCache, Workspace, WorkspaceSize};
 use crate::plan::{ParamValue, SuiteSpec, expand, test_case};
 
 fn spec() -> SuiteSpec {
@@ -128,7 +130,7 @@ fn deep_caches_fill_in_chunks_and_depth_zero_starts_from_a_seeded_token() {
 #[test]
 fn kv_cache_decode_matches_full_recompute_step_by_step() {
     for name in ["llama-tiny", "gpt2-tiny"] {
-        let cfg = crate::models::ModelConfig::preset(name).unwrap();
+        let cfg = crate::model::config::ModelConfig::preset(name).unwrap();
         let model = weights::random_model(&cfg, DType::F32, 3).unwrap();
         let (b, p, steps) = (2, 4, 4);
         let ids = random_ids(b * (p + steps), cfg.vocab, 8);
@@ -159,7 +161,7 @@ fn kv_cache_decode_matches_full_recompute_step_by_step() {
 #[test]
 fn causal_mask_makes_position_i_independent_of_later_tokens_in_the_model() {
     for name in ["llama-tiny", "gpt2-tiny"] {
-        let cfg = crate::models::ModelConfig::preset(name).unwrap();
+        let cfg = crate::model::config::ModelConfig::preset(name).unwrap();
         let model = weights::random_model(&cfg, DType::F32, 4).unwrap();
         let n = 8;
         let a = random_ids(n, cfg.vocab, 1);
@@ -262,7 +264,7 @@ fn profile() {
     };
     let threads = crate::backend::cpu::current_threads();
     for (name, rows) in [("bert-base", 128usize), ("gpt2", 32), ("gpt2", 1)] {
-        let cfg = crate::models::ModelConfig::preset(name).unwrap();
+        let cfg = crate::model::config::ModelConfig::preset(name).unwrap();
         let model = weights::random_model(&cfg, DType::F32, 1).unwrap();
         let ids = random_ids(rows, cfg.vocab, 2);
         let total = if name == "bert-base" {
@@ -287,7 +289,8 @@ fn profile() {
         let mut y = vec![0.0; rows * cfg.vocab.max(cfg.ffn)];
         for b in &model.blocks {
             for l in [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down] {
-                let mut scratch = super::linear::LinearScratch::new(threads, rows, l.inp, l.out, false);
+                let mut scratch =
+                    crate::model::linear::LinearScratch::new(threads, rows, l.inp, l.out, false);
                 gemm += best(
                     &mut || {
                         l.forward(threads, &x[..rows * l.inp], rows, &mut y[..rows * l.out], &mut scratch)
@@ -300,7 +303,7 @@ fn profile() {
             0.0
         } else {
             let l = &model.tokens;
-            let mut scratch = super::linear::LinearScratch::new(threads, 1, l.inp, l.out, false);
+            let mut scratch = crate::model::linear::LinearScratch::new(threads, 1, l.inp, l.out, false);
             best(&mut || l.forward(threads, &x[..l.inp], 1, &mut y[..l.out], &mut scratch), 3)
         };
         println!(
@@ -308,4 +311,37 @@ fn profile() {
             total - gemm - head
         );
     }
+}
+
+/// Without a usable GPU every GPU inference case is skipped with the
+/// driver's reason (and nothing panics); with one, `cuda:7` is named.
+#[test]
+fn gpu_cases_skip_with_the_reason_when_there_is_no_gpu() {
+    use crate::backend::{Device, DeviceKind};
+    let suite = InferenceSuite;
+    let spec = suite.spec().unwrap();
+    let mut n = 0;
+    for b in &spec.benchmarks {
+        if !suite.devices(&b.name).contains(&DeviceKind::Cuda) {
+            assert!(["embed", "gguf"].contains(&b.name.as_str()), "{}", b.name);
+            continue;
+        }
+        for case in crate::plan::expand("inference", b).into_iter().take(3) {
+            let case = case.on(Device::Cuda(7));
+            let err = match crate::suites::prepare_standalone(&suite, &case) {
+                Ok(_) => panic!("{}: prepared on cuda:7", case.id),
+                Err(e) => e,
+            };
+            let why = &err
+                .downcast_ref::<crate::workload::SkipCase>()
+                .unwrap_or_else(|| panic!("{}: not a skip: {err:#}", case.id))
+                .0;
+            assert!(why.starts_with("cuda:7"), "{why}");
+            if crate::backend::cuda::driver().is_err() {
+                assert!(why.contains("libcuda") || why.contains("cuInit"), "{why}");
+            }
+            n += 1;
+        }
+    }
+    assert!(n >= 10, "{n} GPU cases checked");
 }

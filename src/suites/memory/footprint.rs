@@ -7,7 +7,7 @@
 //! computed only, and the verification says so.
 
 use crate::alloc as counting;
-use crate::models::{Arch, ModelConfig};
+use crate::model::config::{Arch, ModelConfig};
 use crate::plan::Case;
 use crate::suites::common::choice;
 use crate::suites::{Throughput, Verification, Workload};
@@ -250,7 +250,7 @@ mod tests {
 
     #[test]
     fn closed_forms_match_the_catalogue_and_published_counts() {
-        for name in crate::models::PRESETS {
+        for name in crate::model::config::PRESETS {
             let m = ModelConfig::preset(name).unwrap();
             assert_eq!(closed_form_params(&m), m.param_count(), "{name}");
         }

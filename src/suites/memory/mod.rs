@@ -89,7 +89,7 @@ impl Suite for MemorySuite {
             (_, "init") => ParamRule::OneOf(alloc_bench::INITS),
             (_, "align") => ParamRule::OneOf(alloc_bench::ALIGNS),
             (_, "pattern") => ParamRule::OneOf(patterns::PATTERNS),
-            (_, "model") => ParamRule::OneOf(crate::models::PRESETS),
+            (_, "model") => ParamRule::OneOf(crate::model::config::PRESETS),
             ("footprint", "dtype") => ParamRule::Check(|v| {
                 crate::suites::params::one_of(v, &footprint::DTYPES.iter().map(|d| d.0).collect::<Vec<_>>())
             }),

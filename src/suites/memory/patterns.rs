@@ -8,7 +8,7 @@
 
 use super::allocators::{self, BlockAlloc, Body, Leak, LeakMonitor};
 use super::pool::{PoolError, TensorPool, external_fragmentation};
-use crate::models::ModelConfig;
+use crate::model::config::ModelConfig;
 use crate::plan::Case;
 use crate::suites::common::{choice, seed};
 use crate::suites::{Throughput, Verification, Workload};

@@ -87,7 +87,7 @@ impl Suite for QuantSuite {
             ("quantize" | "dequantize", "format") => ParamRule::OneOf(codec::FORMATS),
             ("linear", "format") => ParamRule::OneOf(linear::FORMATS),
             ("model", "format") => ParamRule::OneOf(model::FORMATS),
-            ("model", "model") => ParamRule::OneOf(crate::models::PRESETS),
+            ("model", "model") => ParamRule::OneOf(crate::model::config::PRESETS),
             ("calibrate", "method") => ParamRule::OneOf(calibrate::METHODS),
             ("mixed", "op") => ParamRule::OneOf(mixed::OPS),
             ("mixed", "dtype") => ParamRule::OneOf(mixed::DTYPES),

@@ -14,7 +14,7 @@ use crate::backend::cpu::{Context, install};
 use crate::kernels::quant::blocks::{BlockFormat, QK, dequantize_blocks, quantize_blocks};
 use crate::kernels::quant::int8::{self, QParams};
 use crate::kernels::quant::{clamp_to_i32, rne, ternary};
-use crate::models::ModelConfig;
+use crate::model::config::ModelConfig;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload, skip};
 use crate::workload::Metric;

@@ -1,0 +1,69 @@
+//! The model runtime: transformer models as a serving engine would drive
+//! them, written once and used by the inference suite (and the serving
+//! scenarios to come). It knows nothing of suites, plans or cases: a
+//! benchmark describes its cases and asks this module for models, forward
+//! passes and memory plans.
+//!
+//! | file | what it holds |
+//! |---|---|
+//! | `config.rs` | the catalogue of shapes ([`config::ModelConfig`], presets) shared by the suites |
+//! | `transformer.rs` | one transformer configured by shape (BERT, GPT-2, LLaMA), its forward passes and KV-cache decode |
+//! | `ops.rs`, `linear.rs` | attention, norms, activations, RoPE; linear layers over every weight storage |
+//! | `workspace.rs` | the buffers of a forward pass and the KV cache, sized once |
+//! | `generate.rs` | prefill in bounded chunks and greedy decoding on the CPU |
+//! | `loader.rs`, `weights.rs` | a model from named tensors: seeded random or a BERT safetensors file; the memory plan |
+//! | `reference.rs` | the independent f64 forward pass results are checked against |
+//! | `steps.rs` | per-step latencies (time to first token, time per output token) |
+//! | `gguf/` | the strict GGUF reader |
+//! | `tokenizer/` | tokenizers from model files (a GGUF's `tokenizer.ggml.*`, a `tokenizer.json`) |
+//! | `source/` | a model file of the user's: [`open`] a GGUF file or a Hugging Face directory, describe and load it |
+//! | `cuda/` | the forward passes on CUDA GPUs (through [`crate::backend::cuda`]) |
+//!
+//! It depends only on the kernel library, the backends and the workload
+//! vocabulary; nothing below it (kernels, backends, statistics) imports it.
+
+pub mod config;
+pub mod cuda;
+pub mod generate;
+pub mod gguf;
+pub mod linear;
+pub mod loader;
+pub mod ops;
+pub mod reference;
+pub mod source;
+pub mod steps;
+pub mod tokenizer;
+pub mod transformer;
+pub mod weights;
+pub mod workspace;
+
+pub use source::open;
+
+/// Bytes of memory available to a model: `TFBENCH_MEM_AVAILABLE_GIB` (tests
+/// use it to play a smaller machine), else MemAvailable.
+pub fn available_bytes() -> Option<f64> {
+    std::env::var("TFBENCH_MEM_AVAILABLE_GIB")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .map(|g| g * (1u64 << 30) as f64)
+        .or_else(|| crate::util::mem_available().map(|b| b as f64))
+}
+
+/// Seeded random token ids in `[1, vocab)`, so prompts are never one token.
+pub fn random_ids(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    crate::util::uniform(n, 1.0, vocab as f32, seed)
+        .iter()
+        .map(|&x| (x as usize).clamp(1, vocab - 1) as u32)
+        .collect()
+}
+
+/// Index of the largest value (the first on ties): greedy sampling.
+pub fn argmax(x: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best
+}
