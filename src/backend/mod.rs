@@ -27,6 +27,7 @@
 pub mod cpu;
 pub mod cuda;
 mod device;
+pub mod ops;
 
 pub use device::{CHOICES, CPU_ONLY, Device, DeviceKind, parse_list};
 
@@ -52,6 +53,12 @@ pub trait Backend: Sync {
     /// machine's own (`crate::probe`), run by `sysinfo` itself.
     fn probe(&self) -> anyhow::Result<()> {
         Ok(())
+    }
+    /// The tensor work this backend realises from a suite's description
+    /// ([`ops`]); `None` for a backend that offers none (the CPU runs the
+    /// suites' own workloads).
+    fn tensor_ops(&self) -> Option<&dyn ops::TensorOps> {
+        None
     }
 }
 

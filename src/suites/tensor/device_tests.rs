@@ -1,9 +1,10 @@
-//! The GPU cases on whatever this machine has: without a usable GPU every
-//! one is skipped with the driver's reason (never failed, never a panic);
+//! The suite's GPU cases on whatever this machine has, through the CUDA
+//! backend's tensor ops (`crate::backend::ops`): without a usable GPU every
+//! one is skipped with the backend's reason (never failed, never a panic);
 //! with one, every benchmark and op runs on small sizes and verifies.
 
-use super::super::TensorSuite;
 use super::GPU_ONLY;
+use super::TensorSuite;
 use crate::backend::{Device, DeviceKind};
 use crate::plan::{Case, ParamValue, SuiteSpec, expand};
 use crate::suites::{SkipCase, Suite};
@@ -40,7 +41,7 @@ fn gpu_cases_skip_with_the_drivers_reason_or_verify() {
     let cases = gpu_cases(0);
     assert!(cases.len() > 60, "only {} GPU cases", cases.len());
     assert!(cases.iter().all(|c| c.id.ends_with("device=cuda:0")), "{}", cases[0].id);
-    match crate::backend::cuda::availability(0) {
+    match crate::backend::of(DeviceKind::Cuda).availability(Device::Cuda(0)) {
         Err(why) => {
             eprintln!("no GPU here, every case must skip: {why}");
             for case in &cases {
