@@ -133,3 +133,35 @@ fn top_level_modules_form_no_cycle() {
         }
     }
 }
+
+/// Device code lives in the backend layer (issue 46): no file under
+/// `src/suites/` names `cudarc` or `crate::backend::cuda` (comments
+/// included); a suite describes its work and asks the case's backend
+/// (`crate::backend::ops`). The inference suite is exempt until its CUDA
+/// forward passes move to the model runtime; it joins the rule then (take
+/// it out of `PENDING`).
+#[test]
+fn suites_name_no_device_api() {
+    const PENDING: &[&str] = &["inference"];
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("suites"), &mut files);
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for f in files {
+        let rel = f.strip_prefix(&src).expect("under src").to_string_lossy().replace('\\', "/");
+        let suite = rel.trim_start_matches("suites/").split('/').next().unwrap_or("");
+        if PENDING.contains(&suite) {
+            continue;
+        }
+        checked += 1;
+        let text = fs::read_to_string(&f).expect("read");
+        for (i, line) in text.lines().enumerate() {
+            if line.contains("cudarc") || line.contains("backend::cuda") {
+                bad.push(format!("src/{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} suite files read");
+    assert!(bad.is_empty(), "suites naming a device's API (move it under src/backend/):\n{}", bad.join("\n"));
+}
