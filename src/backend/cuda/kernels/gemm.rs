@@ -15,9 +15,10 @@ use cudarc::driver::sys::CUdeviceptr;
 use std::ffi::c_void;
 
 /// The GEMMs' element types (backend-neutral: how each is stored and how
-/// accurate it is) are [`crate::backend::ops::GemmDtype`]; named here too,
-/// beside the cuBLAS call that takes them.
-pub use crate::backend::ops::{DTYPES, GemmDtype};
+/// accurate it is) are [`crate::backend::ops::GemmDtype`]. Also named here
+/// only for the inference suite's CUDA code, which imports it from this
+/// path: drop this line when that code moves to the model runtime.
+pub use crate::backend::ops::GemmDtype;
 
 /// cuBLAS's element type of `d`.
 fn cuda_type(d: GemmDtype) -> bsys::cudaDataType {

@@ -5,10 +5,10 @@
 
 use super::{download, upload, workload, zeros};
 use crate::backend::cuda::Gpu;
-use crate::backend::cuda::kernels::gemm::{self as cugemm, Batch, ColMajorGemm, GemmDtype};
+use crate::backend::cuda::kernels::gemm::{self as cugemm, Batch, ColMajorGemm};
 use crate::backend::cuda::probe::Limit;
 use crate::backend::cuda::workload::GpuOp;
-use crate::backend::ops::{Output, TensorOp, TensorWork};
+use crate::backend::ops::{GemmDtype, Output, TensorOp, TensorWork};
 use crate::workload::{Throughput, ThroughputKind, Verification, Workload};
 use anyhow::{Result, bail};
 use cudarc::cublas::CudaBlas;
