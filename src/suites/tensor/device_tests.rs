@@ -5,6 +5,7 @@
 
 use super::GPU_ONLY;
 use super::TensorSuite;
+use crate::backend::ops::{Fill, Output, ReduceOp, TensorOp, TensorWork};
 use crate::backend::{Device, DeviceKind};
 use crate::plan::{Case, ParamValue, SuiteSpec, expand};
 use crate::suites::{SkipCase, Suite};
@@ -98,4 +99,136 @@ fn a_missing_gpu_is_named_and_gpu_only_benchmarks_refuse_the_cpu() {
         let err = crate::suites::prepare_standalone(&TensorSuite, &cpu).err().unwrap().to_string();
         assert!(err.contains("runs on CUDA GPUs only"), "{b}: {err}");
     }
+}
+
+/// What a correct device brings back for `work`, computed on the host by
+/// the CPU suite's own kernels (a GEMM by f64 dot products rounded as its
+/// dtype stores C), so every description's check is exercised without a
+/// GPU.
+enum HostOutput {
+    Values(Vec<f32>),
+    Sum(f64, f64),
+    Max(f32, Option<u64>),
+    Bytes(Vec<u8>),
+}
+
+impl HostOutput {
+    fn as_output(&self) -> Output<'_> {
+        match self {
+            Self::Values(v) => Output::Values(v),
+            &Self::Sum(value, levels) => Output::Sum { value, levels },
+            &Self::Max(value, index) => Output::Max { value, index },
+            Self::Bytes(b) => Output::Bytes(b),
+        }
+    }
+
+    /// The same output with one value wrong (by far more than any
+    /// tolerance), which every check must refuse.
+    fn corrupted(&self) -> Self {
+        match self {
+            Self::Values(v) => {
+                let mut v = v.clone();
+                let i = v.len() / 2;
+                v[i] = if v[i] == 0.0 { 1.0 } else { -3.0 * v[i] + 1.0 };
+                Self::Values(v)
+            }
+            &Self::Sum(s, levels) => Self::Sum(s + 1.0 + s.abs() * 1e-3, levels),
+            &Self::Max(v, None) => Self::Max(v - 1.0, None),
+            &Self::Max(v, Some(i)) => Self::Max(v, Some(i + 1)),
+            Self::Bytes(b) => {
+                let mut b = b.clone();
+                let i = b.len() - 1;
+                b[i] ^= 0x10;
+                Self::Bytes(b)
+            }
+        }
+    }
+}
+
+fn host_output(work: &TensorWork) -> HostOutput {
+    use super::{elementwise, reduction, unary};
+    let v = &work.inputs.values;
+    let values = |f: &dyn Fn(&mut [f32]), n: usize| {
+        let mut out = vec![f32::NAN; n];
+        f(&mut out);
+        HostOutput::Values(out)
+    };
+    match work.op {
+        TensorOp::Fill { value: Fill::Zeros, len } => HostOutput::Values(vec![0.0; len]),
+        TensorOp::Fill { value: Fill::Ones, len } => HostOutput::Values(vec![1.0; len]),
+        TensorOp::Fill { value: Fill::Randn { seed }, len } => {
+            HostOutput::Values(crate::util::randn(len, seed))
+        }
+        TensorOp::Binary(op) => values(&|o| elementwise::binary(op, o, &v[0], &v[1]), v[0].len()),
+        TensorOp::BroadcastAdd { .. } => values(&|o| elementwise::broadcast_add(o, &v[0], &v[1]), v[0].len()),
+        TensorOp::Unary(op) => values(&|o| unary::unary(op, o, &v[0]), v[0].len()),
+        TensorOp::Reduce { op, cols, .. } => {
+            let x = &v[0];
+            // The CPU sum's addition levels, from its own error bound.
+            let levels = reduction::sum_error_bound(x.len(), 1.0) / (f32::EPSILON as f64 / 2.0);
+            match op {
+                ReduceOp::Sum => HostOutput::Sum(reduction::sum(x) as f64, levels),
+                ReduceOp::Mean => HostOutput::Sum((reduction::sum(x) / x.len() as f32) as f64, levels),
+                ReduceOp::Max => HostOutput::Max(reduction::max(x), None),
+                ReduceOp::Argmax => {
+                    let i = reduction::argmax(x);
+                    HostOutput::Max(x[i], Some(i as u64))
+                }
+                ReduceOp::Softmax => values(&|o| reduction::softmax(o, x, cols), x.len()),
+                ReduceOp::LayerNorm => values(&|o| reduction::layernorm(o, x, &v[1], &v[2], cols), x.len()),
+            }
+        }
+        TensorOp::Gemm { dtype, batch, m, k, n, .. } => {
+            let mut c = Vec::with_capacity(batch * m * n);
+            for t in 0..batch {
+                let (a, b) = (&v[0][t * m * k..(t + 1) * m * k], &v[1][t * k * n..(t + 1) * k * n]);
+                for i in 0..m {
+                    for j in 0..n {
+                        c.push(dtype.store(super::reference::dot_entry(a, b, k, n, i, j).0 as f32));
+                    }
+                }
+            }
+            HostOutput::Values(c)
+        }
+        TensorOp::Transfer { .. } => HostOutput::Bytes(work.inputs.bytes.clone()),
+        TensorOp::Launch { value, .. } => HostOutput::Values(vec![value]),
+    }
+}
+
+/// Every GPU case's description (its inputs, work counts and check) on the
+/// host: the check passes the right answer, refuses a wrong one and an
+/// output of the wrong kind, and the declared work is the CPU case's where
+/// the benchmark has one. Runs with or without a GPU.
+#[test]
+fn every_gpu_description_accepts_the_right_answer_and_refuses_a_wrong_one() {
+    let mut checked = 0;
+    for case in gpu_cases(0) {
+        let work = super::describe(&case).unwrap_or_else(|e| panic!("{}: {e:#}", case.id));
+        assert_eq!(work.id, case.id);
+        assert!(!work.throughput.is_empty(), "{}", case.id);
+        let right = host_output(&work);
+        let v = work.verify(right.as_output());
+        assert!(v.passed, "{}: {} {}", case.id, v.reference, v.detail);
+        let wrong = match (&right, work.op) {
+            // randn's check is statistical (its value-by-value check is the
+            // backend's twin): shifted values must fail it.
+            (HostOutput::Values(v), TensorOp::Fill { value: Fill::Randn { .. }, .. }) => {
+                HostOutput::Values(v.iter().map(|x| x + 0.5).collect())
+            }
+            _ => right.corrupted(),
+        };
+        let v = work.verify(wrong.as_output());
+        assert!(!v.passed, "{}: a wrong answer passed: {} {}", case.id, v.reference, v.detail);
+        let other = match right {
+            HostOutput::Bytes(_) => HostOutput::Values(vec![0.0]),
+            _ => HostOutput::Bytes(vec![0]),
+        };
+        assert!(!work.verify(other.as_output()).passed, "{}: an output of another kind passed", case.id);
+        if !GPU_ONLY.contains(&case.benchmark.as_str()) {
+            let cpu = crate::suites::prepare_standalone(&TensorSuite, &case.clone().on(Device::Cpu)).unwrap();
+            assert_eq!(cpu.throughput(), work.throughput, "{}: the CPU case counts other work", case.id);
+        }
+        checked += 1;
+    }
+    assert!(checked > 60, "only {checked} descriptions");
 }
