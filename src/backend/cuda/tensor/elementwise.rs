@@ -92,7 +92,9 @@ fn operand(work: &TensorWork, count: usize) -> Result<usize> {
     let v = &work.inputs.values;
     let ok = v.len() == count
         && match work.op {
-            TensorOp::BroadcastAdd { cols } => cols > 0 && v[1].len() == cols && v[0].len() % cols == 0,
+            TensorOp::BroadcastAdd { cols } => {
+                cols > 0 && v[1].len() == cols && v[0].len().is_multiple_of(cols)
+            }
             _ => v.iter().all(|x| x.len() == v[0].len()),
         };
     if !ok {
