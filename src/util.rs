@@ -84,6 +84,20 @@ pub fn uniform(n: usize, lo: f32, hi: f32, seed: u64) -> Vec<f32> {
     }
 }
 
+/// `count` distinct-ish indices in `0..n` from `seed` (always including the
+/// first and last index so edges are exercised): which values a check
+/// samples, shared by the suites' references and a backend's own checks.
+pub fn sample_indices(n: usize, count: usize, seed: u64) -> Vec<usize> {
+    use rand::RngExt;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut v: Vec<usize> = (0..count.saturating_sub(2)).map(|_| rng.random_range(0..n)).collect();
+    v.push(0);
+    v.push(n - 1);
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// Writes `bytes` to `path` atomically: a temporary file in the same folder,
 /// flushed to disk, then renamed over the target. A crash leaves either the
 /// old file or the new one, never half of one.

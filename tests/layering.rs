@@ -71,7 +71,28 @@ fn no_suite_imports_another_suite() {
 
 /// The top-level module of a file: `suites/tensor/mod.rs` -> `suites`.
 fn module_of(file: &str) -> String {
-    file.split('/').next().unwrap_or(file).trim_end_matches(".rs").to_string()
+    let mut parts = file.split('/');
+    let top = parts.next().unwrap_or(file).trim_end_matches(".rs");
+    match (top, parts.next()) {
+        // The backend layer's devices are layers of their own: the CPU's
+        // execution context sits below everything that splits work over
+        // threads, a device backend above the utilities it uses.
+        ("backend", Some(dir)) if BACKEND_LAYERS.contains(&dir) => format!("backend::{dir}"),
+        _ => top.to_string(),
+    }
+}
+
+/// Sub-folders of `src/backend/` that are layers of their own in the
+/// cycle check.
+const BACKEND_LAYERS: &[&str] = &["cpu", "cuda", "wasm"];
+
+/// The layer a crate path (`backend::cpu`, `util`) names, as [`module_of`].
+fn layer_of(path: &str) -> String {
+    let mut parts = path.split("::");
+    match (parts.next().unwrap_or(""), parts.next()) {
+        ("backend", Some(dir)) if BACKEND_LAYERS.contains(&dir) => format!("backend::{dir}"),
+        (top, _) => top.to_string(),
+    }
 }
 
 #[test]
@@ -85,7 +106,7 @@ fn top_level_modules_form_no_cycle() {
             continue;
         }
         for p in paths.iter().filter(|p| !p.starts_with("test:")) {
-            let to = p.split("::").next().unwrap_or("").to_string();
+            let to = layer_of(p);
             if to != from && !to.is_empty() {
                 edges.entry(from.clone()).or_default().insert(to);
             }
@@ -155,4 +176,30 @@ fn the_model_runtime_uses_only_the_layers_below_it() {
         }
     }
     assert!(bad.is_empty(), "model runtime layering:\n{}", bad.join("\n"));
+}
+
+/// Device code lives in the backend layer (issue 46): no file under
+/// `src/suites/` names `cudarc` or `crate::backend::cuda` (comments
+/// included); a suite describes its work and asks the case's backend
+/// (`crate::backend::ops`), or the model runtime, whose per-backend
+/// forward passes live in `src/model/`.
+#[test]
+fn suites_name_no_device_api() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src.join("suites"), &mut files);
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for f in files {
+        let rel = f.strip_prefix(&src).expect("under src").to_string_lossy().replace('\\', "/");
+        checked += 1;
+        let text = fs::read_to_string(&f).expect("read");
+        for (i, line) in text.lines().enumerate() {
+            if line.contains("cudarc") || line.contains("backend::cuda") {
+                bad.push(format!("src/{rel}:{}: {}", i + 1, line.trim()));
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} suite files read");
+    assert!(bad.is_empty(), "suites naming a device's API (move it under src/backend/):\n{}", bad.join("\n"));
 }

@@ -7,11 +7,13 @@
 //! | folder | backend | what it provides |
 //! |---|---|---|
 //! | `cpu/` | [`cpu::CpuBackend`] | the execution context that owns the CPU's threads ([`cpu::Context`]); the CPU's roof is the probe (`crate::probe`) |
-//! | `cuda/` | [`cuda::CudaBackend`] | driver, contexts, NVRTC, cuBLAS, kernels, the GPU workload harness, its probe |
+//! | `cuda/` | [`cuda::CudaBackend`] | driver, contexts, NVRTC, cuBLAS, kernels, the GPU workload harness, its probe; `cuda/tensor/`: the tensor work of [`ops`] on a GPU |
+//! | `ops.rs` | (every backend) | the words for tensor work: [`ops::TensorWork`] (op, host inputs, work counts, the suite's check) and [`ops::TensorOps`], what a backend implements to run it |
 //!
 //! Suites describe a benchmark once (parameters, inputs, work counts,
 //! reference) and never name a device's API: device-specific work (an NVRTC
-//! kernel, a cuBLAS GEMM) lives with its backend.
+//! kernel, a cuBLAS GEMM) lives with its backend. The tensor suite hands a
+//! case off the CPU to [`ops::realise`], which asks the case's backend.
 //!
 //! ## Adding a device
 //! 1. a variant of [`Device`] and [`DeviceKind`] (`device.rs`), with its
@@ -22,11 +24,15 @@
 //! 3. its workloads implement [`crate::workload::Workload`], waiting for the
 //!    device in `sync` and giving their roof in `roof`;
 //! 4. the benchmarks that run on it list the kind in
-//!    [`crate::suites::Suite::devices`].
+//!    [`crate::suites::Suite::devices`];
+//! 5. to run the tensor suite's work, implement [`ops::TensorOps`] for the
+//!    backend type and return it from [`Backend::tensor_ops`] (an op it
+//!    lacks is a skip, [`ops::lacks`]).
 
 pub mod cpu;
 pub mod cuda;
 mod device;
+pub mod ops;
 
 pub use device::{CHOICES, CPU_ONLY, Device, DeviceKind, parse_list};
 
@@ -52,6 +58,12 @@ pub trait Backend: Sync {
     /// machine's own (`crate::probe`), run by `sysinfo` itself.
     fn probe(&self) -> anyhow::Result<()> {
         Ok(())
+    }
+    /// The tensor work this backend realises from a suite's description
+    /// ([`ops`]); `None` for a backend that offers none (the CPU runs the
+    /// suites' own workloads).
+    fn tensor_ops(&self) -> Option<&dyn ops::TensorOps> {
+        None
     }
 }
 

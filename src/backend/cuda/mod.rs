@@ -9,7 +9,10 @@
 //! - [`info`]: what `sysinfo` lists of each GPU; [`probe`]: its measured
 //!   limits, cached per GPU;
 //! - [`workload`]: the harness side of a GPU case (stream sync before every
-//!   clock read, CUDA-event time, setup cost, device bytes).
+//!   clock read, CUDA-event time, setup cost, device bytes);
+//! - `tensor/`: the tensor work of [`crate::backend::ops`] realised on a
+//!   GPU ([`CudaBackend`]'s [`crate::backend::ops::TensorOps`]): the tensor
+//!   suite's GPU cases, on its inputs and checks.
 //!
 //! cudarc is built with `dynamic-loading`: nothing CUDA is needed to build,
 //! and the libraries are opened on first use. Its loaders *panic* when a
@@ -22,6 +25,7 @@
 pub mod info;
 pub mod kernels;
 pub mod probe;
+mod tensor;
 pub mod workload;
 
 use cudarc::driver::{CudaContext, CudaEvent, CudaModule, CudaStream, DriverError, sys};
@@ -272,6 +276,10 @@ impl super::Backend for CudaBackend {
             "cuda_limits": limits.into_iter().map(|(_, l)| l).collect::<Vec<_>>(),
         });
         Some((lines, json))
+    }
+
+    fn tensor_ops(&self) -> Option<&dyn super::ops::TensorOps> {
+        Some(self)
     }
 
     fn probe(&self) -> anyhow::Result<()> {

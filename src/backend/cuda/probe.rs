@@ -7,7 +7,8 @@
 //! (`super::workload::GpuWorkload`). NOT YET RUN ON A GPU (docs/cuda.md).
 
 use super::Gpu;
-use crate::backend::cuda::kernels::gemm::{self as cugemm, GemmDtype};
+use crate::backend::cuda::kernels::gemm as cugemm;
+use crate::backend::ops::GemmDtype;
 use anyhow::{Context, Result};
 use cudarc::driver::{DevicePtr, DevicePtrMut};
 use serde::{Deserialize, Serialize};

@@ -12,7 +12,7 @@
 
 use super::Gpu;
 use super::probe::{GpuLimits, Limit};
-use crate::backend::cuda::kernels::gemm::GemmDtype;
+use crate::backend::ops::GemmDtype;
 use crate::workload::{Metric, Roof, Throughput, ThroughputKind, Verification, Workload};
 use anyhow::Result;
 use cudarc::driver::CudaEvent;

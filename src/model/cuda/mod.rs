@@ -33,8 +33,8 @@
 //! with the figures ([`DevicePlan`]). int8 and q4_0 weights have no GPU
 //! kernels here: those cases are skipped with that reason.
 
-use crate::backend::cuda::kernels::gemm::GemmDtype;
 use crate::backend::cuda::workload::GpuWorkload;
+use crate::backend::ops::GemmDtype;
 use crate::model::config::{Arch, ModelConfig};
 use crate::model::linear::DType;
 use crate::workload::{Workload, skip};

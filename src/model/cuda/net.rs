@@ -10,8 +10,9 @@
 //! device memory, never a launch argument.
 
 use crate::backend::cuda::Gpu;
-use crate::backend::cuda::kernels::gemm::{self as cugemm, GemmDtype};
+use crate::backend::cuda::kernels::gemm as cugemm;
 use crate::backend::cuda::kernels::transformer::{self as tk, ATTN_BLOCK, ELEM_BLOCK, ROW_BLOCK};
+use crate::backend::ops::GemmDtype;
 use crate::model::config::{Arch, ModelConfig};
 use crate::model::transformer::{Model, Norm};
 use anyhow::{Context, Result, bail};

@@ -337,7 +337,7 @@ fn gpu_cases_skip_with_the_reason_when_there_is_no_gpu() {
                 .unwrap_or_else(|| panic!("{}: not a skip: {err:#}", case.id))
                 .0;
             assert!(why.starts_with("cuda:7"), "{why}");
-            if crate::backend::cuda::driver().is_err() {
+            if crate::backend::Device::Cuda(0).availability().is_err() {
                 assert!(why.contains("libcuda") || why.contains("cuInit"), "{why}");
             }
             n += 1;

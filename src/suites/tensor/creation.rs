@@ -4,7 +4,8 @@
 //! the fill (a freshly `calloc`ed buffer would make `zeros` look free and move
 //! the cost to first touch).
 
-use super::{CHUNK, PAR_MIN, choice, elements, reference};
+use super::{CHUNK, PAR_MIN, choice, elements, on_values, reference};
+use crate::backend::ops::{Check, Fill, Inputs, Output, TensorOp, TensorWork};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use anyhow::Result;
@@ -38,6 +39,46 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let n = elements(case)?;
     // NaN sentinel: written explicitly (pages faulted in) and caught by verify if left.
     Ok(Box::new(Creation { op, out: vec![f32::NAN; n], seed: super::seed(case), counter: 0 }))
+}
+
+/// Work one iteration does on `n` values: one write each.
+fn throughput(n: usize) -> Vec<Throughput> {
+    let n = n as f64;
+    vec![Throughput::elements(n), Throughput::bytes(4.0 * n)]
+}
+
+/// The case as tensor work for a device backend (`crate::backend::ops`).
+/// zeros and ones are checked value by value; randn draws from the
+/// backend's own generator (not the CPU case's ziggurat), which the backend
+/// checks against that generator's f64 twin before this check of the
+/// N(0, 1) moments, with lag-1 autocorrelation (the device draws every
+/// value from its own counter, not in chunks).
+pub(crate) fn describe(case: &Case) -> Result<TensorWork> {
+    let n = elements(case)?;
+    let (value, check): (Fill, Check) = match choice(case, "op", OPS)? {
+        op @ ("zeros" | "ones") => {
+            let (value, v) = if op == "zeros" { (Fill::Zeros, 0.0) } else { (Fill::Ones, 1.0) };
+            let check = move |_: &Inputs, out: Output<'_>| {
+                on_values(out, |got| {
+                    Verification::compare("every value equal to the fill value", got, &vec![v; n], 0.0, 0.0)
+                })
+            };
+            (value, Box::new(check))
+        }
+        _ => (
+            Fill::Randn { seed: super::seed(case) },
+            Box::new(|_: &Inputs, out: Output<'_>| {
+                on_values(out, |got| reference::check_standard_normal(got, 1))
+            }),
+        ),
+    };
+    Ok(TensorWork {
+        id: case.id.clone(),
+        op: TensorOp::Fill { value, len: n },
+        inputs: Inputs::default(),
+        throughput: throughput(n),
+        check,
+    })
 }
 
 /// Fills `out` with `v`, in parallel chunks for large buffers.
@@ -123,8 +164,7 @@ impl Workload for Creation {
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        let n = self.out.len() as f64;
-        vec![Throughput::elements(n), Throughput::bytes(4.0 * n)]
+        throughput(self.out.len())
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {

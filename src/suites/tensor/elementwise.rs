@@ -1,7 +1,8 @@
 //! Binary elementwise kernels: `out = a op b` into a preallocated buffer, and a
 //! row-vector broadcast add.
 
-use super::{CHUNK, PAR_MIN, choice, shape2};
+use super::{CHUNK, PAR_MIN, choice, on_values, shape2};
+use crate::backend::ops::{BinOp, Check, Inputs, Output, TensorOp, TensorWork};
 use crate::kernels::simd_dispatch;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
@@ -10,26 +11,6 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 pub(super) const OPS: &[&str] = &["add", "sub", "mul", "div", "broadcast_add"];
-
-/// A binary elementwise operation.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum BinOp {
-    Add,
-    Sub,
-    Mul,
-    Div,
-}
-
-impl BinOp {
-    pub(crate) fn f64(self, a: f64, b: f64) -> f64 {
-        match self {
-            Self::Add => a + b,
-            Self::Sub => a - b,
-            Self::Mul => a * b,
-            Self::Div => a / b,
-        }
-    }
-}
 
 simd_dispatch! {
     /// `out[i] = a[i] op b[i]` over equal-length slices (serial).
@@ -125,6 +106,65 @@ pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     Ok(Box::new(Binary { op, rows, cols, a, b, out: vec![f32::NAN; n] }))
 }
 
+/// Work one iteration does: the reads of a and b (b is one row when
+/// broadcast) plus the write of out.
+fn throughput(op: Option<BinOp>, rows: usize, cols: usize) -> Vec<Throughput> {
+    let n = (rows * cols) as f64;
+    let bytes = match op {
+        Some(_) => 12.0 * n,
+        None => 8.0 * n + 4.0 * cols as f64,
+    };
+    vec![Throughput::flops(n), Throughput::bytes(bytes), Throughput::elements(n)]
+}
+
+/// The case as tensor work for a device backend (`crate::backend::ops`):
+/// the CPU case's operands and work counts, checked exactly against f64.
+pub(crate) fn describe(case: &Case) -> Result<TensorWork> {
+    let op = op_of(case)?;
+    let (rows, cols) = shape2(case)?;
+    let (a, b) = inputs(op, rows, cols, super::seed(case));
+    let (device_op, check): (TensorOp, Check) = match op {
+        Some(op) => (
+            TensorOp::Binary(op),
+            Box::new(move |inp: &Inputs, out: Output<'_>| {
+                let h = &inp.values;
+                on_values(out, |got| {
+                    let want: Vec<f32> =
+                        h[0].iter().zip(&h[1]).map(|(&x, &y)| op.f64(x as f64, y as f64) as f32).collect();
+                    Verification::compare(
+                        "f64 arithmetic rounded to f32, exact (IEEE + - * / on the GPU)",
+                        got,
+                        &want,
+                        0.0,
+                        0.0,
+                    )
+                })
+            }),
+        ),
+        None => (
+            TensorOp::BroadcastAdd { cols },
+            Box::new(move |inp: &Inputs, out: Output<'_>| {
+                let h = &inp.values;
+                on_values(out, |got| {
+                    let want: Vec<f32> = h[0]
+                        .iter()
+                        .enumerate()
+                        .map(|(i, &x)| (x as f64 + h[1][i % cols] as f64) as f32)
+                        .collect();
+                    Verification::compare("f64 arithmetic rounded to f32, exact", got, &want, 0.0, 0.0)
+                })
+            }),
+        ),
+    };
+    Ok(TensorWork {
+        id: case.id.clone(),
+        op: device_op,
+        inputs: Inputs { values: vec![a, b], bytes: Vec::new() },
+        throughput: throughput(op, rows, cols),
+        check,
+    })
+}
+
 impl Binary {
     fn once(&mut self) {
         match self.op {
@@ -163,13 +203,7 @@ impl Workload for Binary {
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        let n = (self.rows * self.cols) as f64;
-        // Reads of a and b (b is one row when broadcast) plus the write of out.
-        let bytes = match self.op {
-            Some(_) => 12.0 * n,
-            None => 8.0 * n + 4.0 * self.cols as f64,
-        };
-        vec![Throughput::flops(n), Throughput::bytes(bytes), Throughput::elements(n)]
+        throughput(self.op, self.rows, self.cols)
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {

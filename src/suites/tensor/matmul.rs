@@ -344,7 +344,7 @@ pub(crate) fn check_product_with(
         (0..m).flat_map(|i| (0..n).map(move |j| (i, j))).collect()
     } else {
         let mut e: Vec<_> =
-            reference::sample_indices(m * n, samples, seed).into_iter().map(|x| (x / n, x % n)).collect();
+            crate::util::sample_indices(m * n, samples, seed).into_iter().map(|x| (x / n, x % n)).collect();
         e.extend([(0, n - 1), (m - 1, 0)]);
         e
     };

@@ -11,11 +11,15 @@
 //! | `transpose`, `reshape`, `slice`, `concat` | `manipulation.rs` | materialised copies and views |
 //! | `matmul`, `bmm`| `matmul.rs`          | matrixmultiply / gemm / tfbench, 1 or all threads   |
 //! | `half_convert`, `half_add` | `half_precision.rs` | f16 / bf16 via the `half` crate          |
-//! | `gpu_gemm`, `gpu_bmm`, `transfer`, `launch` | `cuda/` | CUDA only (cuBLAS, copies, launches) |
+//! | `gpu_gemm`, `gpu_bmm`, `transfer`, `launch` | `gpu_only.rs` | CUDA only (cuBLAS, copies, launches) |
 //!
 //! creation, binary, unary and reduction also run on `cuda:N`
-//! ([`Suite::devices`]): the same cases with `device=cuda:N`, on tfbench's
-//! NVRTC kernels, checked against the same references (`cuda/`).
+//! ([`Suite::devices`]): the same cases with `device=cuda:N`. For a case
+//! off the CPU, each benchmark's file describes its work once
+//! (`describe`: inputs, work counts, the check against its reference) in
+//! the words of [`crate::backend::ops`], and the case's backend realises it
+//! ([`crate::backend::ops::realise`]; CUDA's is `backend/cuda/tensor/`, on
+//! tfbench's NVRTC kernels and cuBLAS). No device code lives here.
 //!
 //! Every workload verifies its own kernel (the code path `run` times) against
 //! an independent naive reference from `reference.rs`.
@@ -25,14 +29,20 @@
 //! (AVX-512, AVX2+FMA, baseline) and picked at run time by [`simd_dispatch`],
 //! since the crate itself is built for baseline x86-64.
 
-use crate::backend::DeviceKind;
+use crate::backend::ops::{self, Output, TensorWork};
+use crate::backend::{Device, DeviceKind};
 use crate::plan::Case;
-use crate::suites::{Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Workload};
+use crate::suites::{
+    Limit, ParamRule, Suite, TargetMatch, TargetSpec, ThroughputKind, Verification, Workload, skip,
+};
 use anyhow::{Result, bail};
+use gpu_only::GPU_ONLY;
 
 mod creation;
-mod cuda;
+#[cfg(test)]
+mod device_tests;
 mod elementwise;
+mod gpu_only;
 mod half_precision;
 mod manipulation;
 mod matmul;
@@ -66,7 +76,7 @@ pub const BENCHMARKS: &[&str] = &[
 /// Benchmarks that run on the CPU and on CUDA GPUs (same grids and ids,
 /// `device=cuda:N` added on the GPU).
 const CPU_AND_CUDA: &[DeviceKind] = &[DeviceKind::Cpu, DeviceKind::Cuda];
-/// Benchmarks of GPU work only (`cuda::GPU_ONLY`).
+/// Benchmarks of GPU work only ([`GPU_ONLY`]).
 const CUDA_ONLY: &[DeviceKind] = &[DeviceKind::Cuda];
 
 impl Suite for TensorSuite {
@@ -110,13 +120,13 @@ impl Suite for TensorSuite {
             ("reduction", "op") => ParamRule::OneOf(reduction::OPS),
             ("half_convert", "op") => ParamRule::OneOf(half_precision::CONVERSIONS),
             ("half_add", "dtype") => ParamRule::OneOf(half_precision::HALF_DTYPES),
-            ("gpu_gemm" | "gpu_bmm", "dtype") => ParamRule::OneOf(cuda::DTYPES),
+            ("gpu_gemm" | "gpu_bmm", "dtype") => ParamRule::OneOf(ops::DTYPES),
             ("gpu_gemm", "shape") => ParamRule::Shape("MxKxN"),
             ("gpu_bmm", "shape") => ParamRule::Shape("BATCHxMxKxN"),
-            ("transfer", "direction") => ParamRule::OneOf(cuda::DIRECTIONS),
-            ("transfer", "memory") => ParamRule::OneOf(cuda::MEMORY),
+            ("transfer", "direction") => ParamRule::OneOf(ops::DIRECTIONS),
+            ("transfer", "memory") => ParamRule::OneOf(ops::MEMORY),
             ("transfer", "bytes") => ParamRule::POSITIVE,
-            ("launch", "mode") => ParamRule::OneOf(cuda::LAUNCH_MODES),
+            ("launch", "mode") => ParamRule::OneOf(ops::LAUNCH_MODES),
             ("reshape", "layout") => ParamRule::OneOf(manipulation::LAYOUTS),
             ("slice", "region") => ParamRule::OneOf(manipulation::REGIONS),
             ("concat", "axis") => ParamRule::Int { min: 0, max: 1 },
@@ -132,13 +142,13 @@ impl Suite for TensorSuite {
     fn devices(&self, benchmark: &str) -> &'static [DeviceKind] {
         match benchmark {
             "creation" | "binary" | "unary" | "reduction" => CPU_AND_CUDA,
-            b if cuda::GPU_ONLY.contains(&b) => CUDA_ONLY,
+            b if GPU_ONLY.contains(&b) => CUDA_ONLY,
             _ => crate::backend::CPU_ONLY,
         }
     }
     fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
-        if case.device.kind() == DeviceKind::Cuda || cuda::GPU_ONLY.contains(&case.benchmark.as_str()) {
-            return cuda::prepare(case);
+        if case.device != Device::Cpu || GPU_ONLY.contains(&case.benchmark.as_str()) {
+            return prepare_on_device(case);
         }
         match case.benchmark.as_str() {
             "creation" => creation::prepare(case),
@@ -154,6 +164,44 @@ impl Suite for TensorSuite {
             "half_convert" => half_precision::prepare_convert(case),
             "half_add" => half_precision::prepare_add(case),
             other => bail!("tensor suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
+        }
+    }
+}
+
+/// A case off the CPU: described once (its benchmark's `describe`) and
+/// realised by the case's backend; a device that is not there is a skip
+/// with its backend's reason, before any input is drawn.
+fn prepare_on_device(case: &Case) -> Result<Box<dyn Workload>> {
+    if case.device == Device::Cpu {
+        bail!("case {}: `{}` runs on CUDA GPUs only (--device cuda)", case.id, case.benchmark);
+    }
+    crate::backend::of(case.device.kind()).availability(case.device).map_err(skip)?;
+    ops::realise(case.device, describe(case)?)
+}
+
+/// The case's work in the words of [`crate::backend::ops`].
+fn describe(case: &Case) -> Result<TensorWork> {
+    match case.benchmark.as_str() {
+        "creation" => creation::describe(case),
+        "binary" => elementwise::describe(case),
+        "unary" => unary::describe(case),
+        "reduction" => reduction::describe(case),
+        b if GPU_ONLY.contains(&b) => gpu_only::describe(case),
+        other => bail!(
+            "tensor/{other} runs on the CPU only; on {}: creation, binary, unary, reduction, {}",
+            case.device,
+            GPU_ONLY.join(", ")
+        ),
+    }
+}
+
+/// `check(values)` of an output that must be values; any other output
+/// (a backend answering with the wrong kind) fails the check.
+fn on_values(out: Output<'_>, check: impl FnOnce(&[f32]) -> Verification) -> Verification {
+    match out {
+        Output::Values(v) => check(v),
+        other => {
+            Verification::check("the output values", false, format!("the device returned {}", other.kind()))
         }
     }
 }
@@ -261,7 +309,7 @@ mod tests {
     fn default_grid_cases_below_size_limit_prepare_and_verify() {
         let mut checked = 0;
         let mut total = 0;
-        for b in spec().benchmarks.into_iter().filter(|b| !cuda::GPU_ONLY.contains(&b.name.as_str())) {
+        for b in spec().benchmarks.into_iter().filter(|b| !GPU_ONLY.contains(&b.name.as_str())) {
             for case in expand("tensor", &b) {
                 total += 1;
                 if size(&case) > 1 << 21 {
@@ -307,7 +355,7 @@ mod tests {
         let small_mm = vec![ParamValue::Str("7x13x5".into()), ParamValue::Str("65x33x17".into())];
         let small_bmm = vec![ParamValue::Str("3x7x13x5".into())];
         let mut spec = spec();
-        spec.benchmarks.retain(|b| !cuda::GPU_ONLY.contains(&b.name.as_str()));
+        spec.benchmarks.retain(|b| !GPU_ONLY.contains(&b.name.as_str()));
         for b in &mut spec.benchmarks {
             for g in &mut b.grids {
                 for (k, v) in g.iter_mut() {

@@ -3,7 +3,8 @@
 //! [`crate::kernels::softmax`] and [`crate::kernels::norm`]; this file
 //! spreads rows over threads, verifies and times them.
 
-use super::{CHUNK, PAR_MIN, choice, reference, shape2};
+use super::{CHUNK, PAR_MIN, choice, on_values, reference, shape2};
+use crate::backend::ops::{Inputs, Output, ReduceOp as Op, TensorOp, TensorWork};
 use crate::kernels::norm::layer_norm_row;
 use crate::kernels::reduce::{BLOCK, LANES, lanes_max, lanes_sum_simd};
 use crate::kernels::simd_dispatch;
@@ -143,17 +144,6 @@ pub(crate) fn layernorm(out: &mut [f32], x: &[f32], gamma: &[f32], beta: &[f32],
     });
 }
 
-/// A reduction of the `reduction` benchmark (the GPU cases run the same).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum Op {
-    Sum,
-    Mean,
-    Max,
-    Argmax,
-    Softmax,
-    LayerNorm,
-}
-
 #[derive(Clone)]
 struct Reduction {
     op: Op,
@@ -200,6 +190,122 @@ pub(crate) fn inputs(op: Op, rows: usize, cols: usize, seed: u64) -> (Vec<f32>, 
     (x, gamma, beta)
 }
 
+/// Work one iteration of `op` does on `rows x cols` values.
+fn throughput(op: Op, rows: usize, cols: usize) -> Vec<Throughput> {
+    let n = (rows * cols) as f64;
+    let mut t = vec![Throughput::elements(n)];
+    match op {
+        Op::Sum | Op::Mean => t.extend([Throughput::flops(n), Throughput::bytes(4.0 * n)]),
+        Op::Max | Op::Argmax => t.push(Throughput::bytes(4.0 * n)),
+        Op::Softmax => t.push(Throughput::bytes(8.0 * n)),
+        Op::LayerNorm => t.push(Throughput::bytes(8.0 * n + 8.0 * cols as f64)),
+    }
+    t
+}
+
+/// The case as tensor work for a device backend (`crate::backend::ops`):
+/// the CPU case's data and work counts, checked by [`check_device`].
+pub(crate) fn describe(case: &Case) -> Result<TensorWork> {
+    let op = op_of(case)?;
+    let (rows, cols) = shape2(case)?;
+    let seed = super::seed(case);
+    let (x, gamma, beta) = inputs(op, rows, cols, seed);
+    Ok(TensorWork {
+        id: case.id.clone(),
+        op: TensorOp::Reduce { op, rows, cols, eps: LN_EPS },
+        inputs: Inputs { values: vec![x, gamma, beta], bytes: Vec::new() },
+        throughput: throughput(op, rows, cols),
+        check: Box::new(move |inp: &Inputs, out: Output<'_>| check_device(op, (rows, cols), seed, inp, out)),
+    })
+}
+
+/// A device's result of `op` on `inputs` (x, gamma, beta): a sum within
+/// the bound of the device's own addition tree (its `levels`), the first
+/// maximum exactly, softmax and layernorm rows against f64 with the CPU
+/// case's tolerances (every row up to 1M values, else 64 sampled rows;
+/// softmax rows must also sum to 1).
+fn check_device(
+    op: Op,
+    (rows, c): (usize, usize),
+    seed: u64,
+    inputs: &Inputs,
+    out: Output<'_>,
+) -> Verification {
+    let [x, gamma, beta] = &inputs.values[..] else {
+        return Verification::check("x, gamma and beta", false, "the inputs are not x, gamma and beta");
+    };
+    match (op, out) {
+        (Op::Sum | Op::Mean, Output::Sum { value: got, levels }) => {
+            let (s, abs) = reference::sum_f64(x);
+            let n = x.len() as f64;
+            let mut tol = levels * (f32::EPSILON as f64 / 2.0) * abs;
+            let want = if op == Op::Mean { s / n } else { s };
+            if op == Op::Mean {
+                tol /= n;
+            }
+            // Rounding of the result (and of 1/n for the mean).
+            tol += 2.0 * f32::EPSILON as f64 * want.abs();
+            let err = (got - want).abs();
+            Verification {
+                passed: err <= tol,
+                reference: format!("naive f64 sum of {} values", x.len()),
+                max_error: Some(err),
+                detail: format!("got {got}, reference {want}, bound {tol:e} ({levels} addition levels)"),
+            }
+        }
+        (Op::Max | Op::Argmax, Output::Max { value: v, index }) => {
+            let (i, m) = reference::argmax_naive(x);
+            let (ok, got) = match (op, index) {
+                (Op::Max, _) => (v == m, format!("{v}")),
+                (_, Some(gi)) => (gi == i as u64, format!("index {gi} (value {v})")),
+                (_, None) => (false, format!("no index (value {v})")),
+            };
+            Verification::check(
+                "naive first-maximum loop",
+                ok,
+                format!("got {got}, reference {m} at index {i}"),
+            )
+        }
+        (Op::Softmax | Op::LayerNorm, out) => on_values(out, |out| {
+            let all_rows = rows * c <= 1 << 20;
+            let checked: Vec<usize> =
+                if all_rows { (0..rows).collect() } else { crate::util::sample_indices(rows, 64, seed) };
+            if op == Op::Softmax
+                && let Some(r) = out.chunks_exact(c).position(|row| {
+                    (row.iter().map(|&v| v as f64).sum::<f64>() - 1.0).abs()
+                        > 1e-5 * (1.0 + (c as f64).log2())
+                })
+            {
+                return Verification::check("row sums", false, format!("row {r} does not sum to 1"));
+            }
+            let (mut got, mut want) = (Vec::new(), Vec::new());
+            for &r in &checked {
+                let row = &x[r * c..(r + 1) * c];
+                got.extend_from_slice(&out[r * c..(r + 1) * c]);
+                let w = match op {
+                    Op::Softmax => reference::softmax_row_f64(row),
+                    _ => reference::layernorm_row_f64(row, gamma, beta, LN_EPS as f64),
+                };
+                want.extend(w.into_iter().map(|v| v as f32));
+            }
+            let (what, atol, rtol) = match op {
+                Op::Softmax => ("f64 softmax (and every row sums to 1)", 1e-9, 1e-5),
+                _ => ("f64 two-pass layer norm", 2e-5, 1e-5),
+            };
+            Verification::compare(
+                format!("{what} on {} of {} rows", checked.len(), rows),
+                &got,
+                &want,
+                atol,
+                rtol,
+            )
+        }),
+        (_, out) => {
+            Verification::check(format!("{op:?}"), false, format!("the device returned {}", out.kind()))
+        }
+    }
+}
+
 pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     let op = op_of(case)?;
     let (rows, cols) = shape2(case)?;
@@ -228,7 +334,7 @@ impl Reduction {
         if self.rows * self.cols <= 1 << 20 {
             (0..self.rows).collect()
         } else {
-            reference::sample_indices(self.rows, 64, self.seed)
+            crate::util::sample_indices(self.rows, 64, self.seed)
         }
     }
 
@@ -327,15 +433,7 @@ impl Workload for Reduction {
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        let n = (self.rows * self.cols) as f64;
-        let mut t = vec![Throughput::elements(n)];
-        match self.op {
-            Op::Sum | Op::Mean => t.extend([Throughput::flops(n), Throughput::bytes(4.0 * n)]),
-            Op::Max | Op::Argmax => t.push(Throughput::bytes(4.0 * n)),
-            Op::Softmax => t.push(Throughput::bytes(8.0 * n)),
-            Op::LayerNorm => t.push(Throughput::bytes(8.0 * n + 8.0 * self.cols as f64)),
-        }
-        t
+        throughput(self.op, self.rows, self.cols)
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {

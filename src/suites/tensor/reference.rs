@@ -4,7 +4,6 @@
 //! checks: plain loops, f64 arithmetic and `std` math functions.
 
 use crate::suites::Verification;
-use rand::{RngExt, SeedableRng, rngs::SmallRng};
 
 /// Entry `(i, j)` of `a[m x k] * b[k x n]` in f64, with `sum_p |a_ip * b_pj|`.
 pub(crate) fn dot_entry(a: &[f32], b: &[f32], k: usize, n: usize, i: usize, j: usize) -> (f64, f64) {
@@ -88,18 +87,6 @@ pub(crate) fn compare_bounded(
             detail: format!("{}: got {}, reference {}, tolerance {:e}", label(i), got[i], want[i], tol[i]),
         },
     }
-}
-
-/// `count` distinct-ish indices in `0..n` from `seed` (always including the
-/// first and last index so edges are exercised).
-pub(crate) fn sample_indices(n: usize, count: usize, seed: u64) -> Vec<usize> {
-    let mut rng = SmallRng::seed_from_u64(seed);
-    let mut v: Vec<usize> = (0..count.saturating_sub(2)).map(|_| rng.random_range(0..n)).collect();
-    v.push(0);
-    v.push(n - 1);
-    v.sort_unstable();
-    v.dedup();
-    v
 }
 
 /// Sum of `x` in f64 and sum of `|x|`.

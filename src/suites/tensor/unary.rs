@@ -5,7 +5,8 @@
 //! Their accuracy against f64 `std` is checked by the tests below and by every
 //! `verify` (relative 1e-5 or better, see [`tolerance`]).
 
-use super::{CHUNK, PAR_MIN, choice, elements};
+use super::{CHUNK, PAR_MIN, choice, elements, on_values};
+use crate::backend::ops::{Inputs, Output, TensorOp, TensorWork, UnOp};
 use crate::kernels::activation::{exp_f32, gelu_f32, ln_f32, sigmoid_f32, tanh_f32};
 use crate::kernels::simd_dispatch;
 use crate::plan::Case;
@@ -15,21 +16,6 @@ use anyhow::Result;
 use rayon::prelude::*;
 
 pub(super) const OPS: &[&str] = &["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "gelu"];
-
-/// A unary elementwise operation.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) enum UnOp {
-    Relu,
-    Sigmoid,
-    Tanh,
-    Exp,
-    Log,
-    Sqrt,
-    Gelu,
-}
-
-pub(crate) const ALL: [UnOp; 7] =
-    [UnOp::Relu, UnOp::Sigmoid, UnOp::Tanh, UnOp::Exp, UnOp::Log, UnOp::Sqrt, UnOp::Gelu];
 
 simd_dispatch! {
     /// `out[i] = op(x[i])` over equal-length slices (serial).
@@ -103,11 +89,50 @@ struct Unary {
     out: Vec<f32>,
 }
 
-pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+/// The case's op (its `op` parameter).
+fn op_of(case: &Case) -> Result<UnOp> {
     let name = choice(case, "op", OPS)?;
-    let op = ALL[OPS.iter().position(|o| *o == name).unwrap_or(0)];
+    Ok(UnOp::ALL[OPS.iter().position(|o| *o == name).unwrap_or(0)])
+}
+
+/// Work one iteration does on `n` values: one read and one write each.
+fn throughput(n: usize) -> Vec<Throughput> {
+    let n = n as f64;
+    vec![Throughput::elements(n), Throughput::bytes(8.0 * n)]
+}
+
+pub(crate) fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
+    let op = op_of(case)?;
     let n = elements(case)?;
     Ok(Box::new(Unary { op, x: inputs(op, n, super::seed(case)), out: vec![f32::NAN; n] }))
+}
+
+/// The case as tensor work for a device backend (`crate::backend::ops`):
+/// the CPU case's inputs and work counts, checked against the f64
+/// reference within the CPU's tolerance.
+pub(crate) fn describe(case: &Case) -> Result<TensorWork> {
+    let op = op_of(case)?;
+    let n = elements(case)?;
+    Ok(TensorWork {
+        id: case.id.clone(),
+        op: TensorOp::Unary(op),
+        inputs: Inputs { values: vec![inputs(op, n, super::seed(case))], bytes: Vec::new() },
+        throughput: throughput(n),
+        check: Box::new(move |inp: &Inputs, out: Output<'_>| {
+            on_values(out, |got| {
+                let want: Vec<f32> =
+                    inp.values[0].iter().map(|&v| reference_f64(op, v as f64) as f32).collect();
+                let (atol, rtol) = tolerance(op);
+                Verification::compare(
+                    format!("f64 std {op:?} over all inputs (CPU tolerance)"),
+                    got,
+                    &want,
+                    atol,
+                    rtol,
+                )
+            })
+        }),
+    })
 }
 
 /// Checks `out == op(x)` against the f64 reference within [`tolerance`].
@@ -132,8 +157,7 @@ impl Workload for Unary {
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        let n = self.x.len() as f64;
-        vec![Throughput::elements(n), Throughput::bytes(8.0 * n)]
+        throughput(self.x.len())
     }
 
     fn run(&mut self, iters: u64) -> Result<()> {
@@ -158,7 +182,7 @@ mod tests {
 
     #[test]
     fn approximations_match_f64_std_over_wide_sweeps() {
-        for op in ALL {
+        for op in UnOp::ALL {
             let x = match op {
                 UnOp::Log | UnOp::Sqrt => {
                     let mut v: Vec<f32> =
@@ -180,7 +204,7 @@ mod tests {
     fn parallel_path_agrees_with_serial_on_odd_length() {
         let n = PAR_MIN + 12_345;
         let x = util::uniform(n, -10.0, 10.0, 5);
-        for op in ALL {
+        for op in UnOp::ALL {
             let mut par = vec![f32::NAN; n];
             unary(op, &mut par, &x);
             let mut ser = vec![f32::NAN; n];

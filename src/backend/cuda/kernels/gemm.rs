@@ -1,99 +1,37 @@
 //! GEMMs through cuBLAS: the row-major to column-major argument mapping,
-//! the data types (f32, tf32, f16, bf16, always accumulating in f32), their
-//! verification tolerances, and the one call wrapper (`cublasGemmEx` /
-//! `cublasGemmStridedBatchedEx`).
+//! the data types' cuBLAS names (f32, tf32, f16, bf16, always accumulating
+//! in f32; the types themselves, their storage and verification tolerances
+//! are [`crate::backend::ops::GemmDtype`]), and the one call wrapper
+//! (`cublasGemmEx` / `cublasGemmStridedBatchedEx`).
 //!
 //! The mapping and the tolerances are pure functions, unit-tested on the
 //! CPU: the mapping by a naive column-major GEMM that applies exactly the
 //! arguments cuBLAS gets, the tolerances by emulating each data type's
 //! rounding.
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use cudarc::cublas::{CudaBlas, result as blas, sys as bsys};
 use cudarc::driver::sys::CUdeviceptr;
 use std::ffi::c_void;
 
-/// Element types of the GPU GEMMs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GemmDtype {
-    /// f32 in and out, f32 arithmetic (no TF32: `CUBLAS_COMPUTE_32F`).
-    F32,
-    /// f32 in and out, inputs rounded to TF32 on the tensor cores
-    /// (`CUBLAS_COMPUTE_32F_FAST_TF32`), f32 accumulation.
-    Tf32,
-    /// f16 in and out, f32 accumulation.
-    F16,
-    /// bf16 in and out, f32 accumulation.
-    Bf16,
+// The GEMMs' element types (backend-neutral: how each is stored and how
+// accurate it is) are `crate::backend::ops::GemmDtype`.
+use crate::backend::ops::GemmDtype;
+
+/// cuBLAS's element type of `d`.
+fn cuda_type(d: GemmDtype) -> bsys::cudaDataType {
+    match d {
+        GemmDtype::F32 | GemmDtype::Tf32 => bsys::cudaDataType::CUDA_R_32F,
+        GemmDtype::F16 => bsys::cudaDataType::CUDA_R_16F,
+        GemmDtype::Bf16 => bsys::cudaDataType::CUDA_R_16BF,
+    }
 }
 
-/// The `dtype` values the GPU GEMM benchmarks accept.
-pub const DTYPES: &[&str] = &["f32", "tf32", "f16", "bf16"];
-
-impl GemmDtype {
-    /// Parses one of [`DTYPES`].
-    pub fn parse(s: &str) -> Result<Self> {
-        Ok(match s {
-            "f32" => Self::F32,
-            "tf32" => Self::Tf32,
-            "f16" => Self::F16,
-            "bf16" => Self::Bf16,
-            _ => bail!("unknown GEMM dtype `{s}`; valid: {}", DTYPES.join(", ")),
-        })
-    }
-
-    /// Bytes of one stored element (inputs and output).
-    pub fn bytes(self) -> usize {
-        match self {
-            Self::F32 | Self::Tf32 => 4,
-            Self::F16 | Self::Bf16 => 2,
-        }
-    }
-
-    /// `x` as the GPU stores it: rounded to f16/bf16 (to nearest even), or
-    /// unchanged for f32 and tf32 (TF32 rounding happens inside the GEMM,
-    /// so the tolerance covers it).
-    pub fn store(self, x: f32) -> f32 {
-        match self {
-            Self::F32 | Self::Tf32 => x,
-            Self::F16 => half::f16::from_f32(x).to_f32(),
-            Self::Bf16 => half::bf16::from_f32(x).to_f32(),
-        }
-    }
-
-    /// Tolerance for one entry of C against the f64 dot product of the
-    /// stored inputs (`want`, with `abs_sum = sum |a b|` over `k` terms):
-    /// f32 accumulation (8 sqrt(k) eps, as on the CPU; 16 on the tensor
-    /// cores, whose summation order is not ours), TF32's rounding of both
-    /// inputs (at most 2^-10 each, so 2^-9 of each product, bounded by the
-    /// whole absolute sum) and the rounding of the output to f16/bf16 (unit
-    /// roundoff of |want|, plus f16's smallest subnormal).
-    pub fn tolerance(self, k: usize, abs_sum: f64, want: f64) -> f64 {
-        let eps = f32::EPSILON as f64;
-        let sk = (k as f64).sqrt().max(1.0);
-        let acc = if self == Self::F32 { 8.0 } else { 16.0 } * sk * eps * abs_sum;
-        let input = if self == Self::Tf32 { 2f64.powi(-9) * abs_sum } else { 0.0 };
-        let output = match self {
-            Self::F32 | Self::Tf32 => 0.0,
-            Self::F16 => 2f64.powi(-11) * want.abs() + 2f64.powi(-24),
-            Self::Bf16 => 2f64.powi(-8) * want.abs() + 1e-38,
-        };
-        acc + input + output + 1e-30
-    }
-
-    fn cuda_type(self) -> bsys::cudaDataType {
-        match self {
-            Self::F32 | Self::Tf32 => bsys::cudaDataType::CUDA_R_32F,
-            Self::F16 => bsys::cudaDataType::CUDA_R_16F,
-            Self::Bf16 => bsys::cudaDataType::CUDA_R_16BF,
-        }
-    }
-
-    fn compute_type(self) -> bsys::cublasComputeType_t {
-        match self {
-            Self::Tf32 => bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-            _ => bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-        }
+/// cuBLAS's compute type of `d` (TF32 on the tensor cores for tf32 only).
+fn compute_type(d: GemmDtype) -> bsys::cublasComputeType_t {
+    match d {
+        GemmDtype::Tf32 => bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+        _ => bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
     }
 }
 
@@ -184,7 +122,7 @@ pub unsafe fn gemm(
     let op =
         |t: bool| if t { bsys::cublasOperation_t::CUBLAS_OP_T } else { bsys::cublasOperation_t::CUBLAS_OP_N };
     let (alpha, beta) = (1.0f32, 0.0f32);
-    let ty = dtype.cuda_type();
+    let ty = cuda_type(dtype);
     let algo = bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT;
     let (first, second) = (b as *const c_void, a as *const c_void);
     let alpha_p = &alpha as *const f32 as *const c_void;
@@ -211,7 +149,7 @@ pub unsafe fn gemm(
                 c as *mut c_void,
                 ty,
                 g.ldc,
-                dtype.compute_type(),
+                compute_type(dtype),
                 algo,
             ),
             Some(bt) => blas::gemm_strided_batched_ex(
@@ -236,7 +174,7 @@ pub unsafe fn gemm(
                 g.ldc,
                 bt.stride_c,
                 bt.count,
-                dtype.compute_type(),
+                compute_type(dtype),
                 algo,
             ),
         }

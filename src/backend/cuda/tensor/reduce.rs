@@ -1,34 +1,30 @@
-//! `reduction` on the GPU: sum, mean, max and argmax in one launch (block
+//! Reductions on the GPU: sum, mean, max and argmax in one launch (block
 //! partials, then the last block to finish adds them), softmax and
-//! layernorm with one block per row.
-//! Inputs, work counts and references are the CPU case's.
+//! layernorm with one block per row. Inputs, work counts and checks are
+//! the suite's (`TensorWork`); the bound of a sum's error follows this
+//! kernel's addition tree, reported with the sum ([`Output::Sum`]).
 
-use super::super::reduction::LN_EPS;
-use super::super::reference;
 use super::{download, function, upload, workload, zeros};
 use crate::backend::cuda::Gpu;
 use crate::backend::cuda::kernels::grid::{reduce_grid, sum_error_levels};
 use crate::backend::cuda::kernels::source::{REDUCE_BLOCK, ROW_BLOCK};
 use crate::backend::cuda::probe::Limit;
 use crate::backend::cuda::workload::GpuOp;
-use crate::plan::Case;
-use crate::suites::tensor::{seed, shape2};
-use crate::suites::{Throughput, ThroughputKind, Verification, Workload};
-use anyhow::Result;
+use crate::backend::ops::{Output, ReduceOp as Op, TensorOp, TensorWork};
+use crate::workload::{Throughput, ThroughputKind, Verification, Workload};
+use anyhow::{Result, bail};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
-
-use super::super::reduction::{Op, inputs, op_of};
 
 struct Reduce {
     op: Op,
     rows: usize,
     cols: usize,
-    seed: u64,
+    eps: f32,
     f: CudaFunction,
-    x_host: Vec<f32>,
-    gamma_host: Vec<f32>,
-    beta_host: Vec<f32>,
+    /// The suite's description: x, gamma and beta on the host (for its
+    /// check), the check and the work counts.
+    work: TensorWork,
     x: CudaSlice<f32>,
     /// gamma and beta (layernorm), else empty.
     params: Vec<CudaSlice<f32>>,
@@ -44,18 +40,22 @@ struct Reduce {
     grid: u32,
 }
 
-pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
-    let op = op_of(case)?;
-    let (rows, cols) = shape2(case)?;
+pub(super) fn prepare(work: TensorWork, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
+    let TensorOp::Reduce { op, rows, cols, eps } = work.op else {
+        bail!("{}: {} is not a reduction", work.id, work.op.name());
+    };
     let n = rows * cols;
-    let s = seed(case);
-    // The CPU case's data, from the same function.
-    let (x_host, gamma_host, beta_host) = inputs(op, rows, cols, s);
+    let params_len = if op == Op::LayerNorm { cols } else { 0 };
+    let v = &work.inputs.values;
+    if v.len() != 3 || v[0].len() != n || n == 0 || v[1].len() != params_len || v[2].len() != params_len {
+        bail!("{}: a reduction takes x ({rows}x{cols}), gamma and beta", work.id);
+    }
+    let (x_host, gamma_host, beta_host) = (&v[0], &v[1], &v[2]);
     let rowwise = matches!(op, Op::Softmax | Op::LayerNorm);
     let grid = if rowwise { u32::try_from(rows)? } else { reduce_grid(n) };
     let out_len = if rowwise { n } else { grid as usize };
     let bytes = (4 * (n + out_len + 2 * gamma_host.len() + 2) + 8 * (grid as usize + 1)) as u64;
-    super::check_fits(&gpu, case, bytes)?;
+    super::check_fits(&gpu, &work.id, bytes)?;
     let t = std::time::Instant::now();
     let name = match op {
         Op::Sum | Op::Mean | Op::Max => "reduce_f32",
@@ -64,9 +64,9 @@ pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
         Op::LayerNorm => "layernorm_rows_f32",
     };
     let (f, _) = function(&gpu, name)?;
-    let x = upload(&gpu, &x_host)?;
+    let x = upload(&gpu, x_host)?;
     let params = if op == Op::LayerNorm {
-        vec![upload(&gpu, &gamma_host)?, upload(&gpu, &beta_host)?]
+        vec![upload(&gpu, gamma_host)?, upload(&gpu, beta_host)?]
     } else {
         Vec::new()
     };
@@ -75,24 +75,7 @@ pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
     let (idx, idx_final) = (zeros(&gpu, grid as usize)?, zeros(&gpu, 1)?);
     let ticket = zeros(&gpu, 1)?;
     gpu.sync()?;
-    let r = Reduce {
-        op,
-        rows,
-        cols,
-        seed: s,
-        f,
-        x_host,
-        gamma_host,
-        beta_host,
-        x,
-        params,
-        out,
-        scalar,
-        idx,
-        idx_final,
-        ticket,
-        grid,
-    };
+    let r = Reduce { op, rows, cols, eps, f, work, x, params, out, scalar, idx, idx_final, ticket, grid };
     workload(gpu, r, t.elapsed(), bytes)
 }
 
@@ -113,7 +96,7 @@ impl GpuOp for Reduce {
             Op::Mean => (0, 1.0 / n as f32),
             _ => (0, 1.0),
         };
-        let eps = LN_EPS;
+        let eps = self.eps;
         let s = &gpu.stream;
         let e = |e| gpu.err("launch", e);
         // SAFETY (every launch below): arguments match the kernel signatures
@@ -155,99 +138,24 @@ impl GpuOp for Reduce {
         gpu.stream.memcpy_htod(&nan, &mut self.out).map_err(|e| gpu.err("upload", e))?;
         gpu.stream.memcpy_htod(&[f32::NAN], &mut self.scalar).map_err(|e| gpu.err("upload", e))?;
         self.launch(gpu)?;
-        let x = &self.x_host;
         Ok(match self.op {
             Op::Sum | Op::Mean => {
-                let got = download(gpu, &self.scalar)?[0] as f64;
-                let (s, abs) = reference::sum_f64(x);
-                let n = x.len() as f64;
-                let levels = sum_error_levels(x.len(), self.grid, REDUCE_BLOCK);
-                let mut tol = levels * (f32::EPSILON as f64 / 2.0) * abs;
-                let want = if self.op == Op::Mean { s / n } else { s };
-                if self.op == Op::Mean {
-                    tol /= n;
-                }
-                // Rounding of the result (and of 1/n for the mean).
-                tol += 2.0 * f32::EPSILON as f64 * want.abs();
-                let err = (got - want).abs();
-                Verification {
-                    passed: err <= tol,
-                    reference: format!("naive f64 sum of {} values", x.len()),
-                    max_error: Some(err),
-                    detail: format!("got {got}, reference {want}, bound {tol:e} ({levels} addition levels)"),
-                }
+                let value = download(gpu, &self.scalar)?[0] as f64;
+                let levels = sum_error_levels(self.rows * self.cols, self.grid, REDUCE_BLOCK);
+                self.work.verify(Output::Sum { value, levels })
             }
             Op::Max | Op::Argmax => {
-                let (i, m) = reference::argmax_naive(x);
-                let v = download(gpu, &self.scalar)?[0];
-                let (ok, got) = if self.op == Op::Max {
-                    (v == m, format!("{v}"))
-                } else {
-                    let gi = download(gpu, &self.idx_final)?[0];
-                    (gi == i as u64, format!("index {gi} (value {v})"))
-                };
-                Verification::check(
-                    "naive first-maximum loop",
-                    ok,
-                    format!("got {got}, reference {m} at index {i}"),
-                )
+                let value = download(gpu, &self.scalar)?[0];
+                let index =
+                    if self.op == Op::Argmax { Some(download(gpu, &self.idx_final)?[0]) } else { None };
+                self.work.verify(Output::Max { value, index })
             }
-            Op::Softmax | Op::LayerNorm => self.check_rows(&download(gpu, &self.out)?),
+            Op::Softmax | Op::LayerNorm => self.work.verify(Output::Values(&download(gpu, &self.out)?)),
         })
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        let n = (self.rows * self.cols) as f64;
-        let mut t = vec![Throughput::elements(n)];
-        match self.op {
-            Op::Sum | Op::Mean => t.extend([Throughput::flops(n), Throughput::bytes(4.0 * n)]),
-            Op::Max | Op::Argmax => t.push(Throughput::bytes(4.0 * n)),
-            Op::Softmax => t.push(Throughput::bytes(8.0 * n)),
-            Op::LayerNorm => t.push(Throughput::bytes(8.0 * n + 8.0 * self.cols as f64)),
-        }
-        t
-    }
-}
-
-impl Reduce {
-    /// Softmax / layernorm rows against f64, with the CPU case's
-    /// tolerances: every row up to 1M values, else 64 sampled rows; softmax
-    /// rows must also sum to 1.
-    fn check_rows(&self, out: &[f32]) -> Verification {
-        let c = self.cols;
-        let rows: Vec<usize> = if self.rows * c <= 1 << 20 {
-            (0..self.rows).collect()
-        } else {
-            reference::sample_indices(self.rows, 64, self.seed)
-        };
-        if self.op == Op::Softmax
-            && let Some(r) = out.chunks_exact(c).position(|row| {
-                (row.iter().map(|&v| v as f64).sum::<f64>() - 1.0).abs() > 1e-5 * (1.0 + (c as f64).log2())
-            })
-        {
-            return Verification::check("row sums", false, format!("row {r} does not sum to 1"));
-        }
-        let (mut got, mut want) = (Vec::new(), Vec::new());
-        for &r in &rows {
-            let row = &self.x_host[r * c..(r + 1) * c];
-            got.extend_from_slice(&out[r * c..(r + 1) * c]);
-            let w = match self.op {
-                Op::Softmax => reference::softmax_row_f64(row),
-                _ => reference::layernorm_row_f64(row, &self.gamma_host, &self.beta_host, LN_EPS as f64),
-            };
-            want.extend(w.into_iter().map(|v| v as f32));
-        }
-        let (what, atol, rtol) = match self.op {
-            Op::Softmax => ("f64 softmax (and every row sums to 1)", 1e-9, 1e-5),
-            _ => ("f64 two-pass layer norm", 2e-5, 1e-5),
-        };
-        Verification::compare(
-            format!("{what} on {} of {} rows", rows.len(), self.rows),
-            &got,
-            &want,
-            atol,
-            rtol,
-        )
+        self.work.throughput.clone()
     }
 }
 
@@ -302,7 +210,9 @@ mod tests {
             }
             let (v, i) = gpu_argmax(&gpu, &x);
             assert_eq!((v, i), (5.0, want as u64), "maxima at {at:?}");
-            assert_eq!(reference::argmax_naive(&x).0, want, "the CPU reference agrees");
+            // A plain first-maximum loop (the suite's reference) agrees.
+            let first = (0..n).fold(0, |best, i| if x[i] > x[best] { i } else { best });
+            assert_eq!(first, want, "the CPU reference agrees");
         }
     }
 }

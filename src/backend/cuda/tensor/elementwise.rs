@@ -1,19 +1,16 @@
-//! creation, binary and unary on the GPU: the CPU cases' inputs, work
-//! counts and references (`super::super::{elementwise, unary}`), computed
-//! by the kernels of `crate::backend::cuda::kernels::source`.
+//! Fills, binary, broadcast and unary ops on the GPU: the suite's inputs,
+//! work counts and checks (`TensorWork`), computed by the kernels of
+//! `crate::backend::cuda::kernels::source`.
 
-use super::super::elementwise::BinOp;
-use super::super::unary::{self, UnOp};
 use super::{download, function, upload, workload, zeros};
 use crate::backend::cuda::Gpu;
 use crate::backend::cuda::kernels::grid::{ELEMENTWISE_BLOCK, elementwise_grid};
 use crate::backend::cuda::kernels::random;
 use crate::backend::cuda::probe::Limit;
 use crate::backend::cuda::workload::GpuOp;
-use crate::plan::Case;
-use crate::suites::tensor::{choice, elements, seed, shape2};
-use crate::suites::{Throughput, ThroughputKind, Verification, Workload};
-use anyhow::Result;
+use crate::backend::ops::{BinOp, Fill, Output, TensorOp, TensorWork, UnOp};
+use crate::workload::{Throughput, ThroughputKind, Verification, Workload};
+use anyhow::{Result, bail};
 use cudarc::driver::{CudaFunction, CudaSlice, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
@@ -35,8 +32,9 @@ struct Elementwise {
     kind: Kind,
     /// The kernel (none for zeros: a memset).
     f: Option<CudaFunction>,
-    /// Host copies of the inputs, for the reference.
-    host: Vec<Vec<f32>>,
+    /// The suite's description: the host inputs (for its check), the
+    /// check and the work counts.
+    work: TensorWork,
     dev: Vec<CudaSlice<f32>>,
     out: CudaSlice<f32>,
     n: usize,
@@ -54,9 +52,23 @@ fn config(n: usize) -> LaunchConfig {
     }
 }
 
-fn build(gpu: Arc<Gpu>, case: &Case, kind: Kind, n: usize, host: Vec<Vec<f32>>) -> Result<Box<dyn Workload>> {
+/// Prepares a fill (zeros: cuMemsetD8Async; ones: a fill kernel; randn:
+/// tfbench's counter-based generator, `random`, not the CPU case's
+/// ziggurat, so checked against its own f64 twin first), a binary, a
+/// broadcast add or a unary op, on the suite's inputs.
+pub(super) fn prepare(work: TensorWork, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
+    let host = &work.inputs.values;
+    let (kind, n, seed) = match work.op {
+        TensorOp::Fill { value: Fill::Zeros, len } => (Kind::Zeros, len, 0),
+        TensorOp::Fill { value: Fill::Ones, len } => (Kind::Ones, len, 0),
+        TensorOp::Fill { value: Fill::Randn { seed }, len } => (Kind::Randn, len, seed),
+        TensorOp::Binary(op) => (Kind::Binary(op), operand(&work, 2)?, 0),
+        TensorOp::BroadcastAdd { cols } => (Kind::Broadcast { cols }, operand(&work, 2)?, 0),
+        TensorOp::Unary(op) => (Kind::Unary(op), operand(&work, 1)?, 0),
+        other => bail!("{}: {} is not an elementwise op", work.id, other.name()),
+    };
     let bytes = 4 * (n + host.iter().map(Vec::len).sum::<usize>()) as u64;
-    super::check_fits(&gpu, case, bytes)?;
+    super::check_fits(&gpu, &work.id, bytes)?;
     let t = std::time::Instant::now();
     let name = match kind {
         Kind::Zeros => None,
@@ -70,43 +82,25 @@ fn build(gpu: Arc<Gpu>, case: &Case, kind: Kind, n: usize, host: Vec<Vec<f32>>) 
     let dev = host.iter().map(|h| upload(&gpu, h)).collect::<Result<Vec<_>>>()?;
     let out = zeros(&gpu, n)?;
     gpu.sync()?;
-    let op = Elementwise { kind, f, host, dev, out, n, seed: seed(case), launches: 0 };
+    let op = Elementwise { kind, f, work, dev, out, n, seed, launches: 0 };
     workload(gpu, op, t.elapsed(), bytes)
 }
 
-/// `creation` on the GPU: zeros (cuMemsetD8Async), ones (a fill kernel)
-/// and randn (tfbench's counter-based generator, `random`; not the CPU
-/// case's ziggurat, so checked against its own f64 twin and the moments).
-pub(super) fn prepare_creation(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
-    let kind = match choice(case, "op", super::super::creation::OPS)? {
-        "zeros" => Kind::Zeros,
-        "ones" => Kind::Ones,
-        _ => Kind::Randn,
-    };
-    let n = elements(case)?;
-    build(gpu, case, kind, n, Vec::new())
-}
-
-/// `binary` on the GPU, with the CPU case's inputs.
-pub(super) fn prepare_binary(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
-    let op = super::super::elementwise::op_of(case)?;
-    let (rows, cols) = shape2(case)?;
-    let n = rows * cols;
-    // The CPU case's operands, from the same function.
-    let (a, b) = super::super::elementwise::inputs(op, rows, cols, seed(case));
-    let kind = match op {
-        Some(op) => Kind::Binary(op),
-        None => Kind::Broadcast { cols },
-    };
-    build(gpu, case, kind, n, vec![a, b])
-}
-
-/// `unary` on the GPU, with the CPU case's inputs.
-pub(super) fn prepare_unary(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
-    let name = choice(case, "op", unary::OPS)?;
-    let op = unary::ALL[unary::OPS.iter().position(|o| *o == name).unwrap_or(0)];
-    let n = elements(case)?;
-    build(gpu, case, Kind::Unary(op), n, vec![unary::inputs(op, n, seed(case))])
+/// The output length of an op on `count` operands: the first operand's,
+/// after checking the description has them (a broadcast's row divides it).
+fn operand(work: &TensorWork, count: usize) -> Result<usize> {
+    let v = &work.inputs.values;
+    let ok = v.len() == count
+        && match work.op {
+            TensorOp::BroadcastAdd { cols } => {
+                cols > 0 && v[1].len() == cols && v[0].len().is_multiple_of(cols)
+            }
+            _ => v.iter().all(|x| x.len() == v[0].len()),
+        };
+    if !ok {
+        bail!("{}: {} needs {count} operands of matching sizes", work.id, work.op.name());
+    }
+    Ok(v[0].len())
 }
 
 /// The kernel's op code (the `switch` in the CUDA source).
@@ -118,7 +112,7 @@ fn code(kind: Kind) -> i32 {
             BinOp::Mul => 2,
             BinOp::Div => 3,
         },
-        Kind::Unary(op) => unary::ALL.iter().position(|o| *o == op).unwrap_or(0) as i32,
+        Kind::Unary(op) => UnOp::ALL.iter().position(|o| *o == op).unwrap_or(0) as i32,
         _ => 0,
     }
 }
@@ -165,65 +159,14 @@ impl GpuOp for Elementwise {
         gpu.stream.memcpy_htod(&nan, &mut self.out).map_err(|e| gpu.err("upload", e))?;
         self.launch(gpu)?;
         let got = download(gpu, &self.out)?;
-        let h = &self.host;
         Ok(match self.kind {
-            Kind::Zeros | Kind::Ones => {
-                let v = if matches!(self.kind, Kind::Zeros) { 0.0 } else { 1.0 };
-                Verification::compare("every value equal to the fill value", &got, &vec![v; self.n], 0.0, 0.0)
-            }
             Kind::Randn => self.check_randn(gpu, &got)?,
-            Kind::Binary(op) => {
-                let want: Vec<f32> =
-                    h[0].iter().zip(&h[1]).map(|(&x, &y)| op.f64(x as f64, y as f64) as f32).collect();
-                Verification::compare(
-                    "f64 arithmetic rounded to f32, exact (IEEE + - * / on the GPU)",
-                    &got,
-                    &want,
-                    0.0,
-                    0.0,
-                )
-            }
-            Kind::Broadcast { cols } => {
-                let want: Vec<f32> = h[0]
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &x)| (x as f64 + h[1][i % cols] as f64) as f32)
-                    .collect();
-                Verification::compare("f64 arithmetic rounded to f32, exact", &got, &want, 0.0, 0.0)
-            }
-            Kind::Unary(op) => {
-                let want: Vec<f32> =
-                    h[0].iter().map(|&v| unary::reference_f64(op, v as f64) as f32).collect();
-                let (atol, rtol) = unary::tolerance(op);
-                Verification::compare(
-                    format!("f64 std {op:?} over all inputs (CPU tolerance)"),
-                    &got,
-                    &want,
-                    atol,
-                    rtol,
-                )
-            }
+            _ => self.work.verify(Output::Values(&got)),
         })
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        let n = self.n as f64;
-        match self.kind {
-            Kind::Zeros | Kind::Ones | Kind::Randn => {
-                vec![Throughput::elements(n), Throughput::bytes(4.0 * n)]
-            }
-            Kind::Binary(_) => {
-                vec![Throughput::flops(n), Throughput::bytes(12.0 * n), Throughput::elements(n)]
-            }
-            Kind::Broadcast { cols } => {
-                vec![
-                    Throughput::flops(n),
-                    Throughput::bytes(8.0 * n + 4.0 * cols as f64),
-                    Throughput::elements(n),
-                ]
-            }
-            Kind::Unary(_) => vec![Throughput::elements(n), Throughput::bytes(8.0 * n)],
-        }
+        self.work.throughput.clone()
     }
 }
 
@@ -236,14 +179,16 @@ impl Elementwise {
     /// randn's output `got` (of the latest launch) against the f64 twin of
     /// the generator: every value up to 1M, else 65 536 sampled ones,
     /// within the accuracy of f32 `logf`, `sqrtf` and `sincospif` (a few
-    /// ulp of values under 6); then the N(0, 1) moments over all of them,
-    /// and a second launch must draw other values.
+    /// ulp of values under 6); then the suite's check (the N(0, 1) moments
+    /// over all of them), and a second launch must draw other values. The
+    /// twin is this backend's own reference: the generator is not the
+    /// CPU's, so only its statistics are the suite's to check.
     fn check_randn(&mut self, gpu: &Gpu, got: &[f32]) -> Result<Verification> {
         let seed = self.launch_seed();
         let idx: Vec<usize> = if got.len() <= 1 << 20 {
             (0..got.len()).collect()
         } else {
-            super::super::reference::sample_indices(got.len(), 1 << 16, seed)
+            crate::util::sample_indices(got.len(), 1 << 16, seed)
         };
         let g: Vec<f32> = idx.iter().map(|&i| got[i]).collect();
         let want: Vec<f32> = idx.iter().map(|&i| random::normal_f64(seed, i as u64) as f32).collect();
@@ -257,7 +202,7 @@ impl Elementwise {
         if !twin.passed {
             return Ok(twin);
         }
-        let moments = super::super::reference::check_standard_normal(got, 1);
+        let moments = self.work.verify(Output::Values(got));
         if !moments.passed {
             return Ok(moments);
         }

@@ -1,27 +1,19 @@
-//! `transfer` (host-to-device, device-to-host from pageable or pinned host
-//! memory, device-to-device) and `launch` (a one-value kernel, with or
-//! without a stream synchronisation after each launch).
+//! Transfers (host-to-device, device-to-host from pageable or pinned host
+//! memory, device-to-device) and launches (a one-value kernel, with or
+//! without a stream synchronisation after each launch), of the bytes and
+//! value the suite's description names and checked by its check.
 
 use super::{download, function, upload, workload, zeros};
 use crate::backend::cuda::Gpu;
 use crate::backend::cuda::probe::Limit;
 use crate::backend::cuda::workload::GpuOp;
-use crate::plan::Case;
-use crate::suites::tensor::{choice, seed};
-use crate::suites::{Metric, Throughput, ThroughputKind, Verification, Workload};
+use crate::backend::ops::{DIRECTIONS, Output, TensorOp, TensorWork};
+use crate::workload::{Metric, Throughput, ThroughputKind, Verification, Workload};
 use anyhow::{Result, bail};
 use cudarc::driver::{
     CudaFunction, CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PinnedHostSlice, PushKernelArg, result,
 };
-use rand::{RngExt, SeedableRng, rngs::SmallRng};
 use std::sync::Arc;
-
-/// `direction` values.
-pub(in crate::suites::tensor) const DIRECTIONS: &[&str] = &["h2d", "d2h", "d2d"];
-/// `memory` values (host memory of h2d/d2h).
-pub(in crate::suites::tensor) const MEMORY: &[&str] = &["pageable", "pinned"];
-/// `mode` values of `launch`.
-pub(in crate::suites::tensor) const LAUNCH_MODES: &[&str] = &["launch_sync", "launch_only"];
 
 enum Host {
     Pageable(Vec<u8>),
@@ -49,35 +41,36 @@ struct Transfer {
     dev: CudaSlice<u8>,
     /// The second device buffer of d2d.
     dev2: Option<CudaSlice<u8>>,
-    /// The bytes every copy must deliver.
-    pattern: Vec<u8>,
+    /// The suite's description: the bytes every copy must deliver
+    /// (`inputs.bytes`), the check and the work counts.
+    work: TensorWork,
 }
 
-pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
-    let direction = choice(case, "direction", DIRECTIONS)?;
-    let bytes = case.usize("bytes")?;
-    if bytes == 0 {
-        bail!("case {}: `bytes` must be positive", case.id);
+pub(super) fn prepare(work: TensorWork, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
+    let TensorOp::Transfer { direction, pinned } = work.op else {
+        bail!("{}: {} is not a transfer", work.id, work.op.name());
+    };
+    if !DIRECTIONS.contains(&direction) {
+        bail!("{}: transfer direction `{direction}`; valid: {}", work.id, DIRECTIONS.join(", "));
     }
+    let bytes = work.inputs.bytes.len();
+    if bytes == 0 {
+        bail!("{}: a transfer needs at least one byte", work.id);
+    }
+    let pattern = &work.inputs.bytes;
     let d2d = direction == "d2d";
     let dev_bytes = if d2d { 2 * bytes } else { bytes } as u64;
-    super::check_fits(&gpu, case, dev_bytes)?;
+    super::check_fits(&gpu, &work.id, dev_bytes)?;
     let t = std::time::Instant::now();
-    let mut rng = SmallRng::seed_from_u64(seed(case));
-    let mut pattern = vec![0u8; bytes];
-    for c in pattern.chunks_mut(8) {
-        let r = rng.random::<u64>().to_le_bytes();
-        c.copy_from_slice(&r[..c.len()]);
-    }
     let host = if d2d {
         None
     } else {
-        Some(match choice(case, "memory", MEMORY)? {
+        Some(match pinned {
             // Written in full, so its pages are resident before timing.
-            "pageable" => Host::Pageable(vec![0u8; bytes]),
+            false => Host::Pageable(vec![0u8; bytes]),
             // Plain page-locked memory (flags 0, as cudaHostAlloc and
             // PyTorch's pin_memory), not write-combined (cudarc's default).
-            _ => {
+            true => {
                 // SAFETY: the buffer is written in full below before any read.
                 let mut p = unsafe { gpu.ctx.alloc_pinned_with_flags::<u8>(bytes, 0) }
                     .map_err(|e| gpu.err("cuMemHostAlloc", e))?;
@@ -92,15 +85,15 @@ pub(super) fn prepare(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
     // h2d sends the pattern from the host; d2h and d2d send it from the device.
     let dev = if direction == "h2d" {
         if let Some(h) = host.as_mut() {
-            h.as_mut_slice()?.copy_from_slice(&pattern);
+            h.as_mut_slice()?.copy_from_slice(pattern);
         }
         zeros(&gpu, bytes)?
     } else {
-        upload(&gpu, &pattern)?
+        upload(&gpu, pattern)?
     };
     let dev2 = if d2d { Some(zeros(&gpu, bytes)?) } else { None };
     gpu.sync()?;
-    let op = Transfer { direction, bytes, host, dev, dev2, pattern };
+    let op = Transfer { direction, bytes, host, dev, dev2, work };
     workload(gpu, op, t.elapsed(), dev_bytes)
 }
 
@@ -174,22 +167,11 @@ impl GpuOp for Transfer {
             (_, _, Some(d2)) => download(gpu, d2)?,
             _ => download(gpu, &self.dev)?,
         };
-        let bad = got.iter().zip(&self.pattern).position(|(a, b)| a != b);
-        Ok(Verification::check(
-            "the random bytes sent, compared byte by byte",
-            got.len() == self.pattern.len() && bad.is_none(),
-            match bad {
-                None => format!("{} bytes arrived intact", self.bytes),
-                Some(i) => format!("byte {i}: got {}, sent {}", got[i], self.pattern[i]),
-            },
-        ))
+        Ok(self.work.verify(Output::Bytes(&got)))
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        // A device copy reads and writes each byte (as PyTorch's copy
-        // bandwidth counts it); a transfer moves each byte once.
-        let moved = if self.direction == "d2d" { 2 * self.bytes } else { self.bytes };
-        vec![Throughput::bytes(moved as f64)]
+        self.work.throughput.clone()
     }
 
     fn metrics(&self) -> Vec<Metric> {
@@ -200,27 +182,30 @@ impl GpuOp for Transfer {
 
 struct Launch {
     sync: bool,
+    value: f32,
     f: CudaFunction,
     out: CudaSlice<f32>,
+    /// The suite's description: the check and the work counts.
+    work: TensorWork,
 }
 
-/// `launch`: a kernel writing one value, 1 block of 1 thread; `launch_sync`
+/// A launch: a kernel writing one value, 1 block of 1 thread; `sync`
 /// waits for the stream after every launch (what a tiny op costs a program
-/// that needs its result), `launch_only` queues launches back to back.
-pub(super) fn prepare_launch(case: &Case, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
-    let sync = choice(case, "mode", LAUNCH_MODES)? == "launch_sync";
+/// that needs its result), else launches queue back to back.
+pub(super) fn prepare_launch(work: TensorWork, gpu: Arc<Gpu>) -> Result<Box<dyn Workload>> {
+    let TensorOp::Launch { sync, value } = work.op else {
+        bail!("{}: {} is not a kernel launch", work.id, work.op.name());
+    };
     let t = std::time::Instant::now();
     let (f, _) = function(&gpu, "fill_f32")?;
     let out = zeros(&gpu, 1)?;
     gpu.sync()?;
-    workload(gpu, Launch { sync, f, out }, t.elapsed(), 4)
+    workload(gpu, Launch { sync, value, f, out, work }, t.elapsed(), 4)
 }
-
-const LAUNCH_VALUE: f32 = 42.0;
 
 impl GpuOp for Launch {
     fn launch(&mut self, gpu: &Gpu) -> Result<()> {
-        let (n, v) = (1u64, LAUNCH_VALUE);
+        let (n, v) = (1u64, self.value);
         let cfg = LaunchConfig { grid_dim: (1, 1, 1), block_dim: (1, 1, 1), shared_mem_bytes: 0 };
         let mut b = gpu.stream.launch_builder(&self.f);
         b.arg(&mut self.out).arg(&n).arg(&v);
@@ -233,11 +218,11 @@ impl GpuOp for Launch {
         gpu.stream.memset_zeros(&mut self.out).map_err(|e| gpu.err("memset", e))?;
         self.launch(gpu)?;
         let got = download(gpu, &self.out)?;
-        Ok(Verification::equal("the value the kernel writes", &got[0], &LAUNCH_VALUE))
+        Ok(self.work.verify(Output::Values(&got)))
     }
 
     fn throughput(&self) -> Vec<Throughput> {
-        vec![Throughput::items(1.0)]
+        self.work.throughput.clone()
     }
 
     fn sync_each_iteration(&self) -> bool {
