@@ -30,6 +30,7 @@
 //!    lacks is a skip, [`ops::lacks`]).
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 mod device;
 pub mod ops;
@@ -69,7 +70,14 @@ pub trait Backend: Sync {
 
 /// Every backend, in the order `sysinfo` shows them.
 pub fn registry() -> &'static [&'static dyn Backend] {
-    static BACKENDS: &[&dyn Backend] = &[&cpu::CpuBackend, &cuda::CudaBackend, &Unbuilt(DeviceKind::Wasm)];
+    static BACKENDS: &[&dyn Backend] = &[
+        &cpu::CpuBackend,
+        #[cfg(feature = "cuda")]
+        &cuda::CudaBackend,
+        #[cfg(not(feature = "cuda"))]
+        &Unbuilt(DeviceKind::Cuda),
+        &Unbuilt(DeviceKind::Wasm),
+    ];
     BACKENDS
 }
 
@@ -104,6 +112,7 @@ impl Backend for Unbuilt {
     fn availability(&self, device: Device) -> Result<(), String> {
         Err(match self.0 {
             DeviceKind::Wasm => format!("{device}: this tfbench was not built with a WebAssembly runtime"),
+            DeviceKind::Cuda => format!("{device}: this tfbench was built without the `cuda` feature"),
             _ => format!("{device}: this tfbench was not built with its backend"),
         })
     }

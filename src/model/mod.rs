@@ -23,6 +23,7 @@
 //! vocabulary; nothing below it (kernels, backends, statistics) imports it.
 
 pub mod config;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 pub mod generate;
 pub mod gguf;

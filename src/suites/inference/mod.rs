@@ -140,8 +140,16 @@ impl Suite for InferenceSuite {
     }
 }
 
+/// Prepares a case on its GPU without the `cuda` feature: there is no GPU
+/// code in this build (the device's availability says so first).
+#[cfg(not(feature = "cuda"))]
+fn prepare_gpu(case: &Case) -> Result<Box<dyn Workload>> {
+    Err(crate::suites::skip(format!("{}: this tfbench was built without the `cuda` feature", case.device)))
+}
+
 /// Prepares a case on its GPU: the model runtime's GPU workload of the
 /// benchmark, over the case's parameters as this suite reads them.
+#[cfg(feature = "cuda")]
 fn prepare_gpu(case: &Case) -> Result<Box<dyn Workload>> {
     use crate::model::cuda::GpuBench;
     let crate::backend::Device::Cuda(n) = case.device else {
@@ -160,8 +168,10 @@ fn prepare_gpu(case: &Case) -> Result<Box<dyn Workload>> {
 }
 
 /// A case's parameters as the GPU workloads ask for them.
+#[cfg(feature = "cuda")]
 struct GpuParams<'a>(&'a Case);
 
+#[cfg(feature = "cuda")]
 impl crate::model::cuda::CaseParams for GpuParams<'_> {
     fn id(&self) -> &str {
         &self.0.id
