@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `cpu/` | [`cpu::CpuBackend`] | the execution context that owns the CPU's threads ([`cpu::Context`]); the CPU's roof is the probe (`crate::probe`) |
 //! | `cuda/` | [`cuda::CudaBackend`] | driver, contexts, NVRTC, cuBLAS, kernels, the GPU workload harness, its probe |
+//! | `wasm/` | [`wasm::WasmBackend`] | WebAssembly runtimes (wasmi, wasmtime, Node.js's V8), kernels in WebAssembly text, compile/instantiate/execute phases |
 //!
 //! Suites describe a benchmark once (parameters, inputs, work counts,
 //! reference) and never name a device's API: device-specific work (an NVRTC
@@ -27,8 +28,9 @@
 pub mod cpu;
 pub mod cuda;
 mod device;
+pub mod wasm;
 
-pub use device::{CHOICES, CPU_ONLY, Device, DeviceKind, parse_list};
+pub use device::{CHOICES, CPU_ONLY, Device, DeviceKind, WasmRuntime, parse_list};
 
 /// What one kind of device provides to the harness, `run` and `sysinfo`.
 pub trait Backend: Sync {
@@ -57,7 +59,7 @@ pub trait Backend: Sync {
 
 /// Every backend, in the order `sysinfo` shows them.
 pub fn registry() -> &'static [&'static dyn Backend] {
-    static BACKENDS: &[&dyn Backend] = &[&cpu::CpuBackend, &cuda::CudaBackend, &Unbuilt(DeviceKind::Wasm)];
+    static BACKENDS: &[&dyn Backend] = &[&cpu::CpuBackend, &cuda::CudaBackend, &wasm::WasmBackend];
     BACKENDS
 }
 
