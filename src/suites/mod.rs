@@ -15,6 +15,7 @@ pub mod command;
 pub mod common;
 pub mod inference;
 pub mod memory;
+pub mod mobile;
 pub mod optim;
 pub mod params;
 pub mod quant;
@@ -122,6 +123,7 @@ pub fn registry() -> &'static [&'static dyn Suite] {
         &quant::QuantSuite,
         &optim::OptimSuite,
         &memory::MemorySuite,
+        &mobile::MobileSuite,
     ];
     SUITES
 }

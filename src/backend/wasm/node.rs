@@ -38,7 +38,7 @@ pub struct NodeInstance {
     /// number either way: 12.0 and 12 look alike).
     f32_results: Vec<String>,
     /// Nanoseconds the last `call` took inside the driver.
-    pub last_exec_ns: f64,
+    last_exec_ns: f64,
 }
 
 impl NodeInstance {
@@ -176,6 +176,12 @@ impl Instance for NodeInstance {
             // them only in an f32's place, which the arm above cannot see.
             Some(other) => bail!("`{name}` returned {other}"),
         })
+    }
+    fn reset(&mut self) -> Result<()> {
+        self.request(json!({"op": "reset"})).map(|_| ())
+    }
+    fn last_exec_ns(&self) -> Option<f64> {
+        Some(self.last_exec_ns)
     }
     fn copy_loop(&mut self, offset: usize, data: &[u8], into: bool, iters: u64) -> Result<()> {
         check_range(offset, data.len(), self.memory_bytes()?)?;

@@ -7,6 +7,7 @@
 const fs = require('fs');
 const readline = require('readline');
 
+let compiled = null;
 let instance = null;
 let memory = null;
 
@@ -24,15 +25,19 @@ function handle(req) {
     case 'load': {
       const bytes = fs.readFileSync(req.path);
       let t0 = now();
-      const module = new WebAssembly.Module(bytes);
+      compiled = new WebAssembly.Module(bytes);
       const compile_ns = since(t0);
       t0 = now();
-      instance = new WebAssembly.Instance(module, {});
+      instance = new WebAssembly.Instance(compiled, {});
       const instantiate_ns = since(t0);
       memory = instance.exports.memory;
       if (!(memory instanceof WebAssembly.Memory)) throw new Error('the module exports no memory named `memory`');
       return { compile_ns, instantiate_ns };
     }
+    case 'reset':
+      instance = new WebAssembly.Instance(compiled, {});
+      memory = instance.exports.memory;
+      return {};
     case 'size':
       return { bytes: memory.buffer.byteLength };
     case 'ensure': {

@@ -133,6 +133,15 @@ pub trait Instance: Send {
     /// crossing the host/module boundary the way this runtime's embedder
     /// does it (Rust slices in process; a JavaScript `Uint8Array` for Node).
     fn copy_loop(&mut self, offset: usize, data: &[u8], into: bool, iters: u64) -> Result<()>;
+    /// Instantiates the module again from its compiled form: fresh memory
+    /// (one page) and globals, nothing compiled again.
+    fn reset(&mut self) -> Result<()>;
+    /// Nanoseconds the last [`Instance::call`] took inside the runtime, where
+    /// that differs from the caller's clock (Node.js: without the pipe's
+    /// round trip); `None` in process.
+    fn last_exec_ns(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// Assembled `wasm` bytes loaded into `runtime`: compiled, instantiated,

@@ -8,6 +8,7 @@ use wasmi::{Engine, Func, Linker, Memory, Module, Store, Val};
 
 /// A module instantiated in wasmi, with its store.
 pub struct WasmiInstance {
+    module: Module,
     store: Store<()>,
     memory: Memory,
     instance: wasmi::Instance,
@@ -24,21 +25,21 @@ impl WasmiInstance {
         let t = Instant::now();
         let module = Module::new(&engine, wasm).map_err(|e| anyhow!("wasmi refused the module: {e}"))?;
         let compile_ns = t.elapsed().as_nanos() as f64;
-        let mut store = Store::new(&engine, ());
         let t = Instant::now();
-        let instance = Linker::<()>::new(&engine)
-            .instantiate_and_start(&mut store, &module)
-            .map_err(|e| anyhow!("wasmi could not instantiate the module: {e}"))?;
+        let (store, instance, memory) = Self::instantiate(&module)?;
         let instantiate_ns = t.elapsed().as_nanos() as f64;
+        let phases = Phases { compile_ns, instantiate_ns };
+        Ok(Self { module, store, memory, instance, funcs: HashMap::new(), phases })
+    }
+
+    fn instantiate(module: &Module) -> Result<(Store<()>, wasmi::Instance, Memory)> {
+        let mut store = Store::new(module.engine(), ());
+        let instance = Linker::<()>::new(module.engine())
+            .instantiate_and_start(&mut store, module)
+            .map_err(|e| anyhow!("wasmi could not instantiate the module: {e}"))?;
         let memory =
             instance.get_memory(&store, "memory").context("the module exports no memory named `memory`")?;
-        Ok(Self {
-            store,
-            memory,
-            instance,
-            funcs: HashMap::new(),
-            phases: Phases { compile_ns, instantiate_ns },
-        })
+        Ok((store, instance, memory))
     }
 
     fn func(&mut self, name: &str) -> Result<(Func, usize)> {
@@ -109,6 +110,11 @@ impl Instance for WasmiInstance {
             Some(Val::F32(v)) => Ret::F32(v.to_float()),
             Some(other) => bail!("`{name}` returned {other:?}, not an i32 or f32"),
         })
+    }
+    fn reset(&mut self) -> Result<()> {
+        (self.store, self.instance, self.memory) = Self::instantiate(&self.module)?;
+        self.funcs.clear();
+        Ok(())
     }
     fn copy_loop(&mut self, offset: usize, data: &[u8], into: bool, iters: u64) -> Result<()> {
         let mem = self.memory.data_mut(&mut self.store);

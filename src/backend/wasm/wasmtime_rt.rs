@@ -9,6 +9,7 @@ use wasmtime::{Engine, Func, Memory, Module, Store, Val};
 
 /// A module compiled and instantiated by wasmtime, with its store.
 pub struct WasmtimeInstance {
+    module: Module,
     store: Store<()>,
     memory: Memory,
     instance: wasmtime::Instance,
@@ -23,21 +24,21 @@ impl WasmtimeInstance {
         let t = Instant::now();
         let module = Module::new(&engine, wasm).map_err(|e| anyhow!("wasmtime refused the module: {e:#}"))?;
         let compile_ns = t.elapsed().as_nanos() as f64;
-        let mut store = Store::new(&engine, ());
         let t = Instant::now();
-        let instance = wasmtime::Instance::new(&mut store, &module, &[])
-            .map_err(|e| anyhow!("wasmtime could not instantiate the module: {e:#}"))?;
+        let (store, instance, memory) = Self::instantiate(&module)?;
         let instantiate_ns = t.elapsed().as_nanos() as f64;
+        let phases = Phases { compile_ns, instantiate_ns };
+        Ok(Self { module, store, memory, instance, funcs: HashMap::new(), phases })
+    }
+
+    fn instantiate(module: &Module) -> Result<(Store<()>, wasmtime::Instance, Memory)> {
+        let mut store = Store::new(module.engine(), ());
+        let instance = wasmtime::Instance::new(&mut store, module, &[])
+            .map_err(|e| anyhow!("wasmtime could not instantiate the module: {e:#}"))?;
         let memory = instance
             .get_memory(&mut store, "memory")
             .context("the module exports no memory named `memory`")?;
-        Ok(Self {
-            store,
-            memory,
-            instance,
-            funcs: HashMap::new(),
-            phases: Phases { compile_ns, instantiate_ns },
-        })
+        Ok((store, instance, memory))
     }
 
     fn func(&mut self, name: &str) -> Result<(Func, Option<wasmtime::ValType>)> {
@@ -106,6 +107,11 @@ impl Instance for WasmtimeInstance {
             Some(Val::F32(bits)) => Ret::F32(f32::from_bits(*bits)),
             Some(other) => bail!("`{name}` returned {other:?}, not an i32 or f32"),
         })
+    }
+    fn reset(&mut self) -> Result<()> {
+        (self.store, self.instance, self.memory) = Self::instantiate(&self.module)?;
+        self.funcs.clear();
+        Ok(())
     }
     fn copy_loop(&mut self, offset: usize, data: &[u8], into: bool, iters: u64) -> Result<()> {
         let mem = self.memory.data_mut(&mut self.store);

@@ -1,0 +1,94 @@
+//! The mobile and WebAssembly suite: work under device profiles (threads,
+//! ISA cap and memory budget imposed for real, clock and bandwidth not),
+//! sustained load, simulated thermal throttling, and kernels and memory
+//! patterns in real WebAssembly runtimes (the `wasm` backend).
+//!
+//! | benchmark | file |
+//! |---|---|
+//! | `capped`, `sustained`, `thermal_simulated` | `capped.rs` (profiles: `profile.rs`, model: `thermal.rs`) |
+//! | `wasm_kernel` | `wasm_kernel.rs` |
+//! | `wasm_memory` | `wasm_memory.rs` |
+
+use crate::backend::DeviceKind;
+use crate::plan::{Case, ParamValue};
+use crate::suites::{Context, ParamRule, Suite, Threads, Workload};
+use anyhow::{Result, bail};
+
+mod capped;
+pub mod profile;
+mod thermal;
+mod wasm_kernel;
+mod wasm_memory;
+
+/// Device profiles, sustained load, simulated throttling, WebAssembly.
+pub struct MobileSuite;
+
+/// Benchmarks of `suites/mobile.toml`, in file order.
+pub const BENCHMARKS: &[&str] = &["capped", "sustained", "thermal_simulated", "wasm_kernel", "wasm_memory"];
+
+/// A non-negative number of seconds.
+fn seconds(v: &ParamValue) -> Result<(), String> {
+    match v {
+        ParamValue::Int(i) if *i >= 0 => Ok(()),
+        ParamValue::Float(f) if *f >= 0.0 && f.is_finite() => Ok(()),
+        _ => Err("must be a non-negative number of seconds".into()),
+    }
+}
+
+/// A shape of positive integers joined by x (its rank is checked by op).
+fn shape(v: &ParamValue) -> Result<(), String> {
+    match v {
+        ParamValue::Int(n) if *n >= 1 => Ok(()),
+        ParamValue::Str(s) if crate::plan::parse_shape(s).is_ok() => Ok(()),
+        _ => Err("must be positive integers joined by x".into()),
+    }
+}
+
+impl Suite for MobileSuite {
+    fn name(&self) -> &'static str {
+        "mobile"
+    }
+    fn describe(&self) -> &'static str {
+        "Mobile & WebAssembly: device profiles (emulated), sustained load, simulated throttling, wasm kernels and memory"
+    }
+    fn spec_toml(&self) -> &'static str {
+        include_str!("../../../suites/mobile.toml")
+    }
+    fn benchmarks(&self) -> &'static [&'static str] {
+        BENCHMARKS
+    }
+    fn devices(&self, benchmark: &str) -> &'static [DeviceKind] {
+        match benchmark {
+            "wasm_kernel" | "wasm_memory" => &[DeviceKind::Wasm],
+            _ => crate::backend::CPU_ONLY,
+        }
+    }
+    fn threads(&self, case: &Case) -> Result<Threads> {
+        if case.params.contains_key("profile") { capped::threads_of(case) } else { case.threads_request() }
+    }
+    fn param_rule(&self, _benchmark: &str, key: &str) -> Option<ParamRule> {
+        Some(match key {
+            "profile" => ParamRule::OneOf(profile::NAMES),
+            "powersave" => ParamRule::Int { min: 0, max: 2 },
+            "threads" => ParamRule::Threads,
+            "shape" | "rows" => ParamRule::Check(shape),
+            "seconds" | "window" | "cooldown" | "slice" => ParamRule::Check(seconds),
+            "windows" | "n" | "pages" | "bytes" | "steps" => ParamRule::POSITIVE,
+            "op" => ParamRule::OneOf(wasm_kernel::OPS),
+            "simd" => ParamRule::OneOf(wasm_kernel::VARIANTS),
+            "pattern" => ParamRule::OneOf(wasm_memory::PATTERNS),
+            _ => return None,
+        })
+    }
+    fn prepare(&self, case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+        match case.benchmark.as_str() {
+            "capped" | "sustained" | "thermal_simulated" => capped::prepare(case, ctx),
+            "wasm_kernel" => wasm_kernel::prepare(case),
+            "wasm_memory" => wasm_memory::prepare(case),
+            other => bail!("mobile suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
