@@ -11,7 +11,7 @@ fn cases(v: &Value) -> &Vec<Value> {
 
 #[test]
 fn wasm_cases_run_verified_on_wasmi_with_phases_and_ratios() {
-    let filter = "mobile/wasm_(kernel/op=(dot_i8|gemm),|memory/pattern=(freelist|ceiling))";
+    let filter = r"mobile/wasm_(kernel/(n=\d+,)?op=(dot_i8|gemm),|memory/pattern=(freelist|ceiling))";
     let (r, v) = suite_json("mobile", "3", &["--device", "wasm:wasmi", filter]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // dot_i8 and gemm, each scalar and SIMD128, and two memory patterns.
@@ -31,7 +31,7 @@ fn wasm_cases_run_verified_on_wasmi_with_phases_and_ratios() {
 
 #[test]
 fn a_profile_runs_capped_and_says_it_is_emulated() {
-    let filter = "mobile/capped/powersave=0,profile=(browser-tab|pixel8)-emulated,shape=128x128x128,threads=";
+    let filter = "mobile/capped/powersave=0,profile=(browser-tab|pixel8)-emulated,shape=1x1024x1024,threads=";
     let (r, v) = suite_json("mobile", "3", &[filter]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -1,7 +1,10 @@
-//! Work under a device profile: `capped` (tfbench's GEMM with the profile's
-//! threads, ISA cap and memory budget), `sustained` (the same for a set
-//! duration, throughput per window) and `thermal_simulated` (the same
-//! under the profile's simulated RC model and governor).
+//! Work under a device profile: `capped` (tfbench's matrix-vector product,
+//! an on-device decoder's step, with the profile's threads, ISA cap and
+//! memory budget), `sustained` (the same for a set duration, throughput per
+//! window) and `thermal_simulated` (the same under the profile's simulated
+//! RC model and governor). A GEMV and not a GEMM: tfbench's GEMM is the
+//! `gemm` crate's, which dispatches on the CPU itself and ignores the ISA
+//! cap, so it could not be held to a phone's 128-bit vectors.
 
 use super::profile::{self, Profile};
 use super::thermal;
@@ -38,7 +41,8 @@ pub fn threads_of(case: &Case) -> Result<Threads> {
     Ok(Threads::Exactly(if n <= profile::machine().0 { n } else { 1 }))
 }
 
-/// tfbench's GEMM as the profile allows it.
+/// tfbench's GEMV (`1 x K` times a `N x K` weight, as a linear layer
+/// stores it) as the profile allows it.
 pub struct ProfiledGemm {
     profile: Profile,
     ctx: Context,
@@ -55,12 +59,19 @@ impl ProfiledGemm {
     pub fn new(case: &Case, ctx: &Context) -> Result<Self> {
         let profile = Profile::find(&case.str("profile")?)?;
         let threads = requested_threads(case, &profile)?;
+        let d = case.shape("shape")?;
+        let [m, k, n] = d[..] else { bail!("case {}: shape must be 1xKxN", case.id) };
+        if m != 1 {
+            bail!(
+                "case {}: shape must be 1xKxN: a profile runs tfbench's GEMV, which honours the ISA cap (its GEMM, the gemm crate, does not)",
+                case.id
+            );
+        }
+        // The shape is checked first: a bad one is the case's error, not a skip.
         let (have_threads, have_bytes) = profile::machine();
         profile::check_machine(&profile, threads, have_threads, have_bytes).map_err(skip)?;
-        let d = case.shape("shape")?;
-        let [m, k, n] = d[..] else { bail!("case {}: shape must be MxKxN", case.id) };
         let need = 4 * (m as u64 * k as u64 + k as u64 * n as u64 + m as u64 * n as u64);
-        profile.check_budget(&format!("a {m}x{k}x{n} GEMM"), need).map_err(skip)?;
+        profile.check_budget(&format!("a {m}x{k}x{n} GEMV"), need).map_err(skip)?;
         if ctx.threads() != threads {
             bail!(
                 "case {}: the execution context has {} threads, the profile asks {threads}",
@@ -78,7 +89,7 @@ impl ProfiledGemm {
         let _cap = isa::override_cap(self.profile.isa_cap());
         let (t, d) = (self.threads, self.dims);
         let (a, b, c) = (&self.a, &self.b, &mut self.c);
-        self.ctx.install(|| kernels::matmul(t, d, a, b, Layout::KxN, c));
+        self.ctx.install(|| kernels::matmul(t, d, a, b, Layout::NxK, c));
     }
 
     /// FLOPs of one product.
@@ -90,7 +101,7 @@ impl ProfiledGemm {
     /// Checks one product against the naive triple loop.
     pub fn verify(&mut self) -> Verification {
         self.once();
-        let want = kernels::naive_matmul(self.dims, &self.a, &self.b, Layout::KxN);
+        let want = kernels::naive_matmul(self.dims, &self.a, &self.b, Layout::NxK);
         let k = self.dims.1 as f64;
         let mut v = Verification::compare(self.profile.note(self.threads), &self.c, &want, 1e-5 * k, 1e-4);
         v.detail = format!("naive triple loop: {}", v.detail);
@@ -120,7 +131,7 @@ impl ProfiledGemm {
     }
 }
 
-/// What a profile benchmark does beside the GEMM itself.
+/// What a profile benchmark does beside the GEMV itself.
 #[derive(Clone, Copy, PartialEq)]
 enum Study {
     None,

@@ -6,6 +6,7 @@
 //! | benchmark | file |
 //! |---|---|
 //! | `capped`, `sustained`, `thermal_simulated` | `capped.rs` (profiles: `profile.rs`, model: `thermal.rs`) |
+//! | `levels` (O0-O3 over the model runtime) | `levels.rs` |
 //! | `wasm_kernel` | `wasm_kernel.rs` |
 //! | `wasm_memory` | `wasm_memory.rs` |
 
@@ -15,6 +16,7 @@ use crate::suites::{Context, ParamRule, Suite, Threads, Workload};
 use anyhow::{Result, bail};
 
 mod capped;
+mod levels;
 pub mod profile;
 mod thermal;
 mod wasm_kernel;
@@ -24,7 +26,8 @@ mod wasm_memory;
 pub struct MobileSuite;
 
 /// Benchmarks of `suites/mobile.toml`, in file order.
-pub const BENCHMARKS: &[&str] = &["capped", "sustained", "thermal_simulated", "wasm_kernel", "wasm_memory"];
+pub const BENCHMARKS: &[&str] =
+    &["capped", "sustained", "thermal_simulated", "levels", "wasm_kernel", "wasm_memory"];
 
 /// A non-negative number of seconds.
 fn seconds(v: &ParamValue) -> Result<(), String> {
@@ -64,7 +67,13 @@ impl Suite for MobileSuite {
         }
     }
     fn threads(&self, case: &Case) -> Result<Threads> {
-        if case.params.contains_key("profile") { capped::threads_of(case) } else { case.threads_request() }
+        if case.params.contains_key("profile") {
+            capped::threads_of(case)
+        } else if case.benchmark == "levels" {
+            levels::threads(case)
+        } else {
+            case.threads_request()
+        }
     }
     fn param_rule(&self, _benchmark: &str, key: &str) -> Option<ParamRule> {
         Some(match key {
@@ -75,6 +84,10 @@ impl Suite for MobileSuite {
             "seconds" | "window" | "cooldown" | "slice" => ParamRule::Check(seconds),
             "windows" | "n" | "pages" | "bytes" | "steps" => ParamRule::POSITIVE,
             "op" => ParamRule::OneOf(wasm_kernel::OPS),
+            "level" => ParamRule::OneOf(levels::LEVELS),
+            "model" => ParamRule::OneOf(crate::models::PRESETS),
+            "depth" => ParamRule::NON_NEGATIVE,
+            "gen" => ParamRule::POSITIVE,
             "simd" => ParamRule::OneOf(wasm_kernel::VARIANTS),
             "pattern" => ParamRule::OneOf(wasm_memory::PATTERNS),
             _ => return None,
@@ -83,6 +96,7 @@ impl Suite for MobileSuite {
     fn prepare(&self, case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
         match case.benchmark.as_str() {
             "capped" | "sustained" | "thermal_simulated" => capped::prepare(case, ctx),
+            "levels" => levels::prepare(case, ctx),
             "wasm_kernel" => wasm_kernel::prepare(case),
             "wasm_memory" => wasm_memory::prepare(case),
             other => bail!("mobile suite has no benchmark `{other}`; valid: {}", BENCHMARKS.join(", ")),

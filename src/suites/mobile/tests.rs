@@ -26,7 +26,7 @@ fn metric(m: &[crate::suites::Metric], name: &str) -> f64 {
 
 fn profiled(bench: &str, profile: &str, threads: ParamValue, extra: &[(&str, ParamValue)]) -> Case {
     let mut p =
-        vec![("profile", s(profile)), ("powersave", i(0)), ("threads", threads), ("shape", s("32x24x16"))];
+        vec![("profile", s(profile)), ("powersave", i(0)), ("threads", threads), ("shape", s("1x24x16"))];
     p.extend(extra.iter().cloned());
     case(bench, &p)
 }
@@ -57,19 +57,25 @@ fn profiles_beyond_this_machine_or_their_budget_are_skipped_with_the_figures() {
         let skip = e.downcast_ref::<SkipCase>().expect("a skip, not a failure").to_string();
         assert!(skip.contains("9 threads") && skip.contains(&format!("has {have}")), "{skip}");
     }
-    // A GEMM whose buffers exceed the browser tab's 2 GiB budget.
+    // A GEMV whose buffers exceed the browser tab's 2 GiB budget.
     let big = case(
         "capped",
         &[
             ("profile", s("browser-tab-emulated")),
             ("powersave", i(0)),
             ("threads", i(1)),
-            ("shape", s("20000x20000x20000")),
+            ("shape", s("1x40000x40000")),
         ],
     );
     let e = prepare_standalone(&MobileSuite, &big).err().expect("refused");
     let why = e.downcast_ref::<SkipCase>().expect("a skip").to_string();
     assert!(why.contains("MiB") && why.contains("budget is 2048 MiB"), "{why}");
+    // A GEMM shape is refused: tfbench's GEMM ignores the ISA cap.
+    let gemm = case(
+        "capped",
+        &[("profile", s("rpi5-emulated")), ("powersave", i(0)), ("threads", i(1)), ("shape", s("8x8x8"))],
+    );
+    assert!(prepare_standalone(&MobileSuite, &gemm).err().unwrap().to_string().contains("1xKxN"));
     let unknown = profiled("capped", "nokia-emulated", i(1), &[]);
     let e = prepare_standalone(&MobileSuite, &unknown).err().expect("refused").to_string();
     assert!(profile::NAMES.iter().all(|n| e.contains(n)), "{e}");
@@ -80,7 +86,7 @@ fn profiles_beyond_this_machine_or_their_budget_are_skipped_with_the_figures() {
             ("profile", s("galaxy-a54-emulated")),
             ("powersave", i(1)),
             ("threads", i(5)),
-            ("shape", s("8x8x8")),
+            ("shape", s("1x8x8")),
         ],
     );
     let e = prepare_standalone(&MobileSuite, &little).err().expect("refused").to_string();
@@ -98,7 +104,7 @@ fn sustained_and_thermal_studies_report_their_verdicts() {
     let mut w = prepare_standalone(&MobileSuite, &c).unwrap();
     assert!(w.verify().unwrap().passed);
     let m = w.metrics();
-    assert!(m.iter().filter(|x| x.name.starts_with("window_")).count() == 4);
+    assert_eq!(m.iter().filter(|x| x.name.starts_with("window_")).count(), 4);
     let ratio = metric(&m, "worst_best_ratio");
     assert_eq!(metric(&m, "stable"), f64::from(ratio >= 0.97));
     let t = profiled(
@@ -197,4 +203,27 @@ fn wasm_memory_patterns_verify_in_every_runtime() {
         w.run(3).unwrap();
         assert_eq!(metric(&w.metrics(), "reinstantiations"), 2.0);
     }
+}
+
+#[test]
+fn levels_run_on_the_model_runtime_with_accuracy_against_o0() {
+    for level in levels::LEVELS {
+        let c =
+            case("levels", &[("level", s(level)), ("model", s("gpt2-tiny")), ("depth", i(4)), ("gen", i(2))]);
+        let want = if *level == "O0" { Threads::Exactly(1) } else { Threads::Run };
+        assert_eq!(MobileSuite.threads(&c).unwrap(), want);
+        let mut w = prepare_standalone(&MobileSuite, &c).unwrap_or_else(|e| panic!("{level}: {e:#}"));
+        let v = w.verify().unwrap();
+        assert!(v.passed && v.reference.starts_with(level), "{level}: {} {}", v.reference, v.detail);
+        w.run(1).unwrap();
+        let m = w.metrics();
+        assert!(metric(&m, "weight_bytes") > 0.0, "{level}");
+        if *level == "O2" || *level == "O3" {
+            let cos = metric(&m, "vs_f32_cosine");
+            assert!(cos > 0.9 && cos <= 1.0 + 1e-9, "{level}: cosine {cos}");
+        }
+    }
+    let bad =
+        case("levels", &[("level", s("O9")), ("model", s("gpt2-tiny")), ("depth", i(4)), ("gen", i(2))]);
+    assert!(prepare_standalone(&MobileSuite, &bad).err().unwrap().to_string().contains("O0, O1, O2, O3"));
 }
