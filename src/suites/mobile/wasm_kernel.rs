@@ -73,8 +73,8 @@ fn problem(op: &str, dims: &[usize], seed: u64) -> Result<Problem> {
     Ok(match op {
         "add" | "mul" => {
             let (a, b) = (uni(n, 1), uni(n, 2));
-            let f = if op == "add" { |x: f32, y: f32| x + y } else { |x: f32, y: f32| x * y };
-            let want = a.iter().zip(&b).map(|(&x, &y)| f(x, y) as f64).collect();
+            let add = op == "add";
+            let want = a.iter().zip(&b).map(|(&x, &y)| if add { x + y } else { x * y } as f64).collect();
             let mut out = vec![0f32; n];
             let (na, nb) = (a.clone(), b.clone());
             Problem {
@@ -86,8 +86,14 @@ fn problem(op: &str, dims: &[usize], seed: u64) -> Result<Problem> {
                 want,
                 tolerance: (0.0, 0.0),
                 throughput: vec![Throughput::elements(n as f64), Throughput::bytes(12.0 * n as f64)],
+                // Two loops, so each vectorises (a function pointer would not).
                 native: Box::new(move || {
-                    out.iter_mut().zip(&na).zip(&nb).for_each(|((o, &x), &y)| *o = f(x, y));
+                    let pairs = out.iter_mut().zip(&na).zip(&nb);
+                    if add {
+                        pairs.for_each(|((o, &x), &y)| *o = x + y);
+                    } else {
+                        pairs.for_each(|((o, &x), &y)| *o = x * y);
+                    }
                     std::hint::black_box(&mut out);
                 }),
             }
@@ -106,7 +112,7 @@ fn problem(op: &str, dims: &[usize], seed: u64) -> Result<Problem> {
                 tolerance: (1e-6 * n as f64, 1e-5),
                 throughput: vec![Throughput::flops(2.0 * n as f64)],
                 native: Box::new(move || {
-                    std::hint::black_box(a.iter().zip(&b).map(|(x, y)| x * y).sum::<f32>());
+                    std::hint::black_box(lanes_dot(&a, &b));
                 }),
             }
         }
@@ -251,6 +257,20 @@ fn rows(op: &str, dims: &[usize], uni: &dyn Fn(usize, u64) -> Vec<f32>) -> Probl
         throughput: vec![Throughput::elements(n as f64)],
         native,
     }
+}
+
+/// A dot product with 16 independent sums, so the compiler vectorises it
+/// (a single running f32 sum cannot be reordered): native code as a
+/// kernel writer would give it, not a sequential loop.
+fn lanes_dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 16];
+    for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
+        for i in 0..16 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let tail = a.len() - a.len() % 16;
+    acc.iter().sum::<f32>() + a[tail..].iter().zip(&b[tail..]).map(|(x, y)| x * y).sum::<f32>()
 }
 
 /// A kernel case prepared in its runtime.
