@@ -363,6 +363,9 @@ threads = [1]
         let c = Case::new("s", "b", p.clone());
         assert_eq!(c.clone().on(Device::Cpu).id, "s/b/n=4");
         assert_eq!(c.on(Device::Cuda(1)).id, "s/b/n=4,device=cuda:1");
-        assert_eq!(Case::new("s", "b", BTreeMap::new()).on(Device::Wasm).id, "s/b/device=wasm");
+        assert_eq!(
+            Case::new("s", "b", BTreeMap::new()).on(Device::Wasm(crate::backend::WasmRuntime::Node)).id,
+            "s/b/device=wasm:node"
+        );
     }
 }

@@ -16,6 +16,8 @@ use anyhow::{Result, bail};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::fmt;
 
+pub use super::wasm::WasmRuntime;
+
 /// A device a case runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Device {
@@ -24,26 +26,33 @@ pub enum Device {
     Cpu,
     /// NVIDIA GPU number N through CUDA.
     Cuda(u32),
-    /// A WebAssembly runtime embedded in the process.
-    Wasm,
+    /// A WebAssembly runtime: embedded in the process (wasmi, wasmtime) or
+    /// a child process (Node.js's V8).
+    Wasm(WasmRuntime),
 }
 
 /// The spellings `--device` accepts, for error messages.
-pub const CHOICES: &str = "cpu, cuda, cuda:N, wasm";
+pub const CHOICES: &str = "cpu, cuda, cuda:N, wasm, wasm:wasmi, wasm:wasmtime, wasm:node";
 
 impl Device {
-    /// Parses `cpu`, `cuda` (GPU 0), `cuda:N` or `wasm`; the error names
-    /// the choices.
+    /// Parses `cpu`, `cuda` (GPU 0), `cuda:N`, `wasm` (the default runtime,
+    /// [`WasmRuntime::default`]) or `wasm:RUNTIME`; the error names the
+    /// choices.
     pub fn parse(s: &str) -> Result<Device> {
         let t = s.trim().to_ascii_lowercase();
         match t.as_str() {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
-            "wasm" => Ok(Device::Wasm),
-            _ => match t.strip_prefix("cuda:").map(str::parse::<u32>) {
-                Some(Ok(n)) => Ok(Device::Cuda(n)),
-                _ => bail!("unknown device `{s}`; valid: {CHOICES}"),
-            },
+            "wasm" => Ok(Device::Wasm(WasmRuntime::default())),
+            _ => {
+                if let Some(rt) = t.strip_prefix("wasm:").and_then(WasmRuntime::parse) {
+                    return Ok(Device::Wasm(rt));
+                }
+                match t.strip_prefix("cuda:").map(str::parse::<u32>) {
+                    Some(Ok(n)) => Ok(Device::Cuda(n)),
+                    _ => bail!("unknown device `{s}`; valid: {CHOICES}"),
+                }
+            }
         }
     }
 
@@ -52,14 +61,15 @@ impl Device {
         match self {
             Device::Cpu => DeviceKind::Cpu,
             Device::Cuda(_) => DeviceKind::Cuda,
-            Device::Wasm => DeviceKind::Wasm,
+            Device::Wasm(_) => DeviceKind::Wasm,
         }
     }
 
     /// Whether cases can run on this device here: `Err` says why not (the
     /// skip reason), as its backend answers ([`super::Backend::availability`]):
     /// CUDA asks the driver (no libcuda, no device, no such device);
-    /// WebAssembly has no runtime in this build yet.
+    /// WebAssembly whether its runtime is built in (wasmtime) or on the PATH
+    /// (node).
     pub fn availability(self) -> Result<(), String> {
         super::of(self.kind()).availability(self)
     }
@@ -70,7 +80,7 @@ impl fmt::Display for Device {
         match self {
             Device::Cpu => f.write_str("cpu"),
             Device::Cuda(n) => write!(f, "cuda:{n}"),
-            Device::Wasm => f.write_str("wasm"),
+            Device::Wasm(rt) => write!(f, "wasm:{}", rt.name()),
         }
     }
 }
@@ -127,7 +137,9 @@ mod tests {
             ("cpu", Device::Cpu),
             ("CUDA", Device::Cuda(0)),
             ("cuda:3", Device::Cuda(3)),
-            ("wasm", Device::Wasm),
+            ("wasm", Device::Wasm(WasmRuntime::default())),
+            ("wasm:node", Device::Wasm(WasmRuntime::Node)),
+            ("WASM:wasmtime", Device::Wasm(WasmRuntime::Wasmtime)),
         ] {
             assert_eq!(Device::parse(s).unwrap(), d);
             assert_eq!(Device::parse(&d.to_string()).unwrap(), d, "round trip");
@@ -135,6 +147,9 @@ mod tests {
         let e = Device::parse("tpu").unwrap_err().to_string();
         assert!(e.contains("unknown device `tpu`") && e.contains(CHOICES), "{e}");
         assert!(Device::parse("cuda:x").is_err());
+        let e = Device::parse("wasm:v8").unwrap_err().to_string();
+        assert!(e.contains("wasm:node") && e.contains("wasm:wasmi"), "{e}");
+        assert_eq!(Device::Wasm(WasmRuntime::Wasmi).to_string(), "wasm:wasmi");
         assert_eq!(parse_list(&[]).unwrap(), [Device::Cpu]);
         assert_eq!(parse_list(&["cpu,cuda:1".into(), "cpu".into()]).unwrap(), [Device::Cpu, Device::Cuda(1)]);
         let j = serde_json::to_string(&Device::Cuda(2)).unwrap();
@@ -157,6 +172,12 @@ mod tests {
                 assert!(why.contains(&format!("cuda:{n}")), "{why}");
             }
         }
-        assert!(Device::Wasm.availability().unwrap_err().contains("WebAssembly"));
+        // wasmi is pure Rust and always built in; wasmtime only with its
+        // feature, and a refusal says which.
+        assert!(Device::Wasm(WasmRuntime::Wasmi).availability().is_ok());
+        if !cfg!(feature = "wasmtime") {
+            let why = Device::Wasm(WasmRuntime::Wasmtime).availability().unwrap_err();
+            assert!(why.contains("wasm:wasmtime") && why.contains("wasmtime feature"), "{why}");
+        }
     }
 }

@@ -7,7 +7,8 @@
 //! | folder | backend | what it provides |
 //! |---|---|---|
 //! | `cpu/` | [`cpu::CpuBackend`] | the execution context that owns the CPU's threads ([`cpu::Context`]); the CPU's roof is the probe (`crate::probe`) |
-//! | `cuda/` | [`cuda::CudaBackend`] | driver, contexts, NVRTC, cuBLAS, kernels, the GPU workload harness, its probe; `cuda/tensor/`: the tensor work of [`ops`] on a GPU |
+//! | `cuda/` | `cuda::CudaBackend` (feature `cuda`) | driver, contexts, NVRTC, cuBLAS, kernels, the GPU workload harness, its probe; `cuda/tensor/`: the tensor work of [`ops`] on a GPU |
+//! | `wasm/` | [`wasm::WasmBackend`] | WebAssembly runtimes (wasmi, wasmtime with feature `wasmtime`, Node.js's V8), kernels in WebAssembly text, compile/instantiate/execute phases |
 //! | `ops.rs` | (every backend) | the words for tensor work: [`ops::TensorWork`] (op, host inputs, work counts, the suite's check) and [`ops::TensorOps`], what a backend implements to run it |
 //!
 //! Suites describe a benchmark once (parameters, inputs, work counts,
@@ -34,8 +35,9 @@ pub mod cpu;
 pub mod cuda;
 mod device;
 pub mod ops;
+pub mod wasm;
 
-pub use device::{CHOICES, CPU_ONLY, Device, DeviceKind, parse_list};
+pub use device::{CHOICES, CPU_ONLY, Device, DeviceKind, WasmRuntime, parse_list};
 
 /// What one kind of device provides to the harness, `run` and `sysinfo`.
 pub trait Backend: Sync {
@@ -76,14 +78,14 @@ pub fn registry() -> &'static [&'static dyn Backend] {
         &cuda::CudaBackend,
         #[cfg(not(feature = "cuda"))]
         &Unbuilt(DeviceKind::Cuda),
-        &Unbuilt(DeviceKind::Wasm),
+        &wasm::WasmBackend,
     ];
     BACKENDS
 }
 
 /// The backend of `kind`.
 pub fn of(kind: DeviceKind) -> &'static dyn Backend {
-    registry().iter().copied().find(|b| b.kind() == kind).unwrap_or(&Unbuilt(DeviceKind::Wasm))
+    registry().iter().copied().find(|b| b.kind() == kind).unwrap_or(&Unbuilt(DeviceKind::Cpu))
 }
 
 /// The devices among `devices` that each backend records with a run's

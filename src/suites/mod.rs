@@ -15,6 +15,7 @@ pub mod command;
 pub mod common;
 pub mod inference;
 pub mod memory;
+pub mod mobile;
 pub mod optim;
 pub mod params;
 pub mod quant;
@@ -151,6 +152,7 @@ pub fn registry() -> &'static [&'static dyn Suite] {
         &quant::QuantSuite,
         &optim::OptimSuite,
         &memory::MemorySuite,
+        &mobile::MobileSuite,
     ];
     SUITES
 }

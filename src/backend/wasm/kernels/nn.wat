@@ -1,0 +1,317 @@
+;; Transformer row kernels on f32: softmax and layernorm over each of `rows`
+;; rows of `cols` values, and GELU over n values. WebAssembly has no exp
+;; instruction, so $exp / $exp4 compute it here: e^x = 2^n * e^r with
+;; n = nearest(x / ln 2) and |r| <= ln(2)/2 (ln 2 split in a high and a low
+;; part, Cody-Waite), e^r by its Taylor polynomial to r^6 (relative error
+;; under 2e-7), 2^n built in the exponent bits. x is clamped to
+;; [-87.3, 88.3] so 2^n stays a normal f32. The SIMD128 forms run the same
+;; steps on four lanes and finish each row's last cols % 4 one by one.
+(module
+  (memory (export "memory") 1)
+
+  (func $exp (param $x f32) (result f32)
+    (local $n f32) (local $r f32) (local $p f32)
+    (local.set $x (f32.min (f32.max (local.get $x) (f32.const -87.3)) (f32.const 88.3)))
+    (local.set $n (f32.nearest (f32.mul (local.get $x) (f32.const 1.44269504088896341))))
+    (local.set $r (f32.sub (f32.sub (local.get $x) (f32.mul (local.get $n) (f32.const 0.693145751953125)))
+                           (f32.mul (local.get $n) (f32.const 1.428606765330187e-06))))
+    (local.set $p (f32.const 1.3888889e-03))
+    (local.set $p (f32.add (f32.mul (local.get $p) (local.get $r)) (f32.const 8.3333333e-03)))
+    (local.set $p (f32.add (f32.mul (local.get $p) (local.get $r)) (f32.const 4.1666667e-02)))
+    (local.set $p (f32.add (f32.mul (local.get $p) (local.get $r)) (f32.const 1.6666667e-01)))
+    (local.set $p (f32.add (f32.mul (local.get $p) (local.get $r)) (f32.const 0.5)))
+    (local.set $p (f32.add (f32.mul (local.get $p) (local.get $r)) (f32.const 1.0)))
+    (local.set $p (f32.add (f32.mul (local.get $p) (local.get $r)) (f32.const 1.0)))
+    (f32.mul (local.get $p)
+      (f32.reinterpret_i32 (i32.shl (i32.add (i32.trunc_f32_s (local.get $n)) (i32.const 127)) (i32.const 23)))))
+
+  (func $exp4 (param $x v128) (result v128)
+    (local $n v128) (local $r v128) (local $p v128)
+    (local.set $x (f32x4.min (f32x4.max (local.get $x) (f32x4.splat (f32.const -87.3))) (f32x4.splat (f32.const 88.3))))
+    (local.set $n (f32x4.nearest (f32x4.mul (local.get $x) (f32x4.splat (f32.const 1.44269504088896341)))))
+    (local.set $r (f32x4.sub (f32x4.sub (local.get $x) (f32x4.mul (local.get $n) (f32x4.splat (f32.const 0.693145751953125))))
+                             (f32x4.mul (local.get $n) (f32x4.splat (f32.const 1.428606765330187e-06)))))
+    (local.set $p (f32x4.splat (f32.const 1.3888889e-03)))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 8.3333333e-03))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 4.1666667e-02))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 1.6666667e-01))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 0.5))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 1.0))))
+    (local.set $p (f32x4.add (f32x4.mul (local.get $p) (local.get $r)) (f32x4.splat (f32.const 1.0))))
+    (f32x4.mul (local.get $p)
+      (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $n)) (i32x4.splat (i32.const 127))) (i32.const 23))))
+
+  ;; GELU, tanh form, as x * sigmoid(2u) with u = sqrt(2/pi) (x + 0.044715 x^3).
+  (func $gelu (param $x f32) (result f32)
+    (local $u f32)
+    (local.set $u (f32.mul (f32.const 0.7978845608)
+      (f32.add (local.get $x) (f32.mul (f32.const 0.044715) (f32.mul (local.get $x) (f32.mul (local.get $x) (local.get $x)))))))
+    (f32.div (local.get $x) (f32.add (f32.const 1.0) (call $exp (f32.mul (f32.const -2.0) (local.get $u))))))
+
+  (func $gelu4 (param $x v128) (result v128)
+    (local $u v128)
+    (local.set $u (f32x4.mul (f32x4.splat (f32.const 0.7978845608))
+      (f32x4.add (local.get $x)
+        (f32x4.mul (f32x4.splat (f32.const 0.044715)) (f32x4.mul (local.get $x) (f32x4.mul (local.get $x) (local.get $x)))))))
+    (f32x4.div (local.get $x)
+      (f32x4.add (f32x4.splat (f32.const 1.0)) (call $exp4 (f32x4.mul (f32x4.splat (f32.const -2.0)) (local.get $u))))))
+
+  (func (export "gelu_scalar") (param $x i32) (param $out i32) (param $n i32)
+    (local $end i32)
+    (local.set $end (i32.add (local.get $x) (i32.shl (local.get $n) (i32.const 2))))
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $x) (local.get $end)))
+        (f32.store (local.get $out) (call $gelu (f32.load (local.get $x))))
+        (local.set $x (i32.add (local.get $x) (i32.const 4)))
+        (local.set $out (i32.add (local.get $out) (i32.const 4)))
+        (br $next))))
+
+  (func (export "gelu_simd") (param $x i32) (param $out i32) (param $n i32)
+    (local $end i32) (local $end4 i32)
+    (local.set $end (i32.add (local.get $x) (i32.shl (local.get $n) (i32.const 2))))
+    (local.set $end4 (i32.add (local.get $x) (i32.shl (i32.and (local.get $n) (i32.const -4)) (i32.const 2))))
+    (block $done4
+      (loop $next4
+        (br_if $done4 (i32.ge_u (local.get $x) (local.get $end4)))
+        (v128.store (local.get $out) (call $gelu4 (v128.load (local.get $x))))
+        (local.set $x (i32.add (local.get $x) (i32.const 16)))
+        (local.set $out (i32.add (local.get $out) (i32.const 16)))
+        (br $next4)))
+    (block $done
+      (loop $next
+        (br_if $done (i32.ge_u (local.get $x) (local.get $end)))
+        (f32.store (local.get $out) (call $gelu (f32.load (local.get $x))))
+        (local.set $x (i32.add (local.get $x) (i32.const 4)))
+        (local.set $out (i32.add (local.get $out) (i32.const 4)))
+        (br $next))))
+
+  (func (export "softmax_scalar") (param $x i32) (param $out i32) (param $rows i32) (param $cols i32)
+    (local $row i32) (local $p i32) (local $q i32) (local $end i32) (local $max f32) (local $sum f32) (local $e f32) (local $inv f32)
+    (block $rows_done
+      (loop $each_row
+        (br_if $rows_done (i32.ge_u (local.get $row) (local.get $rows)))
+        (local.set $end (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $max (f32.const -inf))
+        (local.set $p (local.get $x))
+        (block $d1 (loop $l1
+          (br_if $d1 (i32.ge_u (local.get $p) (local.get $end)))
+          (local.set $max (f32.max (local.get $max) (f32.load (local.get $p))))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (br $l1)))
+        (local.set $sum (f32.const 0))
+        (local.set $p (local.get $x))
+        (local.set $q (local.get $out))
+        (block $d2 (loop $l2
+          (br_if $d2 (i32.ge_u (local.get $p) (local.get $end)))
+          (local.set $e (call $exp (f32.sub (f32.load (local.get $p)) (local.get $max))))
+          (f32.store (local.get $q) (local.get $e))
+          (local.set $sum (f32.add (local.get $sum) (local.get $e)))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (local.set $q (i32.add (local.get $q) (i32.const 4)))
+          (br $l2)))
+        (local.set $inv (f32.div (f32.const 1) (local.get $sum)))
+        (local.set $end (i32.add (local.get $out) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $q (local.get $out))
+        (block $d3 (loop $l3
+          (br_if $d3 (i32.ge_u (local.get $q) (local.get $end)))
+          (f32.store (local.get $q) (f32.mul (f32.load (local.get $q)) (local.get $inv)))
+          (local.set $q (i32.add (local.get $q) (i32.const 4)))
+          (br $l3)))
+        (local.set $x (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $out (local.get $end))
+        (local.set $row (i32.add (local.get $row) (i32.const 1)))
+        (br $each_row))))
+
+  (func (export "softmax_simd") (param $x i32) (param $out i32) (param $rows i32) (param $cols i32)
+    (local $row i32) (local $p i32) (local $q i32) (local $end i32) (local $end4 i32) (local $bytes4 i32)
+    (local $vmax v128) (local $vsum v128) (local $ve v128) (local $max f32) (local $sum f32) (local $e f32) (local $inv f32)
+    (local.set $bytes4 (i32.shl (i32.and (local.get $cols) (i32.const -4)) (i32.const 2)))
+    (block $rows_done
+      (loop $each_row
+        (br_if $rows_done (i32.ge_u (local.get $row) (local.get $rows)))
+        (local.set $end (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $end4 (i32.add (local.get $x) (local.get $bytes4)))
+        ;; the row's maximum
+        (local.set $vmax (f32x4.splat (f32.const -inf)))
+        (local.set $p (local.get $x))
+        (block $d1 (loop $l1
+          (br_if $d1 (i32.ge_u (local.get $p) (local.get $end4)))
+          (local.set $vmax (f32x4.max (local.get $vmax) (v128.load (local.get $p))))
+          (local.set $p (i32.add (local.get $p) (i32.const 16)))
+          (br $l1)))
+        (local.set $max
+          (f32.max (f32.max (f32x4.extract_lane 0 (local.get $vmax)) (f32x4.extract_lane 1 (local.get $vmax)))
+                   (f32.max (f32x4.extract_lane 2 (local.get $vmax)) (f32x4.extract_lane 3 (local.get $vmax)))))
+        (block $d1t (loop $l1t
+          (br_if $d1t (i32.ge_u (local.get $p) (local.get $end)))
+          (local.set $max (f32.max (local.get $max) (f32.load (local.get $p))))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (br $l1t)))
+        ;; exponentials and their sum
+        (local.set $vmax (f32x4.splat (local.get $max)))
+        (local.set $vsum (v128.const i32x4 0 0 0 0))
+        (local.set $p (local.get $x))
+        (local.set $q (local.get $out))
+        (block $d2 (loop $l2
+          (br_if $d2 (i32.ge_u (local.get $p) (local.get $end4)))
+          (local.set $ve (call $exp4 (f32x4.sub (v128.load (local.get $p)) (local.get $vmax))))
+          (v128.store (local.get $q) (local.get $ve))
+          (local.set $vsum (f32x4.add (local.get $vsum) (local.get $ve)))
+          (local.set $p (i32.add (local.get $p) (i32.const 16)))
+          (local.set $q (i32.add (local.get $q) (i32.const 16)))
+          (br $l2)))
+        (local.set $sum
+          (f32.add (f32.add (f32x4.extract_lane 0 (local.get $vsum)) (f32x4.extract_lane 1 (local.get $vsum)))
+                   (f32.add (f32x4.extract_lane 2 (local.get $vsum)) (f32x4.extract_lane 3 (local.get $vsum)))))
+        (block $d2t (loop $l2t
+          (br_if $d2t (i32.ge_u (local.get $p) (local.get $end)))
+          (local.set $e (call $exp (f32.sub (f32.load (local.get $p)) (local.get $max))))
+          (f32.store (local.get $q) (local.get $e))
+          (local.set $sum (f32.add (local.get $sum) (local.get $e)))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (local.set $q (i32.add (local.get $q) (i32.const 4)))
+          (br $l2t)))
+        ;; scale to one
+        (local.set $inv (f32.div (f32.const 1) (local.get $sum)))
+        (local.set $ve (f32x4.splat (local.get $inv)))
+        (local.set $end (i32.add (local.get $out) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $end4 (i32.add (local.get $out) (local.get $bytes4)))
+        (local.set $q (local.get $out))
+        (block $d3 (loop $l3
+          (br_if $d3 (i32.ge_u (local.get $q) (local.get $end4)))
+          (v128.store (local.get $q) (f32x4.mul (v128.load (local.get $q)) (local.get $ve)))
+          (local.set $q (i32.add (local.get $q) (i32.const 16)))
+          (br $l3)))
+        (block $d3t (loop $l3t
+          (br_if $d3t (i32.ge_u (local.get $q) (local.get $end)))
+          (f32.store (local.get $q) (f32.mul (f32.load (local.get $q)) (local.get $inv)))
+          (local.set $q (i32.add (local.get $q) (i32.const 4)))
+          (br $l3t)))
+        (local.set $x (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $out (local.get $end))
+        (local.set $row (i32.add (local.get $row) (i32.const 1)))
+        (br $each_row))))
+
+  (func (export "layernorm_scalar") (param $x i32) (param $g i32) (param $b i32) (param $out i32)
+        (param $rows i32) (param $cols i32) (param $eps f32)
+    (local $row i32) (local $p i32) (local $end i32) (local $gp i32) (local $bp i32) (local $q i32)
+    (local $n f32) (local $mean f32) (local $var f32) (local $d f32) (local $rstd f32)
+    (local.set $n (f32.convert_i32_u (local.get $cols)))
+    (block $rows_done
+      (loop $each_row
+        (br_if $rows_done (i32.ge_u (local.get $row) (local.get $rows)))
+        (local.set $end (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $mean (f32.const 0))
+        (local.set $p (local.get $x))
+        (block $d1 (loop $l1
+          (br_if $d1 (i32.ge_u (local.get $p) (local.get $end)))
+          (local.set $mean (f32.add (local.get $mean) (f32.load (local.get $p))))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (br $l1)))
+        (local.set $mean (f32.div (local.get $mean) (local.get $n)))
+        (local.set $var (f32.const 0))
+        (local.set $p (local.get $x))
+        (block $d2 (loop $l2
+          (br_if $d2 (i32.ge_u (local.get $p) (local.get $end)))
+          (local.set $d (f32.sub (f32.load (local.get $p)) (local.get $mean)))
+          (local.set $var (f32.add (local.get $var) (f32.mul (local.get $d) (local.get $d))))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (br $l2)))
+        (local.set $rstd (f32.div (f32.const 1) (f32.sqrt (f32.add (f32.div (local.get $var) (local.get $n)) (local.get $eps)))))
+        (local.set $p (local.get $x))
+        (local.set $gp (local.get $g))
+        (local.set $bp (local.get $b))
+        (block $d3 (loop $l3
+          (br_if $d3 (i32.ge_u (local.get $p) (local.get $end)))
+          (f32.store (local.get $out)
+            (f32.add (f32.mul (f32.mul (f32.sub (f32.load (local.get $p)) (local.get $mean)) (local.get $rstd))
+                              (f32.load (local.get $gp)))
+                     (f32.load (local.get $bp))))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (local.set $gp (i32.add (local.get $gp) (i32.const 4)))
+          (local.set $bp (i32.add (local.get $bp) (i32.const 4)))
+          (local.set $out (i32.add (local.get $out) (i32.const 4)))
+          (br $l3)))
+        (local.set $x (local.get $end))
+        (local.set $row (i32.add (local.get $row) (i32.const 1)))
+        (br $each_row))))
+
+  (func (export "layernorm_simd") (param $x i32) (param $g i32) (param $b i32) (param $out i32)
+        (param $rows i32) (param $cols i32) (param $eps f32)
+    (local $row i32) (local $p i32) (local $end i32) (local $end4 i32) (local $gp i32) (local $bp i32)
+    (local $n f32) (local $mean f32) (local $var f32) (local $d f32) (local $rstd f32)
+    (local $acc v128) (local $vd v128) (local $vmean v128) (local $vrstd v128)
+    (local.set $n (f32.convert_i32_u (local.get $cols)))
+    (block $rows_done
+      (loop $each_row
+        (br_if $rows_done (i32.ge_u (local.get $row) (local.get $rows)))
+        (local.set $end (i32.add (local.get $x) (i32.shl (local.get $cols) (i32.const 2))))
+        (local.set $end4 (i32.add (local.get $x) (i32.shl (i32.and (local.get $cols) (i32.const -4)) (i32.const 2))))
+        ;; mean
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (local.set $p (local.get $x))
+        (block $d1 (loop $l1
+          (br_if $d1 (i32.ge_u (local.get $p) (local.get $end4)))
+          (local.set $acc (f32x4.add (local.get $acc) (v128.load (local.get $p))))
+          (local.set $p (i32.add (local.get $p) (i32.const 16)))
+          (br $l1)))
+        (local.set $mean
+          (f32.add (f32.add (f32x4.extract_lane 0 (local.get $acc)) (f32x4.extract_lane 1 (local.get $acc)))
+                   (f32.add (f32x4.extract_lane 2 (local.get $acc)) (f32x4.extract_lane 3 (local.get $acc)))))
+        (block $d1t (loop $l1t
+          (br_if $d1t (i32.ge_u (local.get $p) (local.get $end)))
+          (local.set $mean (f32.add (local.get $mean) (f32.load (local.get $p))))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (br $l1t)))
+        (local.set $mean (f32.div (local.get $mean) (local.get $n)))
+        (local.set $vmean (f32x4.splat (local.get $mean)))
+        ;; centred variance
+        (local.set $acc (v128.const i32x4 0 0 0 0))
+        (local.set $p (local.get $x))
+        (block $d2 (loop $l2
+          (br_if $d2 (i32.ge_u (local.get $p) (local.get $end4)))
+          (local.set $vd (f32x4.sub (v128.load (local.get $p)) (local.get $vmean)))
+          (local.set $acc (f32x4.add (local.get $acc) (f32x4.mul (local.get $vd) (local.get $vd))))
+          (local.set $p (i32.add (local.get $p) (i32.const 16)))
+          (br $l2)))
+        (local.set $var
+          (f32.add (f32.add (f32x4.extract_lane 0 (local.get $acc)) (f32x4.extract_lane 1 (local.get $acc)))
+                   (f32.add (f32x4.extract_lane 2 (local.get $acc)) (f32x4.extract_lane 3 (local.get $acc)))))
+        (block $d2t (loop $l2t
+          (br_if $d2t (i32.ge_u (local.get $p) (local.get $end)))
+          (local.set $d (f32.sub (f32.load (local.get $p)) (local.get $mean)))
+          (local.set $var (f32.add (local.get $var) (f32.mul (local.get $d) (local.get $d))))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (br $l2t)))
+        (local.set $rstd (f32.div (f32.const 1) (f32.sqrt (f32.add (f32.div (local.get $var) (local.get $n)) (local.get $eps)))))
+        (local.set $vrstd (f32x4.splat (local.get $rstd)))
+        ;; normalise, scale, shift
+        (local.set $p (local.get $x))
+        (local.set $gp (local.get $g))
+        (local.set $bp (local.get $b))
+        (block $d3 (loop $l3
+          (br_if $d3 (i32.ge_u (local.get $p) (local.get $end4)))
+          (v128.store (local.get $out)
+            (f32x4.add (f32x4.mul (f32x4.mul (f32x4.sub (v128.load (local.get $p)) (local.get $vmean)) (local.get $vrstd))
+                                  (v128.load (local.get $gp)))
+                       (v128.load (local.get $bp))))
+          (local.set $p (i32.add (local.get $p) (i32.const 16)))
+          (local.set $gp (i32.add (local.get $gp) (i32.const 16)))
+          (local.set $bp (i32.add (local.get $bp) (i32.const 16)))
+          (local.set $out (i32.add (local.get $out) (i32.const 16)))
+          (br $l3)))
+        (block $d3t (loop $l3t
+          (br_if $d3t (i32.ge_u (local.get $p) (local.get $end)))
+          (f32.store (local.get $out)
+            (f32.add (f32.mul (f32.mul (f32.sub (f32.load (local.get $p)) (local.get $mean)) (local.get $rstd))
+                              (f32.load (local.get $gp)))
+                     (f32.load (local.get $bp))))
+          (local.set $p (i32.add (local.get $p) (i32.const 4)))
+          (local.set $gp (i32.add (local.get $gp) (i32.const 4)))
+          (local.set $bp (i32.add (local.get $bp) (i32.const 4)))
+          (local.set $out (i32.add (local.get $out) (i32.const 4)))
+          (br $l3t)))
+        (local.set $x (local.get $end))
+        (local.set $row (i32.add (local.get $row) (i32.const 1)))
+        (br $each_row)))))

@@ -1,0 +1,108 @@
+//! The mobile and WebAssembly suite: work under device profiles (threads,
+//! ISA cap and memory budget imposed for real, clock and bandwidth not),
+//! sustained load, simulated thermal throttling, and kernels and memory
+//! patterns in real WebAssembly runtimes (the `wasm` backend).
+//!
+//! | benchmark | file |
+//! |---|---|
+//! | `capped`, `sustained`, `thermal_simulated` | `capped.rs` (profiles: `profile.rs`, model: `thermal.rs`) |
+//! | `levels` (O0-O3 over the model runtime) | `levels.rs` |
+//! | `wasm_kernel` | `wasm_kernel.rs` |
+//! | `wasm_memory` | `wasm_memory.rs` |
+
+use crate::backend::DeviceKind;
+use crate::plan::{Case, ParamValue};
+use crate::suites::{Context, ParamRule, Suite, Threads, Workload};
+use anyhow::Result;
+
+mod capped;
+mod levels;
+pub mod profile;
+mod thermal;
+mod wasm_kernel;
+mod wasm_memory;
+
+/// Device profiles, sustained load, simulated throttling, WebAssembly.
+pub struct MobileSuite;
+
+/// Benchmarks of `suites/mobile.toml`, in file order, with what prepares each.
+const BENCHMARKS: crate::suites::Benchmarks = &[
+    ("capped", capped::prepare),
+    ("sustained", capped::prepare),
+    ("thermal_simulated", capped::prepare),
+    ("levels", levels::prepare),
+    ("wasm_kernel", |c, _| wasm_kernel::prepare(c)),
+    ("wasm_memory", |c, _| wasm_memory::prepare(c)),
+];
+
+/// A non-negative number of seconds.
+fn seconds(v: &ParamValue) -> Result<(), String> {
+    match v {
+        ParamValue::Int(i) if *i >= 0 => Ok(()),
+        ParamValue::Float(f) if *f >= 0.0 && f.is_finite() => Ok(()),
+        _ => Err("must be a non-negative number of seconds".into()),
+    }
+}
+
+/// A shape of positive integers joined by x (its rank is checked by op).
+fn shape(v: &ParamValue) -> Result<(), String> {
+    match v {
+        ParamValue::Int(n) if *n >= 1 => Ok(()),
+        ParamValue::Str(s) if crate::plan::parse_shape(s).is_ok() => Ok(()),
+        _ => Err("must be positive integers joined by x".into()),
+    }
+}
+
+impl Suite for MobileSuite {
+    fn name(&self) -> &'static str {
+        "mobile"
+    }
+    fn describe(&self) -> &'static str {
+        "Mobile & WebAssembly: device profiles (emulated), sustained load, simulated throttling, wasm kernels and memory"
+    }
+    fn spec_toml(&self) -> &'static str {
+        include_str!("../../../suites/mobile.toml")
+    }
+    fn benchmarks(&self) -> Vec<&'static str> {
+        crate::suites::names(BENCHMARKS)
+    }
+    fn devices(&self, benchmark: &str) -> &'static [DeviceKind] {
+        match benchmark {
+            "wasm_kernel" | "wasm_memory" => &[DeviceKind::Wasm],
+            _ => crate::backend::CPU_ONLY,
+        }
+    }
+    fn threads(&self, case: &Case) -> Result<Threads> {
+        if case.params.contains_key("profile") {
+            capped::threads_of(case)
+        } else if case.benchmark == "levels" {
+            levels::threads(case)
+        } else {
+            case.threads_request()
+        }
+    }
+    fn param_rule(&self, _benchmark: &str, key: &str) -> Option<ParamRule> {
+        Some(match key {
+            "profile" => ParamRule::OneOf(profile::NAMES),
+            "powersave" => ParamRule::Int { min: 0, max: 2 },
+            "threads" => ParamRule::Threads,
+            "shape" | "rows" => ParamRule::Check(shape),
+            "seconds" | "window" | "cooldown" | "slice" => ParamRule::Check(seconds),
+            "windows" | "n" | "pages" | "bytes" | "steps" => ParamRule::POSITIVE,
+            "op" => ParamRule::OneOf(wasm_kernel::OPS),
+            "level" => ParamRule::OneOf(levels::LEVELS),
+            "model" => ParamRule::OneOf(crate::model::config::PRESETS),
+            "depth" => ParamRule::NON_NEGATIVE,
+            "gen" => ParamRule::POSITIVE,
+            "simd" => ParamRule::OneOf(wasm_kernel::VARIANTS),
+            "pattern" => ParamRule::OneOf(wasm_memory::PATTERNS),
+            _ => return None,
+        })
+    }
+    fn prepare(&self, case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
+        crate::suites::dispatch(self.name(), BENCHMARKS, case, ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,229 @@
+//! The suite's cases prepared, verified and measured briefly on this
+//! machine (wasm cases in every runtime it has).
+
+use super::*;
+use crate::backend::{Device, WasmRuntime};
+use crate::plan::{Case, ParamValue};
+use crate::suites::{SkipCase, prepare_standalone};
+use std::collections::BTreeMap;
+
+fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
+    let p: BTreeMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    Case::new("mobile", bench, p)
+}
+
+fn s(v: &str) -> ParamValue {
+    ParamValue::Str(v.into())
+}
+
+fn i(v: i64) -> ParamValue {
+    ParamValue::Int(v)
+}
+
+fn metric(m: &[crate::suites::Metric], name: &str) -> f64 {
+    m.iter().find(|x| x.name == name).unwrap_or_else(|| panic!("no metric {name}")).value
+}
+
+fn profiled(bench: &str, profile: &str, threads: ParamValue, extra: &[(&str, ParamValue)]) -> Case {
+    let mut p =
+        vec![("profile", s(profile)), ("powersave", i(0)), ("threads", threads), ("shape", s("1x24x16"))];
+    p.extend(extra.iter().cloned());
+    case(bench, &p)
+}
+
+#[test]
+fn a_profile_caps_threads_and_says_what_it_cannot_emulate() {
+    for name in profile::NAMES {
+        let c = profiled("capped", name, i(1), &[]);
+        assert_eq!(MobileSuite.threads(&c).unwrap(), Threads::Exactly(1));
+        let mut w = prepare_standalone(&MobileSuite, &c).unwrap();
+        let v = w.verify().unwrap();
+        assert!(v.passed, "{name}: {}", v.detail);
+        assert!(v.reference.contains("-emulated") && v.reference.contains("not emulated"), "{}", v.reference);
+        w.run(2).unwrap();
+        let m = w.metrics();
+        assert_eq!(metric(&m, "profile_threads"), 1.0);
+        assert_eq!(metric(&m, "profile_simd_bits"), 128.0);
+    }
+}
+
+#[test]
+fn profiles_beyond_this_machine_or_their_budget_are_skipped_with_the_figures() {
+    let (have, _) = profile::machine();
+    // pixel8's nine cores exceed any machine this runs on with fewer.
+    let c = profiled("capped", "pixel8-emulated", s("all"), &[]);
+    if have < 9 {
+        let e = prepare_standalone(&MobileSuite, &c).err().expect("refused");
+        let skip = e.downcast_ref::<SkipCase>().expect("a skip, not a failure").to_string();
+        assert!(skip.contains("9 threads") && skip.contains(&format!("has {have}")), "{skip}");
+    }
+    // A GEMV whose buffers exceed the browser tab's 2 GiB budget.
+    let big = case(
+        "capped",
+        &[
+            ("profile", s("browser-tab-emulated")),
+            ("powersave", i(0)),
+            ("threads", i(1)),
+            ("shape", s("1x40000x40000")),
+        ],
+    );
+    let e = prepare_standalone(&MobileSuite, &big).err().expect("refused");
+    let why = e.downcast_ref::<SkipCase>().expect("a skip").to_string();
+    assert!(why.contains("MiB") && why.contains("budget is 2048 MiB"), "{why}");
+    // A GEMM shape is refused: tfbench's GEMM ignores the ISA cap.
+    let gemm = case(
+        "capped",
+        &[("profile", s("rpi5-emulated")), ("powersave", i(0)), ("threads", i(1)), ("shape", s("8x8x8"))],
+    );
+    assert!(prepare_standalone(&MobileSuite, &gemm).err().unwrap().to_string().contains("1xKxN"));
+    let unknown = profiled("capped", "nokia-emulated", i(1), &[]);
+    let e = prepare_standalone(&MobileSuite, &unknown).err().expect("refused").to_string();
+    assert!(profile::NAMES.iter().all(|n| e.contains(n)), "{e}");
+    // More threads than the selected cluster has: an error naming it.
+    let little = case(
+        "capped",
+        &[
+            ("profile", s("galaxy-a54-emulated")),
+            ("powersave", i(1)),
+            ("threads", i(5)),
+            ("shape", s("1x8x8")),
+        ],
+    );
+    let e = prepare_standalone(&MobileSuite, &little).err().expect("refused").to_string();
+    assert!(e.contains("number 4"), "{e}");
+}
+
+#[test]
+fn sustained_and_thermal_studies_report_their_verdicts() {
+    let c = profiled(
+        "sustained",
+        "rpi5-emulated",
+        i(1),
+        &[("seconds", ParamValue::Float(0.2)), ("window", ParamValue::Float(0.05)), ("cooldown", i(0))],
+    );
+    let mut w = prepare_standalone(&MobileSuite, &c).unwrap();
+    assert!(w.verify().unwrap().passed);
+    let m = w.metrics();
+    assert_eq!(m.iter().filter(|x| x.name.starts_with("window_")).count(), 4);
+    let ratio = metric(&m, "worst_best_ratio");
+    assert_eq!(metric(&m, "stable"), f64::from(ratio >= 0.97));
+    let t = profiled(
+        "thermal_simulated",
+        "rpi5-emulated",
+        i(1),
+        &[("seconds", i(1200)), ("windows", i(40)), ("slice", ParamValue::Float(0.001))],
+    );
+    assert!(t.id.contains("thermal_simulated") && t.id.contains("rpi5-emulated"));
+    let mut w = prepare_standalone(&MobileSuite, &t).unwrap();
+    let m = w.metrics();
+    // rpi5's model settles at 25 + 7 * 10 = 95 C at full duty, above its
+    // 80 C limit: twenty minutes of model time throttle it.
+    assert!(metric(&m, "simulated_throttled_fraction") > 0.0);
+    assert!(metric(&m, "simulated_max_temp_c") < 81.0);
+    assert!(metric(&m, "simulated_seconds_to_throttle") < 1200.0);
+}
+
+fn runtimes() -> Vec<WasmRuntime> {
+    WasmRuntime::ALL.into_iter().filter(|r| r.availability().is_ok()).collect()
+}
+
+#[test]
+fn wasm_kernels_verify_and_report_phases_ratios_and_speedups() {
+    let shapes = [
+        ("add", "n", s("1000")),
+        ("mul", "n", i(1000)),
+        ("dot", "n", i(1000)),
+        ("dot_i8", "n", i(1000)),
+        ("gelu", "n", i(1000)),
+        ("gemm", "shape", s("16x8x24")),
+        ("softmax", "rows", s("3x50")),
+        ("layernorm", "rows", s("3x50")),
+    ];
+    for rt in runtimes() {
+        for (op, key, size) in &shapes {
+            for simd in ["scalar", "simd"] {
+                let c = case("wasm_kernel", &[("op", s(op)), ("simd", s(simd)), (key, size.clone())])
+                    .on(Device::Wasm(rt));
+                let mut w =
+                    prepare_standalone(&MobileSuite, &c).unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
+                let v = w.verify().unwrap();
+                assert!(v.passed, "{}: {}", c.id, v.detail);
+                w.run(3).unwrap();
+                if *op == "gemm" || *op == "dot_i8" {
+                    let m = w.metrics();
+                    assert!(
+                        metric(&m, "compile_ns") > 0.0 && metric(&m, "wasm_native_ratio") > 0.0,
+                        "{}",
+                        c.id
+                    );
+                    assert_eq!(m.iter().any(|x| x.name == "simd_speedup"), simd == "simd", "{}", c.id);
+                }
+            }
+        }
+        // A shape the SIMD GEMM cannot tile is refused before it traps.
+        let bad = case("wasm_kernel", &[("op", s("gemm")), ("simd", s("simd")), ("shape", s("3x3x3"))])
+            .on(Device::Wasm(rt));
+        assert!(prepare_standalone(&MobileSuite, &bad).err().unwrap().to_string().contains("multiple of 4"));
+    }
+    // On the CPU the benchmark says where it runs.
+    let cpu = case("wasm_kernel", &[("op", s("add")), ("simd", s("scalar")), ("n", i(8))]);
+    assert!(prepare_standalone(&MobileSuite, &cpu).err().unwrap().to_string().contains("--device wasm"));
+}
+
+#[test]
+fn wasm_memory_patterns_verify_in_every_runtime() {
+    for rt in runtimes() {
+        for (pattern, key, size) in [
+            ("grow", "pages", 4),
+            ("copy_in", "bytes", 100_000),
+            ("copy_out", "bytes", 100_000),
+            ("bump", "steps", 300),
+            ("freelist", "steps", 300),
+            ("ceiling", "", 0),
+        ] {
+            let mut p = vec![("pattern", s(pattern))];
+            if !key.is_empty() {
+                p.push((key, i(size)));
+            }
+            let c = case("wasm_memory", &p).on(Device::Wasm(rt));
+            let mut w = prepare_standalone(&MobileSuite, &c).unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
+            let v = w.verify().unwrap();
+            assert!(v.passed, "{}: {} {}", c.id, v.reference, v.detail);
+            w.run(5).unwrap();
+            let m = w.metrics();
+            assert!(metric(&m, "compile_ns") > 0.0);
+            if pattern == "bump" || pattern == "freelist" {
+                assert!(metric(&m, "arena_bytes") > 0.0);
+            }
+        }
+        // Growing past the 1 GiB limit makes the instance afresh, and counts
+        // it: 1 + 8192 pages fit, the second and third grows start afresh.
+        let c = case("wasm_memory", &[("pattern", s("grow")), ("pages", i(8192))]).on(Device::Wasm(rt));
+        let mut w = prepare_standalone(&MobileSuite, &c).unwrap();
+        w.run(3).unwrap();
+        assert_eq!(metric(&w.metrics(), "reinstantiations"), 2.0);
+    }
+}
+
+#[test]
+fn levels_run_on_the_model_runtime_with_accuracy_against_o0() {
+    for level in levels::LEVELS {
+        let c =
+            case("levels", &[("level", s(level)), ("model", s("gpt2-tiny")), ("depth", i(4)), ("gen", i(2))]);
+        let want = if *level == "O0" { Threads::Exactly(1) } else { Threads::Run };
+        assert_eq!(MobileSuite.threads(&c).unwrap(), want);
+        let mut w = prepare_standalone(&MobileSuite, &c).unwrap_or_else(|e| panic!("{level}: {e:#}"));
+        let v = w.verify().unwrap();
+        assert!(v.passed && v.reference.starts_with(level), "{level}: {} {}", v.reference, v.detail);
+        w.run(1).unwrap();
+        let m = w.metrics();
+        assert!(metric(&m, "weight_bytes") > 0.0, "{level}");
+        if *level == "O2" || *level == "O3" {
+            let cos = metric(&m, "vs_f32_cosine");
+            assert!(cos > 0.9 && cos <= 1.0 + 1e-9, "{level}: cosine {cos}");
+        }
+    }
+    let bad =
+        case("levels", &[("level", s("O9")), ("model", s("gpt2-tiny")), ("depth", i(4)), ("gen", i(2))]);
+    assert!(prepare_standalone(&MobileSuite, &bad).err().unwrap().to_string().contains("O0, O1, O2, O3"));
+}

@@ -1,0 +1,62 @@
+//! The mobile suite through the real binary: WebAssembly cases on wasmi
+//! (always built), a device profile on the CPU, and the refusals.
+
+mod common;
+use common::*;
+use serde_json::Value;
+
+fn cases(v: &Value) -> &Vec<Value> {
+    v["cases"].as_array().expect("cases")
+}
+
+#[test]
+fn wasm_cases_run_verified_on_wasmi_with_phases_and_ratios() {
+    let filter = r"mobile/wasm_(kernel/(n=\d+,)?op=(dot_i8|gemm),|memory/pattern=(freelist|ceiling))";
+    let (r, v) = suite_json("mobile", "3", &["--device", "wasm:wasmi", filter]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // dot_i8 and gemm, each scalar and SIMD128, and two memory patterns.
+    assert_eq!(cases(&v).len(), 6, "{:?}", cases(&v).iter().map(|c| &c["id"]).collect::<Vec<_>>());
+    for c in cases(&v) {
+        let id = c["id"].as_str().unwrap();
+        assert!(id.ends_with(",device=wasm:wasmi") || id.ends_with("/device=wasm:wasmi"), "{id}");
+        assert_eq!(c["status"]["state"], "ok", "{id}: {}", c["status"]);
+        assert_eq!(c["verification"]["passed"], true, "{id}");
+        assert!(metric(c, "compile_ns").unwrap() > 0.0, "{id}");
+        if id.contains("wasm_kernel") {
+            assert!(metric(c, "wasm_native_ratio").unwrap() > 0.0, "{id}");
+            assert_eq!(metric(c, "simd_speedup").is_some(), id.contains("simd=simd"), "{id}");
+        }
+    }
+}
+
+#[test]
+fn a_profile_runs_capped_and_says_it_is_emulated() {
+    let filter = "mobile/capped/powersave=0,profile=(browser-tab|pixel8)-emulated,shape=1x1024x1024,threads=";
+    let (r, v) = suite_json("mobile", "3", &[filter]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for c in cases(&v) {
+        let id = c["id"].as_str().unwrap();
+        if id.contains("pixel8") && id.ends_with("threads=all") && cores < 9 {
+            // Nine cores asked of a smaller machine: refused with the figures.
+            assert_eq!(c["status"]["state"], "skipped", "{id}");
+            let why = c["status"]["reason"].as_str().unwrap();
+            assert!(why.contains("9 threads") && why.contains(&format!("has {cores}")), "{why}");
+            continue;
+        }
+        if id.ends_with("threads=all") && !id.contains("browser-tab") {
+            continue;
+        }
+        assert_eq!(c["status"]["state"], "ok", "{id}: {}", c["status"]);
+        assert!(c["verification"]["reference"].as_str().unwrap().contains("not emulated"), "{id}");
+        assert_eq!(metric(c, "profile_simd_bits"), Some(128.0), "{id}");
+    }
+    // wasmtime is a Cargo feature: without it, its cases are skipped, saying so.
+    if !cfg!(feature = "wasmtime") {
+        let (r, v) =
+            suite_json("mobile", "3", &["--device", "wasm:wasmtime", "mobile/wasm_memory/pattern=ceiling"]);
+        assert_eq!(r.code, 0, "{}", r.stderr);
+        let why = cases(&v)[0]["status"]["reason"].as_str().unwrap_or_default().to_string();
+        assert!(why.contains("wasmtime feature"), "{why}");
+    }
+}
