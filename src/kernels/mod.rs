@@ -5,6 +5,9 @@
 //! - [`activation`]: scalar `exp`, `ln`, `tanh`, sigmoid, SiLU, `erf`, GELU.
 //! - [`norm`], [`softmax`]: row kernels built on the lane sums of `reduce`.
 //! - GEMM ([`matmul`], [`sgemm`], [`openblas`]) and quantized kernels ([`quant`]).
+//! - [`nn`]: convolution, pooling, channel norms, recurrent cells, attention.
+//! - [`fft`], [`sparse`]: multi-dimensional FFTs over rustfft/realfft, and
+//!   sparse matrices (COO/CSR/CSC building, conversion, parallel SpMV/SpMM).
 //! - [`cuda`]: the GPU kernels (NVRTC sources, launch shapes, cuBLAS GEMM calls).
 //!
 //! Suites that add kernels other suites need put them here, each with unit
@@ -12,9 +15,11 @@
 
 pub mod activation;
 pub mod buffer;
+pub mod fft;
 
 mod gemm;
 mod gemv;
+pub mod nn;
 pub mod norm;
 pub mod openblas;
 mod ptr;
@@ -22,6 +27,7 @@ pub(crate) mod reduce;
 pub mod sgemm;
 pub(crate) mod simd;
 pub mod softmax;
+pub mod sparse;
 pub(crate) mod workers;
 pub(crate) use simd::simd_dispatch;
 pub mod quant;
