@@ -15,9 +15,11 @@ pub mod command;
 pub mod common;
 pub mod inference;
 pub mod memory;
+pub mod nn;
 pub mod optim;
 pub mod params;
 pub mod quant;
+pub mod sci;
 pub mod tensor;
 pub mod tokenizer;
 
@@ -122,6 +124,8 @@ pub fn registry() -> &'static [&'static dyn Suite] {
         &quant::QuantSuite,
         &optim::OptimSuite,
         &memory::MemorySuite,
+        &nn::NnSuite,
+        &sci::SciSuite,
     ];
     SUITES
 }
