@@ -47,7 +47,8 @@ impl FftPlan {
 
     /// Complex elements of the output: all of them, or the half spectrum.
     pub fn output_len(&self) -> usize {
-        let (last, outer) = self.shape.split_last().map(|(l, o)| (*l, o.iter().product::<usize>())).unwrap_or((1, 1));
+        let (last, outer) =
+            self.shape.split_last().map(|(l, o)| (*l, o.iter().product::<usize>())).unwrap_or((1, 1));
         outer * if self.real { last / 2 + 1 } else { last }
     }
 
@@ -208,13 +209,19 @@ mod tests {
             for (i, g) in out.iter().enumerate() {
                 let (row, col) = (i / half, i % half);
                 let w = want[row * last + col];
-                assert!((g.re as f64 - w.0).abs() < tol && (g.im as f64 - w.1).abs() < tol, "real {shape:?} [{i}]");
+                assert!(
+                    (g.re as f64 - w.0).abs() < tol && (g.im as f64 - w.1).abs() < tol,
+                    "real {shape:?} [{i}]"
+                );
             }
             // A single bin agrees with the full DFT.
             let k: Vec<usize> = shape.iter().map(|&l| l / 3).collect();
             let flat = k.iter().zip(shape).fold(0, |a, (&k, &l)| a * l + k);
             let bin = dft_bin_f64(shape, &real.iter().map(|&r| (r as f64, 0.0)).collect::<Vec<_>>(), &k);
-            assert!((bin.0 - want[flat].0).abs() < 1e-9 * n as f64 && (bin.1 - want[flat].1).abs() < 1e-9 * n as f64);
+            assert!(
+                (bin.0 - want[flat].0).abs() < 1e-9 * n as f64
+                    && (bin.1 - want[flat].1).abs() < 1e-9 * n as f64
+            );
         }
     }
 

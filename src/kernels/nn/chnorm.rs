@@ -164,13 +164,17 @@ mod tests {
             let unbiased = v * (n * sp) as f64 / (n * sp - 1) as f64;
             assert!((rv[ch] as f64 - (0.9 + 0.1 * unbiased)).abs() < 1e-5);
             for i in 0..n {
-                close(&out[(i * c + ch) * sp..][..sp], &normalise_plane_f64(plane(i, ch), m, v, gamma[ch], beta[ch], 1e-5));
+                close(
+                    &out[(i * c + ch) * sp..][..sp],
+                    &normalise_plane_f64(plane(i, ch), m, v, gamma[ch], beta[ch], 1e-5),
+                );
             }
         }
         // Inference form with those running statistics.
         batch_norm_infer(&mut out, &x, (c, sp), &rm, &rv, &gamma, &beta, 1e-5);
         for ch in 0..c {
-            let want = normalise_plane_f64(plane(1, ch), rm[ch] as f64, rv[ch] as f64, gamma[ch], beta[ch], 1e-5);
+            let want =
+                normalise_plane_f64(plane(1, ch), rm[ch] as f64, rv[ch] as f64, gamma[ch], beta[ch], 1e-5);
             close(&out[(c + ch) * sp..][..sp], &want);
         }
         // Group norm (2 groups) and instance norm (c groups).

@@ -126,7 +126,10 @@ impl ConvGeom {
                 ));
             }
             if self.pad[i] >= span {
-                return Err(format!("padding {} must be smaller than the dilated kernel {span}", self.pad[i]));
+                return Err(format!(
+                    "padding {} must be smaller than the dilated kernel {span}",
+                    self.pad[i]
+                ));
             }
         }
         let total = [self.n, self.c.max(self.k), self.input.iter().product(), self.kernel.iter().product()];
@@ -139,7 +142,8 @@ impl ConvGeom {
     /// Output extents `[oD, oH, oW]`.
     pub fn output(&self) -> [usize; 3] {
         std::array::from_fn(|i| {
-            (self.input[i] + 2 * self.pad[i] - (self.kernel[i] - 1) * self.dilation[i] - 1) / self.stride[i] + 1
+            (self.input[i] + 2 * self.pad[i] - (self.kernel[i] - 1) * self.dilation[i] - 1) / self.stride[i]
+                + 1
         })
     }
     /// Elements of one input plane.
@@ -200,7 +204,8 @@ fn im2col(g: &ConvGeom, img: &[f32], c0: usize, col: &mut [f32]) {
     let kvol = g.kvol();
     col.par_chunks_mut(osp).enumerate().for_each(|(row, dst)| {
         let (c, tap) = (c0 + row / kvol, row % kvol);
-        let (td, th, tw) = (tap / (g.kernel[1] * g.kernel[2]), tap / g.kernel[2] % g.kernel[1], tap % g.kernel[2]);
+        let (td, th, tw) =
+            (tap / (g.kernel[1] * g.kernel[2]), tap / g.kernel[2] % g.kernel[1], tap % g.kernel[2]);
         let plane = &img[c * id * ih * iw..(c + 1) * id * ih * iw];
         let (wlo, whi) = valid_range(ow, iw, g.stride[2], g.pad[2], tw, g.dilation[2]);
         for z in 0..od {
@@ -260,45 +265,48 @@ pub fn conv_direct(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32]) {
     });
 }
 
-/// Output plane `(n, kk)` of the direct convolution into `o`.
-fn direct_plane(g: &ConvGeom, x: &[f32], w: &[f32], n: usize, kk: usize, o: &mut [f32]) {
-    let [od, oh, ow] = g.output();
-    let [id, ih, iw] = g.input;
-    let [kd, kh, kw] = g.kernel;
-    let [sd, sh, sw] = g.stride;
-    let [pd, ph, pw] = g.pad;
-    let [dd, dh, dw] = g.dilation;
-    let (cg, kg) = (g.c / g.groups, g.k / g.groups);
-    let c0 = kk / kg * cg;
-    o.fill(0.0);
-    for ci in 0..cg {
-        let plane = &x[(n * g.c + c0 + ci) * id * ih * iw..][..id * ih * iw];
-        let wk = &w[(kk * cg + ci) * kd * kh * kw..][..kd * kh * kw];
-        for (tap, &wv) in wk.iter().enumerate() {
-            let (td, th, tw) = (tap / (kh * kw), tap / kw % kh, tap % kw);
-            let (lo, hi) = valid_range(ow, iw, sw, pw, tw, dw);
-            if lo >= hi {
-                continue;
-            }
-            for z in 0..od {
-                let zi = (z * sd + td * dd).wrapping_sub(pd);
-                if zi >= id {
+crate::kernels::simd_dispatch! {
+    /// Output plane `(n, kk)` of the direct convolution into `o` (compiled
+    /// for AVX-512 and AVX2 too: the row axpys are its whole cost).
+    fn direct_plane(g: &ConvGeom, x: &[f32], w: &[f32], n: usize, kk: usize, o: &mut [f32]) {
+        let [od, oh, ow] = g.output();
+        let [id, ih, iw] = g.input;
+        let [kd, kh, kw] = g.kernel;
+        let [sd, sh, sw] = g.stride;
+        let [pd, ph, pw] = g.pad;
+        let [dd, dh, dw] = g.dilation;
+        let (cg, kg) = (g.c / g.groups, g.k / g.groups);
+        let c0 = kk / kg * cg;
+        o.fill(0.0);
+        for ci in 0..cg {
+            let plane = &x[(n * g.c + c0 + ci) * id * ih * iw..][..id * ih * iw];
+            let wk = &w[(kk * cg + ci) * kd * kh * kw..][..kd * kh * kw];
+            for (tap, &wv) in wk.iter().enumerate() {
+                let (td, th, tw) = (tap / (kh * kw), tap / kw % kh, tap % kw);
+                let (lo, hi) = valid_range(ow, iw, sw, pw, tw, dw);
+                if lo >= hi {
                     continue;
                 }
-                for y in 0..oh {
-                    let yi = (y * sh + th * dh).wrapping_sub(ph);
-                    if yi >= ih {
+                for z in 0..od {
+                    let zi = (z * sd + td * dd).wrapping_sub(pd);
+                    if zi >= id {
                         continue;
                     }
-                    let src = &plane[(zi * ih + yi) * iw..][..iw];
-                    let row = &mut o[(z * oh + y) * ow..][..ow];
-                    let first = lo * sw + tw * dw - pw;
-                    if sw == 1 {
-                        let s = &src[first..first + (hi - lo)];
-                        row[lo..hi].iter_mut().zip(s).for_each(|(r, &v)| *r += wv * v);
-                    } else {
-                        for (j, r) in row[lo..hi].iter_mut().enumerate() {
-                            *r += wv * src[first + j * sw];
+                    for y in 0..oh {
+                        let yi = (y * sh + th * dh).wrapping_sub(ph);
+                        if yi >= ih {
+                            continue;
+                        }
+                        let src = &plane[(zi * ih + yi) * iw..][..iw];
+                        let row = &mut o[(z * oh + y) * ow..][..ow];
+                        let first = lo * sw + tw * dw - pw;
+                        if sw == 1 {
+                            let s = &src[first..first + (hi - lo)];
+                            row[lo..hi].iter_mut().zip(s).for_each(|(r, &v)| *r += wv * v);
+                        } else {
+                            for (j, r) in row[lo..hi].iter_mut().enumerate() {
+                                *r += wv * src[first + j * sw];
+                            }
                         }
                     }
                 }
@@ -322,19 +330,22 @@ pub fn conv_plane_f64(g: &ConvGeom, x: &[f32], w: &[f32], n: usize, kk: usize) -
                 for ci in 0..cg {
                     let c = kk / kg * cg + ci;
                     for t in 0..g.kvol() {
-                        let tap = [t / (g.kernel[1] * g.kernel[2]), t / g.kernel[2] % g.kernel[1], t % g.kernel[2]];
+                        let tap =
+                            [t / (g.kernel[1] * g.kernel[2]), t / g.kernel[2] % g.kernel[1], t % g.kernel[2]];
                         let pos = [z, y, xo];
                         let mut at = [0usize; 3];
                         let mut inside = true;
                         for i in 0..3 {
-                            let v = (pos[i] * g.stride[i] + tap[i] * g.dilation[i]) as isize - g.pad[i] as isize;
+                            let v =
+                                (pos[i] * g.stride[i] + tap[i] * g.dilation[i]) as isize - g.pad[i] as isize;
                             inside &= v >= 0 && (v as usize) < g.input[i];
                             at[i] = v.max(0) as usize;
                         }
                         if !inside {
                             continue;
                         }
-                        let xi = (((n * g.c + c) * g.input[0] + at[0]) * g.input[1] + at[1]) * g.input[2] + at[2];
+                        let xi =
+                            (((n * g.c + c) * g.input[0] + at[0]) * g.input[1] + at[1]) * g.input[2] + at[2];
                         let p = w[(kk * cg + ci) * g.kvol() + t] as f64 * x[xi] as f64;
                         acc += p;
                         abs += p.abs();
@@ -368,7 +379,10 @@ mod tests {
                 for (i, (&r, &m)) in want.iter().zip(&mag).enumerate() {
                     let at = (n * g.k + kk) * osp + i;
                     for (name, got) in [("im2col", a[at]), ("direct", b[at])] {
-                        assert!((got as f64 - r).abs() <= 1e-5 * m + 1e-6, "{spec} {name} [{at}]: {got} vs {r}");
+                        assert!(
+                            (got as f64 - r).abs() <= 1e-5 * m + 1e-6,
+                            "{spec} {name} [{at}]: {got} vs {r}"
+                        );
                     }
                 }
             }

@@ -70,8 +70,10 @@ pub fn parse_pool(spec: &str) -> Result<(PoolGeom, bool), String> {
     let fill = |v: usize, unused: usize| std::array::from_fn(|i| if i < 3 - dims { unused } else { v });
     let mut inp = [1usize; 3];
     inp[3 - dims..].copy_from_slice(&input[2..]);
-    let planes = input[0].checked_mul(input[1]).filter(|&v| v <= 1 << 32).ok_or_else(|| bad("too large"))?;
-    let mut g = PoolGeom { planes, dims, input: inp, kernel: [1; 3], stride: [1; 3], pad: [0; 3], output: inp };
+    let total = input.iter().try_fold(1usize, |a, &b| a.checked_mul(b)).filter(|&v| v <= 1 << 40);
+    let planes = total.map(|_| input[0] * input[1]).ok_or_else(|| bad("the input is too large to index"))?;
+    let mut g =
+        PoolGeom { planes, dims, input: inp, kernel: [1; 3], stride: [1; 3], pad: [0; 3], output: inp };
     match (k, o) {
         (Some(k), None) => {
             let s = s.unwrap_or(k);
@@ -120,11 +122,16 @@ impl PoolGeom {
     }
     /// Input values read by one pass (every window's elements).
     pub fn window_reads(&self, op: PoolOp) -> usize {
-        let per_dim: Vec<usize> =
-            (0..3).map(|i| (0..self.output[i]).map(|o| {
-                let (a, b) = self.window(op, i, o);
-                b - a
-            }).sum()).collect();
+        let per_dim: Vec<usize> = (0..3)
+            .map(|i| {
+                (0..self.output[i])
+                    .map(|o| {
+                        let (a, b) = self.window(op, i, o);
+                        b - a
+                    })
+                    .sum()
+            })
+            .collect();
         self.planes * per_dim.iter().product::<usize>()
     }
 }
@@ -136,7 +143,8 @@ pub fn pool(g: &PoolGeom, op: PoolOp, x: &[f32], out: &mut [f32]) {
     let [od, oh, ow] = g.output;
     let [_, ih, iw] = g.input;
     // Windows along each dimension, computed once.
-    let win: Vec<Vec<(usize, usize)>> = (0..3).map(|i| (0..g.output[i]).map(|o| g.window(op, i, o)).collect()).collect();
+    let win: Vec<Vec<(usize, usize)>> =
+        (0..3).map(|i| (0..g.output[i]).map(|o| g.window(op, i, o)).collect()).collect();
     let dst = SendPtr(out.as_mut_ptr());
     (0..g.planes).into_par_iter().for_each(|p| {
         let src = &x[p * isp..(p + 1) * isp];
@@ -221,7 +229,10 @@ mod tests {
                 pool(&g, op, &x, &mut out);
                 for (i, &v) in out.iter().enumerate() {
                     let want = pool_value_f64(&g, op, &x, i);
-                    assert!((v as f64 - want).abs() <= 1e-6 * (1.0 + want.abs()), "{spec} {op:?} [{i}]: {v} vs {want}");
+                    assert!(
+                        (v as f64 - want).abs() <= 1e-6 * (1.0 + want.abs()),
+                        "{spec} {op:?} [{i}]: {v} vs {want}"
+                    );
                 }
             }
         }

@@ -110,7 +110,8 @@ pub fn rnn_forward(
                     Cell::Gru => {
                         let rg = sigmoid_f32(pre(j));
                         let zg = sigmoid_f32(pre(h + j));
-                        let ng = tanh_f32(xr[2 * h + j] + bi[2 * h + j] + rg * (hr[2 * h + j] + bh[2 * h + j]));
+                        let ng =
+                            tanh_f32(xr[2 * h + j] + bi[2 * h + j] + rg * (hr[2 * h + j] + bh[2 * h + j]));
                         let hp = hprev.map_or(0.0, |p| p[r * h + j]);
                         (1.0 - zg) * ng + zg * hp
                     }
@@ -118,7 +119,10 @@ pub fn rnn_forward(
             }
         };
         if b * gh >= 1 << 14 {
-            out.par_chunks_mut(h).zip(s.cell.par_chunks_mut(h)).enumerate().for_each(|(r, (o, c))| update(r, o, c));
+            out.par_chunks_mut(h)
+                .zip(s.cell.par_chunks_mut(h))
+                .enumerate()
+                .for_each(|(r, (o, c))| update(r, o, c));
         } else {
             out.chunks_mut(h).zip(s.cell.chunks_mut(h)).enumerate().for_each(|(r, (o, c))| update(r, o, c));
         }
@@ -152,7 +156,8 @@ pub fn rnn_row_f64(
                 Cell::Rnn => (xg[j] + hg[j]).tanh(),
                 Cell::Lstm => {
                     let (ig, fg) = (sig(xg[j] + hg[j]), sig(xg[h + j] + hg[h + j]));
-                    let (gg, og) = ((xg[2 * h + j] + hg[2 * h + j]).tanh(), sig(xg[3 * h + j] + hg[3 * h + j]));
+                    let (gg, og) =
+                        ((xg[2 * h + j] + hg[2 * h + j]).tanh(), sig(xg[3 * h + j] + hg[3 * h + j]));
                     cs[j] = fg * cs[j] + ig * gg;
                     og * cs[j].tanh()
                 }

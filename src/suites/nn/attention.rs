@@ -5,7 +5,9 @@
 //! the metric `scratch_bytes` gives the figure the algorithm must hold.
 
 use super::{check, choice, ensure_memory, positive, sample, seed};
-use crate::kernels::nn::attention::{TILE, attention_flash, attention_flops, attention_materialised, attention_row_f64};
+use crate::kernels::nn::attention::{
+    TILE, attention_flash, attention_flops, attention_materialised, attention_row_f64,
+};
 use crate::plan::Case;
 use crate::suites::{Metric, Throughput, Verification, Workload};
 use anyhow::Result;
@@ -89,7 +91,14 @@ impl Workload for Attention {
             got.extend_from_slice(&self.out[r * d..(r + 1) * d]);
             want.extend(attention_row_f64((n, d), &self.q, &self.k, &self.v, self.causal, r / n, r % n));
         }
-        Ok(check(format!("f64 softmax(QK^T/sqrt(d))V on {} of {} query rows", rows.len(), heads * n), &got, &want, None, 2e-5, 1e-4))
+        Ok(check(
+            format!("f64 softmax(QK^T/sqrt(d))V on {} of {} query rows", rows.len(), heads * n),
+            &got,
+            &want,
+            None,
+            2e-5,
+            1e-4,
+        ))
     }
     fn throughput(&self) -> Vec<Throughput> {
         let (heads, n, d) = self.dims;

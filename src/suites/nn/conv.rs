@@ -4,6 +4,9 @@
 
 use super::{check, choice, ensure_memory, sample, seed};
 use crate::kernels::nn::conv::{ConvGeom, conv_direct, conv_im2col, conv_plane_f64, parse_conv};
+use crate::kernels::nn::conv_nhwc::{
+    col_len_nhwc, conv_direct_nhwc, conv_im2col_nhwc, pack_direct_weights, to_nchw, weights_to_planar,
+};
 use crate::kernels::nn::pool::{PoolGeom, PoolOp, parse_pool, pool, pool_value_f64};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
@@ -13,6 +16,8 @@ use std::sync::Arc;
 
 /// Convolution algorithms.
 pub(super) const ALGOS: &[&str] = &["im2col", "direct"];
+/// Tensor layouts: planar (PyTorch's default) or channels-last.
+pub(super) const LAYOUTS: &[&str] = &["nchw", "nhwc"];
 /// Pooling operations.
 pub(super) const POOL_OPS: &[&str] = &["max", "avg"];
 
@@ -48,8 +53,13 @@ pub(super) fn layer_geom(layer: &str) -> Result<ConvGeom, String> {
 struct Conv {
     g: ConvGeom,
     direct: bool,
+    nhwc: bool,
     x: Vec<f32>,
+    /// Weights in the layout's order (channels-last: `K x taps x C/g`).
     w: Vec<f32>,
+    /// Channels-last direct only: `w` repacked once (untimed, as a
+    /// library's weight reorder is done once per model).
+    wp: Vec<f32>,
     out: Vec<f32>,
     col: Vec<f32>,
     threads: usize,
@@ -60,16 +70,25 @@ struct Conv {
 /// Prepares a `conv` case.
 pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
     let direct = choice(case, "algo", ALGOS)? == "direct";
+    let nhwc = choice(case, "layout", LAYOUTS)? == "nhwc";
     let g = layer_geom(&case.str("layer")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
-    let col = if direct { 0 } else { g.col_len() };
+    let col = match (direct, nhwc) {
+        (true, _) => 0,
+        (false, false) => g.col_len(),
+        (false, true) => col_len_nhwc(&g),
+    };
     ensure_memory("this convolution", 4.0 * (g.input_len() + g.weight_len() + g.output_len() + col) as f64)?;
     let seed = seed(case);
     // Kaiming-like weights keep outputs O(1) whatever the fan-in.
     let fan_in = (g.c / g.groups * g.kvol()) as f32;
-    let w = crate::util::randn(g.weight_len(), seed ^ 1).iter().map(|v| v / fan_in.sqrt()).collect();
+    let w: Vec<f32> =
+        crate::util::randn(g.weight_len(), seed ^ 1).iter().map(|v| v / fan_in.sqrt()).collect();
+    let wp = if direct && nhwc { pack_direct_weights(&g, &w) } else { Vec::new() };
     Ok(Box::new(Conv {
         g,
         direct,
+        nhwc,
+        wp,
         x: crate::util::randn(g.input_len(), seed),
         w,
         out: vec![f32::NAN; g.output_len()],
@@ -82,12 +101,13 @@ pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> R
 
 impl Conv {
     fn once(&mut self) {
-        let Self { g, x, w, out, col, threads, pool, direct, .. } = self;
-        if *direct {
-            crate::backend::cpu::install(pool.as_deref(), || conv_direct(g, x, w, out));
-        } else {
-            crate::backend::cpu::install(pool.as_deref(), || conv_im2col(g, x, w, out, col, *threads));
-        }
+        let Self { g, x, w, wp, out, col, threads, pool, direct, nhwc, .. } = self;
+        crate::backend::cpu::install(pool.as_deref(), || match (*direct, *nhwc) {
+            (true, false) => conv_direct(g, x, w, out),
+            (false, false) => conv_im2col(g, x, w, out, col, *threads),
+            (true, true) => conv_direct_nhwc(g, x, wp, out),
+            (false, true) => conv_im2col_nhwc(g, x, w, out, col, *threads),
+        });
     }
 }
 
@@ -100,14 +120,28 @@ impl Workload for Conv {
         let count = (2e8 / plane_cost).clamp(2.0, 8.0) as usize;
         let planes = sample(self.g.n * self.g.k, count, self.seed ^ 7);
         let osp = self.g.out_spatial();
+        // Channels-last tensors are read through their planar copies.
+        let planar = self.nhwc.then(|| {
+            let g = &self.g;
+            (
+                to_nchw(&self.x, g.n, g.c, g.in_spatial()),
+                weights_to_planar(g, &self.w),
+                to_nchw(&self.out, g.n, g.k, osp),
+            )
+        });
+        let (x, w, out) = match &planar {
+            Some((x, w, o)) => (x, w, o),
+            None => (&self.x, &self.w, &self.out),
+        };
         let (mut got, mut want, mut mag) = (Vec::new(), Vec::new(), Vec::new());
         for &p in &planes {
-            let (r, m) = conv_plane_f64(&self.g, &self.x, &self.w, p / self.g.k, p % self.g.k);
-            got.extend_from_slice(&self.out[p * osp..(p + 1) * osp]);
+            let (r, m) = conv_plane_f64(&self.g, x, w, p / self.g.k, p % self.g.k);
+            got.extend_from_slice(&out[p * osp..(p + 1) * osp]);
             want.extend(r);
             mag.extend(m);
         }
-        let what = format!("f64 convolution loop on {} of {} output planes", planes.len(), self.g.n * self.g.k);
+        let what =
+            format!("f64 convolution loop on {} of {} output planes", planes.len(), self.g.n * self.g.k);
         Ok(check(what, &got, &want, Some(&mag), 1e-6, 1e-5))
     }
     fn throughput(&self) -> Vec<Throughput> {
@@ -144,7 +178,8 @@ pub(super) fn prepare_pool(case: &Case, ctx: &crate::backend::cpu::Context) -> R
     } else {
         PoolOp::Avg
     };
-    let (g, adaptive) = parse_pool(&case.str("shape")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
+    let (g, adaptive) =
+        parse_pool(&case.str("shape")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
     if adaptive != (op == PoolOp::AdaptiveAvg) {
         let want = if adaptive { "a window -k" } else { "an adaptive output size -o" };
         bail!("case {}: {} needs a shape with {want}", case.id, case.benchmark);

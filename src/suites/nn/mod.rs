@@ -46,6 +46,7 @@ impl Suite for NnSuite {
         Some(match (benchmark, key) {
             ("conv", "layer") => ParamRule::Check(check_layer),
             ("conv", "algo") => ParamRule::OneOf(conv::ALGOS),
+            ("conv", "layout") => ParamRule::OneOf(conv::LAYOUTS),
             ("pool", "op") => ParamRule::OneOf(conv::POOL_OPS),
             ("pool" | "adaptive_pool", "shape") => ParamRule::Check(check_pool),
             ("norm", "kind") => ParamRule::OneOf(norm::KINDS),
@@ -104,8 +105,11 @@ pub(crate) fn positive(case: &Case, key: &str) -> Result<usize> {
 pub(crate) fn ensure_memory(what: &str, bytes: f64) -> Result<()> {
     // Beyond any machine (or NaN from absurd sizes): refused even where
     // the available memory cannot be read.
-    if !(bytes < 1e14) {
-        return Err(crate::suites::skip(format!("{what} needs {:.3e} bytes, more than any machine has", bytes)));
+    if bytes.is_nan() || bytes >= 1e14 {
+        return Err(crate::suites::skip(format!(
+            "{what} needs {:.3e} bytes, more than any machine has",
+            bytes
+        )));
     }
     match crate::util::mem_available().map(|b| b as f64) {
         Some(avail) if bytes > 0.8 * avail => Err(crate::suites::skip(format!(
@@ -131,7 +135,14 @@ pub(crate) fn sample(n: usize, count: usize, seed: u64) -> Vec<usize> {
 
 /// Checks `got` against f64 `want` with a per-value bound `atol + rtol *
 /// scale[i]` (`scale` defaults to `|want|`); the first miss is named.
-pub(crate) fn check(reference: String, got: &[f32], want: &[f64], scale: Option<&[f64]>, atol: f64, rtol: f64) -> Verification {
+pub(crate) fn check(
+    reference: String,
+    got: &[f32],
+    want: &[f64],
+    scale: Option<&[f64]>,
+    atol: f64,
+    rtol: f64,
+) -> Verification {
     let mut worst = 0.0f64;
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let err = (g as f64 - w).abs();
@@ -164,7 +175,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
-        let p: BTreeMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let p: BTreeMap<String, ParamValue> =
+            params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
         Case::new("nn", bench, p)
     }
     fn s(v: &str) -> ParamValue {
@@ -176,21 +188,50 @@ mod tests {
     #[test]
     fn tiny_cases_of_every_benchmark_verify_and_run() {
         let i = ParamValue::Int;
+        let conv = |layer: &str, algo: &str, layout: &str| {
+            case("conv", &[("layer", s(layer)), ("algo", s(algo)), ("layout", s(layout)), ("threads", i(2))])
+        };
         let cases = [
-            case("conv", &[("layer", s("2x8x9x9-k8x3x3-p1")), ("algo", s("im2col")), ("threads", i(2))]),
-            case("conv", &[("layer", s("1x6x7x7x7-k6x3x3x3-p1-g6")), ("algo", s("direct")), ("threads", i(1))]),
-            case("conv", &[("layer", s("opbench_short")), ("algo", s("direct")), ("threads", i(2))]),
+            conv("2x8x9x9-k8x3x3-p1", "im2col", "nchw"),
+            conv("1x6x7x7x7-k6x3x3x3-p1-g6", "direct", "nchw"),
+            conv("opbench_short", "direct", "nchw"),
+            conv("2x8x9x9-k8x3x3-p1-g2", "im2col", "nhwc"),
+            conv("1x6x7x7x7-k6x3x3x3-p1-g6", "direct", "nhwc"),
+            conv("2x16x6x6-k8x1x1", "im2col", "nhwc"),
+            conv("1x12x6x6-k8x1x1-g4", "im2col", "nhwc"),
             case("pool", &[("op", s("max")), ("shape", s("2x3x12x12-k3-s2-p1")), ("threads", i(2))]),
             case("adaptive_pool", &[("shape", s("2x3x7x7-o1")), ("threads", i(2))]),
             case("pool", &[("op", s("avg")), ("shape", s("1x2x5x6x7-k2")), ("threads", i(2))]),
             case("norm", &[("kind", s("batch_train")), ("shape", s("4x32x6x6")), ("threads", i(2))]),
             case("norm", &[("kind", s("group")), ("shape", s("2x64x5x5")), ("threads", i(2))]),
-            case("rnn", &[("cell", s("gru")), ("hidden", i(32)), ("batch", i(3)), ("seq", i(7)), ("threads", i(2))]),
-            case("attention", &[("algo", s("flash")), ("mask", s("causal")), ("seq", i(130)), ("heads", i(2)), ("threads", i(2))]),
-            case("attention", &[("algo", s("materialised")), ("mask", s("none")), ("seq", i(70)), ("heads", i(2)), ("threads", i(2))]),
+            case(
+                "rnn",
+                &[("cell", s("gru")), ("hidden", i(32)), ("batch", i(3)), ("seq", i(7)), ("threads", i(2))],
+            ),
+            case(
+                "attention",
+                &[
+                    ("algo", s("flash")),
+                    ("mask", s("causal")),
+                    ("seq", i(130)),
+                    ("heads", i(2)),
+                    ("threads", i(2)),
+                ],
+            ),
+            case(
+                "attention",
+                &[
+                    ("algo", s("materialised")),
+                    ("mask", s("none")),
+                    ("seq", i(70)),
+                    ("heads", i(2)),
+                    ("threads", i(2)),
+                ],
+            ),
         ];
         for c in cases {
-            let mut w = crate::suites::prepare_standalone(&NnSuite, &c).unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
+            let mut w =
+                crate::suites::prepare_standalone(&NnSuite, &c).unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
             let v = w.verify().unwrap();
             assert!(v.passed, "{}: {}", c.id, v.detail);
             w.run(2).unwrap();
@@ -209,13 +250,19 @@ mod tests {
         assert!(e.contains("rn50_l3_3x3_b1"), "names the presets: {e}");
         assert!(rule("pool", "shape").check(&s("1x3x4x4-k9")).is_err());
         // Pool op and shape must agree; the group-norm channel count must split.
-        let c = case("pool", &[("op", s("max")), ("shape", s("1x3x7x7-o1")), ("threads", ParamValue::Int(1))]);
-        assert!(crate::suites::prepare_standalone(&NnSuite, &c).err().unwrap().to_string().contains("window -k"));
+        let c =
+            case("pool", &[("op", s("max")), ("shape", s("1x3x7x7-o1")), ("threads", ParamValue::Int(1))]);
+        assert!(
+            crate::suites::prepare_standalone(&NnSuite, &c).err().unwrap().to_string().contains("window -k")
+        );
         let c = case("adaptive_pool", &[("shape", s("1x3x7x7-k2")), ("threads", ParamValue::Int(1))]);
         let e = crate::suites::prepare_standalone(&NnSuite, &c).err().unwrap().to_string();
         assert!(e.contains("adaptive output size -o"), "{e}");
-        let c = case("norm", &[("kind", s("group")), ("shape", s("1x20x4x4")), ("threads", ParamValue::Int(1))]);
-        assert!(crate::suites::prepare_standalone(&NnSuite, &c).err().unwrap().to_string().contains("32 groups"));
+        let c =
+            case("norm", &[("kind", s("group")), ("shape", s("1x20x4x4")), ("threads", ParamValue::Int(1))]);
+        assert!(
+            crate::suites::prepare_standalone(&NnSuite, &c).err().unwrap().to_string().contains("32 groups")
+        );
     }
 
     #[test]

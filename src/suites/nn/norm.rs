@@ -3,7 +3,9 @@
 //! statistics and normalisation of [`crate::kernels::nn::chnorm`].
 
 use super::{check, choice, ensure_memory, sample, seed};
-use crate::kernels::nn::chnorm::{batch_norm_infer, batch_norm_train, group_norm, normalise_plane_f64, stats_f64};
+use crate::kernels::nn::chnorm::{
+    batch_norm_infer, batch_norm_train, group_norm, normalise_plane_f64, stats_f64,
+};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use anyhow::{Result, bail};
@@ -43,7 +45,11 @@ pub(super) fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result
     let seed = seed(case);
     // Activations with a channel-dependent offset and scale, as after a conv.
     let offs = crate::util::randn(c, seed ^ 4);
-    let x = crate::util::randn(len, seed).iter().enumerate().map(|(i, v)| v * 1.5 + offs[i / (h * w) % c]).collect();
+    let x = crate::util::randn(len, seed)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v * 1.5 + offs[i / (h * w) % c])
+        .collect();
     Ok(Box::new(Norm {
         kind,
         dims: (n, c, h * w),
@@ -94,7 +100,14 @@ impl Workload for Norm {
             got.extend_from_slice(&self.out[p * sp..(p + 1) * sp]);
             want.extend(normalise_plane_f64(plane(i, ch), m, v, self.gamma[ch], self.beta[ch], EPS));
         }
-        let mut v = check(format!("f64 statistics and normalisation on {} planes", planes.len()), &got, &want, None, 2e-5, 2e-5);
+        let mut v = check(
+            format!("f64 statistics and normalisation on {} planes", planes.len()),
+            &got,
+            &want,
+            None,
+            2e-5,
+            2e-5,
+        );
         if v.passed && self.kind == "batch_train" {
             // The running statistics moved 10% of the way to the batch's.
             let ch = planes[0] % c;

@@ -52,7 +52,9 @@ pub(super) fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result
 impl Rnn {
     fn once(&mut self) {
         let Self { cell, dims, x, w, y, scratch, threads, pool } = self;
-        crate::backend::cpu::install(pool.as_deref(), || rnn_forward(*cell, *dims, x, w, y, scratch, *threads));
+        crate::backend::cpu::install(pool.as_deref(), || {
+            rnn_forward(*cell, *dims, x, w, y, scratch, *threads)
+        });
     }
 }
 
@@ -73,7 +75,8 @@ impl Workload for Rnn {
                 got.extend_from_slice(&self.y[(s * b + r) * h..][..h]);
             }
         }
-        let what = format!("f64 {:?} recurrence, {steps} of {t} steps of {} of {b} rows", self.cell, rows.len());
+        let what =
+            format!("f64 {:?} recurrence, {steps} of {t} steps of {} of {b} rows", self.cell, rows.len());
         Ok(check(what, &got, &want, None, 1e-4, 1e-4))
     }
     fn throughput(&self) -> Vec<Throughput> {

@@ -77,12 +77,22 @@ impl Fft {
 
 /// The input as f64 complex values.
 fn as_f64(real: bool, c: &[C32], r: &[f32]) -> Vec<(f64, f64)> {
-    if real { r.iter().map(|&v| (v as f64, 0.0)).collect() } else { c.iter().map(|v| (v.re as f64, v.im as f64)).collect() }
+    if real {
+        r.iter().map(|&v| (v as f64, 0.0)).collect()
+    } else {
+        c.iter().map(|v| (v.re as f64, v.im as f64)).collect()
+    }
 }
 
 /// Checks `out`, the forward transform of `x` over `shape` (the half
 /// spectrum along the last axis when `real`).
-pub(super) fn check_transform(shape: &[usize], real: bool, x: &[(f64, f64)], out: &[C32], seed: u64) -> Verification {
+pub(super) fn check_transform(
+    shape: &[usize],
+    real: bool,
+    x: &[(f64, f64)],
+    out: &[C32],
+    seed: u64,
+) -> Verification {
     let n: usize = shape.iter().product();
     let last = shape[shape.len() - 1];
     let width = if real { last / 2 + 1 } else { last };
@@ -100,7 +110,11 @@ pub(super) fn check_transform(shape: &[usize], real: bool, x: &[(f64, f64)], out
             if let Some(g) = at(i) {
                 let err = (g.re as f64 - w.0).abs().max((g.im as f64 - w.1).abs());
                 if err.is_nan() || err > tol {
-                    return Verification::check("full f64 DFT", false, format!("bin {i}: got {g}, reference {w:?}, tol {tol:e}"));
+                    return Verification::check(
+                        "full f64 DFT",
+                        false,
+                        format!("bin {i}: got {g}, reference {w:?}, tol {tol:e}"),
+                    );
                 }
             }
         }
@@ -141,7 +155,11 @@ pub(super) fn check_transform(shape: &[usize], real: bool, x: &[(f64, f64)], out
         let g = at(flat).unwrap_or_default();
         let err = (g.re as f64 - w.0).abs().max((g.im as f64 - w.1).abs());
         if err.is_nan() || err > tol {
-            return Verification::check("f64 DFT bins", false, format!("bin {k:?}: got {g}, reference {w:?}, tol {tol:e}"));
+            return Verification::check(
+                "f64 DFT bins",
+                false,
+                format!("bin {k:?}: got {g}, reference {w:?}, tol {tol:e}"),
+            );
         }
     }
     Verification::check(
@@ -168,11 +186,16 @@ impl Workload for Fft {
         let got: Vec<f32> = back.iter().flat_map(|c| [c.re / n, c.im / n]).collect();
         let want: Vec<f32> = self.input_c.iter().flat_map(|c| [c.re, c.im]).collect();
         let rt = Verification::compare("inverse FFT round trip", &got, &want, 1e-4, 1e-4);
-        Ok(Verification::check(format!("{} and the round trip", v.reference), rt.passed, format!("{}; {}", v.detail, rt.detail)))
+        Ok(Verification::check(
+            format!("{} and the round trip", v.reference),
+            rt.passed,
+            format!("{}; {}", v.detail, rt.detail),
+        ))
     }
     fn throughput(&self) -> Vec<Throughput> {
         let n: usize = self.plan.shape.iter().product();
-        let bytes = if self.plan.real { 4.0 * n as f64 + 8.0 * self.out.len() as f64 } else { 16.0 * n as f64 };
+        let bytes =
+            if self.plan.real { 4.0 * n as f64 + 8.0 * self.out.len() as f64 } else { 16.0 * n as f64 };
         vec![
             Throughput::flops(bench_fft_flops(&self.plan.shape, self.plan.real)),
             Throughput::bytes(bytes),

@@ -67,7 +67,13 @@ impl Suite for SciSuite {
 /// an integer parameter).
 fn check_fft_shape(v: &crate::plan::ParamValue) -> Result<(), String> {
     match crate::plan::parse_shape(&v.to_string()) {
-        Ok(d) if !d.is_empty() && d.len() <= 3 && !matches!(v, crate::plan::ParamValue::Bool(_) | crate::plan::ParamValue::Float(_)) => Ok(()),
+        Ok(d)
+            if !d.is_empty()
+                && d.len() <= 3
+                && !matches!(v, crate::plan::ParamValue::Bool(_) | crate::plan::ParamValue::Float(_)) =>
+        {
+            Ok(())
+        }
         _ => Err("must be 1 to 3 positive extents joined by x, e.g. 1048576 or 1024x1024".into()),
     }
 }
@@ -95,8 +101,11 @@ pub(crate) fn choice<'a>(case: &Case, key: &str, valid: &[&'a str]) -> Result<&'
 pub(crate) fn ensure_memory(what: &str, bytes: f64) -> Result<()> {
     // Beyond any machine (or NaN from absurd sizes): refused even where
     // the available memory cannot be read.
-    if !(bytes < 1e14) {
-        return Err(crate::suites::skip(format!("{what} needs {:.3e} bytes, more than any machine has", bytes)));
+    if bytes.is_nan() || bytes >= 1e14 {
+        return Err(crate::suites::skip(format!(
+            "{what} needs {:.3e} bytes, more than any machine has",
+            bytes
+        )));
     }
     match crate::util::mem_available().map(|b| b as f64) {
         Some(avail) if bytes > 0.8 * avail => Err(crate::suites::skip(format!(
@@ -115,7 +124,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn case(bench: &str, params: &[(&str, ParamValue)]) -> Case {
-        let p: BTreeMap<String, ParamValue> = params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+        let p: BTreeMap<String, ParamValue> =
+            params.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
         Case::new("sci", bench, p)
     }
     fn s(v: &str) -> ParamValue {
@@ -136,7 +146,10 @@ mod tests {
         cases.push(case("fft_plan", &[("kind", s("r2c")), ("size", i(6144))]));
         for pattern in ["random", "banded", "powerlaw"] {
             let m = |b: &str, extra: (&str, ParamValue)| {
-                case(b, &[("pattern", s(pattern)), ("density", f(0.02)), ("n", i(500)), ("threads", i(2)), extra])
+                case(
+                    b,
+                    &[("pattern", s(pattern)), ("density", f(0.02)), ("n", i(500)), ("threads", i(2)), extra],
+                )
             };
             for imp in ["own", "sprs"] {
                 cases.push(m("spmv", ("impl", s(imp))));
@@ -144,13 +157,20 @@ mod tests {
                 for op in ["coo_to_csr", "csr_to_csc"] {
                     cases.push(case(
                         "sparse_convert",
-                        &[("op", s(op)), ("impl", s(imp)), ("pattern", s(pattern)), ("density", f(0.02)), ("n", i(500))],
+                        &[
+                            ("op", s(op)),
+                            ("impl", s(imp)),
+                            ("pattern", s(pattern)),
+                            ("density", f(0.02)),
+                            ("n", i(500)),
+                        ],
                     ));
                 }
             }
         }
         for c in cases {
-            let mut w = crate::suites::prepare_standalone(&SciSuite, &c).unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
+            let mut w = crate::suites::prepare_standalone(&SciSuite, &c)
+                .unwrap_or_else(|e| panic!("{}: {e:#}", c.id));
             let v = w.verify().unwrap();
             assert!(v.passed, "{}: {} {}", c.id, v.reference, v.detail);
             w.run(2).unwrap();
@@ -160,7 +180,9 @@ mod tests {
     #[test]
     fn densities_outside_zero_one_and_bad_shapes_are_refused() {
         let rule = |b, k| SciSuite.param_rule(b, k).unwrap();
-        for bad in [ParamValue::Float(0.0), ParamValue::Float(1.5), ParamValue::Int(2), ParamValue::Float(-0.1)] {
+        for bad in
+            [ParamValue::Float(0.0), ParamValue::Float(1.5), ParamValue::Int(2), ParamValue::Float(-0.1)]
+        {
             assert!(rule("spmv", "density").check(&bad).unwrap_err().contains("(0, 1]"), "{bad}");
         }
         assert!(rule("spmv", "density").check(&ParamValue::Float(0.001)).is_ok());

@@ -6,7 +6,9 @@
 //! against the triplets sorted by a plain sort.
 
 use super::{choice, ensure_memory, seed};
-use crate::kernels::sparse::{Compressed, Coo, PATTERNS, compress, generate, shuffled, spmm, spmm_f64, transpose};
+use crate::kernels::sparse::{
+    Compressed, Coo, PATTERNS, compress, generate, shuffled, spmm, spmm_f64, transpose,
+};
 use crate::plan::{Case, ParamValue};
 use crate::suites::{Throughput, Verification, Workload};
 use anyhow::{Result, bail};
@@ -44,7 +46,10 @@ fn matrix(case: &Case, extra_bytes_per_nnz: f64) -> Result<Coo> {
     }
     let nnz = density * n as f64 * n as f64;
     // Triplets (20 B an entry), a CSR copy (12 B) and whatever the case adds.
-    ensure_memory("this sparse matrix", nnz * (32.0 + extra_bytes_per_nnz) + 16.0 * n as f64 * SPMM_COLS as f64)?;
+    ensure_memory(
+        "this sparse matrix",
+        nnz * (32.0 + extra_bytes_per_nnz) + 16.0 * n as f64 * SPMM_COLS as f64,
+    )?;
     Ok(generate(pattern, n, density, seed(case)))
 }
 
@@ -64,10 +69,15 @@ struct Product {
 }
 
 /// Prepares an `spmv` (`k = 1`) or `spmm` (`k` = [`SPMM_COLS`]) case.
-pub(super) fn prepare_product(case: &Case, ctx: &crate::backend::cpu::Context, k: usize) -> Result<Box<dyn Workload>> {
+pub(super) fn prepare_product(
+    case: &Case,
+    ctx: &crate::backend::cpu::Context,
+    k: usize,
+) -> Result<Box<dyn Workload>> {
     let use_sprs = choice(case, "impl", IMPLS)? == "sprs";
     let coo = matrix(case, 12.0)?;
-    let (own, sprs) = if use_sprs { (None, Some(sprs_csr(&coo))) } else { (Some(compress(&coo, true)), None) };
+    let (own, sprs) =
+        if use_sprs { (None, Some(sprs_csr(&coo))) } else { (Some(compress(&coo, true)), None) };
     let x = crate::util::randn(coo.cols * k, seed(case) ^ 1);
     let y = vec![f32::NAN; coo.rows * k];
     Ok(Box::new(Product { own, sprs, coo, k, x, y, pool: ctx.pool() }))
@@ -84,8 +94,10 @@ impl Product {
                 if *k == 1 {
                     sprs::prod::mul_acc_mat_vec_csr(a.view(), &x[..], &mut y[..]);
                 } else {
-                    let xv = ndarray::ArrayView2::from_shape((a.cols(), *k), &x[..]).expect("x holds cols x k");
-                    let yv = ndarray::ArrayViewMut2::from_shape((a.rows(), *k), &mut y[..]).expect("y holds rows x k");
+                    let xv =
+                        ndarray::ArrayView2::from_shape((a.cols(), *k), &x[..]).expect("x holds cols x k");
+                    let yv = ndarray::ArrayViewMut2::from_shape((a.rows(), *k), &mut y[..])
+                        .expect("y holds rows x k");
                     sprs::prod::csr_mulacc_dense_rowmaj(a.view(), xv, yv);
                 }
             }
@@ -154,8 +166,9 @@ pub(super) fn prepare_convert(case: &Case, ctx: &crate::backend::cpu::Context) -
     let coo = matrix(case, 40.0)?;
     // COO input arrives in a random order, as triplets usually do.
     let coo = if op == "coo_to_csr" { shuffled(&coo, seed(case) ^ 2) } else { coo };
-    let tri = (use_sprs && op == "coo_to_csr")
-        .then(|| TriMat::from_triplets((coo.rows, coo.cols), coo.row.clone(), coo.col.clone(), coo.val.clone()));
+    let tri = (use_sprs && op == "coo_to_csr").then(|| {
+        TriMat::from_triplets((coo.rows, coo.cols), coo.row.clone(), coo.col.clone(), coo.val.clone())
+    });
     let csr = compress(&coo, true);
     let csr_sprs = (use_sprs && op == "csr_to_csc").then(|| sprs_csr(&coo));
     Ok(Box::new(Convert { op, use_sprs, coo, tri, csr, csr_sprs, result: None, pool: ctx.pool() }))
@@ -183,7 +196,13 @@ impl Workload for Convert {
         // Reference: the triplets sorted by (major, minor) with a plain sort.
         let by_row = self.op == "coo_to_csr";
         let mut t: Vec<(usize, usize, f32)> = (0..self.coo.row.len())
-            .map(|i| if by_row { (self.coo.row[i], self.coo.col[i], self.coo.val[i]) } else { (self.coo.col[i], self.coo.row[i], self.coo.val[i]) })
+            .map(|i| {
+                if by_row {
+                    (self.coo.row[i], self.coo.col[i], self.coo.val[i])
+                } else {
+                    (self.coo.col[i], self.coo.row[i], self.coo.val[i])
+                }
+            })
             .collect();
         t.sort_unstable_by_key(|e| (e.0, e.1));
         let major = if by_row { self.coo.rows } else { self.coo.cols };
@@ -198,7 +217,11 @@ impl Workload for Convert {
             data: t.iter().map(|e| e.2).collect(),
         };
         let what = format!("triplets sorted by {}", if by_row { "(row, col)" } else { "(col, row)" });
-        Ok(Verification::check(what, got == want, format!("{} entries, arrays {}", want.data.len(), if got == want { "equal" } else { "differ" })))
+        Ok(Verification::check(
+            what,
+            got == want,
+            format!("{} entries, arrays {}", want.data.len(), if got == want { "equal" } else { "differ" }),
+        ))
     }
     fn throughput(&self) -> Vec<Throughput> {
         let nnz = self.coo.row.len() as f64;
@@ -211,7 +234,9 @@ impl Workload for Convert {
         for _ in 0..iters {
             let Self { op, use_sprs, coo, tri, csr, csr_sprs, pool, .. } = self;
             self.result = Some(match (*op, *use_sprs) {
-                ("coo_to_csr", false) => Ok(crate::backend::cpu::install(pool.as_deref(), || compress(coo, true))),
+                ("coo_to_csr", false) => {
+                    Ok(crate::backend::cpu::install(pool.as_deref(), || compress(coo, true)))
+                }
                 ("coo_to_csr", true) => Err(tri.as_ref().expect("prepared").to_csr()),
                 (_, false) => Ok(transpose(csr)),
                 (_, true) => Err(csr_sprs.as_ref().expect("prepared").to_csc()),
