@@ -108,7 +108,7 @@ impl ConvGeom {
     /// the padded input, padding at least the dilated kernel (all-padding
     /// windows), or an output too large to index.
     pub fn check(&self) -> Result<(), String> {
-        if self.groups == 0 || self.c % self.groups != 0 || self.k % self.groups != 0 {
+        if self.groups == 0 || !self.c.is_multiple_of(self.groups) || !self.k.is_multiple_of(self.groups) {
             return Err(format!(
                 "groups {} must divide the input channels {} and the output channels {}",
                 self.groups, self.c, self.k

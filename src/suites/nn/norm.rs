@@ -37,7 +37,7 @@ pub(super) fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result
     let &[n, c, h, w] = case.shape("shape")?.as_slice() else {
         bail!("case {}: `shape` must be NxCxHxW", case.id);
     };
-    if kind == "group" && c % GROUPS != 0 {
+    if kind == "group" && !c.is_multiple_of(GROUPS) {
         bail!("case {}: group norm uses {GROUPS} groups, which must divide the {c} channels", case.id);
     }
     ensure_memory("this normalisation", 8.0 * n as f64 * c as f64 * h as f64 * w as f64)?;

@@ -126,7 +126,7 @@ pub(super) fn check_transform(
         .enumerate()
         .map(|(i, v)| {
             let col = i % width;
-            let twice = real && col != 0 && !(last % 2 == 0 && col == last / 2);
+            let twice = real && col != 0 && !(last.is_multiple_of(2) && col == last / 2);
             (if twice { 2.0 } else { 1.0 }) * (v.re as f64 * v.re as f64 + v.im as f64 * v.im as f64)
         })
         .sum();
