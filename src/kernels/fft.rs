@@ -81,7 +81,9 @@ impl FftPlan {
         if rows == 1 {
             plan.process(data);
         } else {
-            let per = rows.div_ceil(crate::backend::cpu::current_threads() * 4).max(1) * len;
+            // Tasks of about 16K elements: enough of them for any pool
+            // (rayon balances them), none too small to pay for itself.
+            let per = (16384 / len).max(1) * len;
             data.par_chunks_mut(per).for_each(|c| plan.process(c));
         }
     }

@@ -147,7 +147,9 @@ pub fn spmv(a: &Compressed, x: &[f32], y: &mut [f32]) {
 /// x k`), parallel over balanced row ranges.
 pub fn spmm(a: &Compressed, x: &[f32], y: &mut [f32], k: usize) {
     assert_eq!((x.len(), y.len()), (a.minor * k, a.major * k));
-    let parts = crate::backend::cpu::current_threads() * 8;
+    // Ranges of about 32K multiply-adds (at most 256): enough tasks for any
+    // pool (rayon balances them), none too small to pay for itself.
+    let parts = (a.indices.len() * k / 32768).clamp(1, 256);
     let dst = SendPtr(y.as_mut_ptr());
     balanced_rows(a, parts).into_par_iter().for_each(|(r0, r1)| {
         // SAFETY: this task alone writes rows r0..r1 of `y` (disjoint
