@@ -7,18 +7,18 @@
 //! - [`attention_flash`]: tiles of 64 queries against tiles of 64 keys with
 //!   the online softmax (running maximum and sum per query, the accumulator
 //!   rescaled when the maximum grows; FlashAttention's recurrence), so each
-//!   task holds one 64x64 score tile, a transposed key tile and a 64 x d
-//!   accumulator: O(n) memory in all, and causal tiles above the diagonal
-//!   are never computed. The tile products are plain row loops compiled for
-//!   AVX-512/AVX2 ([`crate::kernels::simd_dispatch`]): at 64x64x64 a GEMM
-//!   library's call and packing cost more than the product.
+//!   task holds one 64x64 score tile and a 64 x d accumulator: O(n) memory in
+//!   all, and causal tiles above the diagonal are never computed. The tile
+//!   products go through the GEMM library on one thread (plain row loops
+//!   compiled for AVX-512 measured slower here, 37 against 28 ms for 8 heads
+//!   of 512 on a busy 2-core host, and were dropped).
 //!
 //! Both allocate their scratch inside the call, so the harness's allocation
 //! pass reports each one's real peak.
 
 use crate::kernels::activation::exp_flush_f32;
 use crate::kernels::softmax::masked_softmax_row;
-use crate::kernels::{Layout, SendPtr, matmul};
+use crate::kernels::{Layout, SendPtr, matmul, matmul_into};
 use rayon::prelude::*;
 
 /// Query and key tile of [`attention_flash`].
@@ -69,40 +69,46 @@ pub fn attention_flash(
     let qblocks = n.div_ceil(TILE);
     let dst = SendPtr(out.as_mut_ptr());
     (0..heads * qblocks).into_par_iter().for_each_init(
-        || {
-            (
-                vec![0.0f32; TILE * TILE],
-                vec![0.0f32; TILE * d],
-                vec![0.0f32; TILE * d],
-                vec![0.0f32; 2 * TILE],
-            )
-        },
-        |(s, kt, acc, ml), task| {
+        || (vec![0.0f32; TILE * TILE], vec![0.0f32; TILE * d], vec![0.0f32; 2 * TILE]),
+        |(s, acc, ml), task| {
             let (h, qb) = (task / qblocks, task % qblocks);
             let (q0, br) = (qb * TILE, TILE.min(n - qb * TILE));
             let base = h * n * d;
             let qt = &q[base + q0 * d..][..br * d];
             let acc = &mut acc[..br * d];
             acc.fill(0.0);
-            ml[..TILE].fill(f32::NEG_INFINITY);
-            ml[TILE..].fill(0.0);
+            let (m, l) = ml.split_at_mut(TILE);
+            m.fill(f32::NEG_INFINITY);
+            l.fill(0.0);
             let kend = if causal { q0 + br } else { n };
             for k0 in (0..kend).step_by(TILE) {
                 let bc = TILE.min(kend - k0);
-                // K's tile transposed (d x bc), so scores are row axpys.
-                let kb = &k[base + k0 * d..][..bc * d];
-                for (j, row) in kb.chunks_exact(d).enumerate() {
-                    for (c, &x) in row.iter().enumerate() {
-                        kt[c * bc + j] = x;
+                let s = &mut s[..br * bc];
+                matmul(1, (br, d, bc), qt, &k[base + k0 * d..][..bc * d], Layout::NxK, s);
+                for (r, row) in s.chunks_mut(bc).enumerate() {
+                    // Keys past this query are masked (only on diagonal tiles).
+                    let visible = if causal { (q0 + r + 1).saturating_sub(k0).min(bc) } else { bc };
+                    let mut mx = m[r];
+                    for x in row[..visible].iter_mut() {
+                        *x *= scale;
+                        mx = mx.max(*x);
                     }
+                    let alpha = exp_flush_f32(m[r] - mx);
+                    let mut sum = 0.0f32;
+                    for x in row[..visible].iter_mut() {
+                        *x = exp_flush_f32(*x - mx);
+                        sum += *x;
+                    }
+                    row[visible..].fill(0.0);
+                    l[r] = l[r] * alpha + sum;
+                    m[r] = mx;
+                    acc[r * d..(r + 1) * d].iter_mut().for_each(|a| *a *= alpha);
                 }
-                let t = Tile { br, bc, d, scale, first_query: q0, first_key: k0, causal };
-                tile_update(t, qt, &kt[..d * bc], &v[base + k0 * d..][..bc * d], &mut s[..br * bc], acc, ml);
+                matmul_into(1, (br, bc, d), s, &v[base + k0 * d..][..bc * d], Layout::KxN, acc, true);
             }
             // SAFETY: this task alone writes rows q0..q0+br of head h, a
             // disjoint range of `out`, which outlives the loop.
             let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(base + q0 * d), br * d) };
-            let l = &ml[TILE..];
             for r in 0..br {
                 let inv = 1.0 / l[r];
                 o[r * d..(r + 1) * d]
@@ -112,57 +118,6 @@ pub fn attention_flash(
             }
         },
     );
-}
-
-/// Where one query tile meets one key tile.
-#[derive(Clone, Copy)]
-struct Tile {
-    br: usize,
-    bc: usize,
-    d: usize,
-    scale: f32,
-    first_query: usize,
-    first_key: usize,
-    causal: bool,
-}
-
-crate::kernels::simd_dispatch! {
-    /// One step of the online softmax: scores of `br` queries (`qt`, `br x
-    /// d`) against `bc` keys (`kt`, transposed: `d x bc`), the running
-    /// maxima and sums (`ml`: [`TILE`] of each) updated, the accumulator
-    /// (`br x d`) rescaled and `P V` (`vt`, `bc x d`) added. Every inner loop
-    /// runs along a contiguous row, so it vectorises.
-    fn tile_update(t: Tile, qt: &[f32], kt: &[f32], vt: &[f32], s: &mut [f32], acc: &mut [f32], ml: &mut [f32]) {
-        let (bc, d) = (t.bc, t.d);
-        let (m, l) = ml.split_at_mut(TILE);
-        for r in 0..t.br {
-            let row = &mut s[r * bc..(r + 1) * bc];
-            row.fill(0.0);
-            for (c, &qv) in qt[r * d..(r + 1) * d].iter().enumerate() {
-                row.iter_mut().zip(&kt[c * bc..(c + 1) * bc]).for_each(|(x, &kv)| *x += qv * kv);
-            }
-            // Keys past this query are masked (only on diagonal tiles).
-            let visible = if t.causal { (t.first_query + r + 1).saturating_sub(t.first_key).min(bc) } else { bc };
-            let mut mx = m[r];
-            for x in row[..visible].iter_mut() {
-                *x *= t.scale;
-                mx = mx.max(*x);
-            }
-            let alpha = exp_flush_f32(m[r] - mx);
-            let mut sum = 0.0f32;
-            for x in row[..visible].iter_mut() {
-                *x = exp_flush_f32(*x - mx);
-                sum += *x;
-            }
-            l[r] = l[r] * alpha + sum;
-            m[r] = mx;
-            let a = &mut acc[r * d..(r + 1) * d];
-            a.iter_mut().for_each(|v| *v *= alpha);
-            for (j, &p) in row[..visible].iter().enumerate() {
-                a.iter_mut().zip(&vt[j * d..(j + 1) * d]).for_each(|(o, &vv)| *o += p * vv);
-            }
-        }
-    }
 }
 
 /// Output row `i` of head `h` in f64, straight from the definition.
