@@ -406,7 +406,10 @@ mod tests {
         // The WebAssembly backend runs its own kernels, not the tensor
         // suite's work: its cases skip naming the op it lacks.
         let e = realise(wasm, work(TensorOp::Binary(BinOp::Add))).err().unwrap();
-        assert_eq!(e.to_string(), format!("{wasm}: its backend offers no {}", TensorOp::Binary(BinOp::Add).name()));
+        assert_eq!(
+            e.to_string(),
+            format!("{wasm}: its backend offers no {}", TensorOp::Binary(BinOp::Add).name())
+        );
     }
 
     #[test]

@@ -16,9 +16,11 @@ pub mod common;
 pub mod inference;
 pub mod memory;
 pub mod mobile;
+pub mod nn;
 pub mod optim;
 pub mod params;
 pub mod quant;
+pub mod sci;
 pub mod tensor;
 pub mod tokenizer;
 
@@ -153,6 +155,8 @@ pub fn registry() -> &'static [&'static dyn Suite] {
         &optim::OptimSuite,
         &memory::MemorySuite,
         &mobile::MobileSuite,
+        &nn::NnSuite,
+        &sci::SciSuite,
     ];
     SUITES
 }

@@ -1,0 +1,219 @@
+//! Convolution in the channels-last layout (NHWC: `N x [D x] [H x] W x C`,
+//! output `N x oD x oH x oW x K`), the same geometry as [`super::conv`],
+//! by the same two algorithms:
+//! - [`conv_im2col_nhwc`]: one row of `taps x C/g` per output pixel (each
+//!   tap's channels are contiguous, so the unfold is a row copy), then
+//!   `out = col x W^T` per image and group; a 1x1 stride-1 unpadded
+//!   convolution is one GEMM over the whole batch, the input as it is.
+//! - [`conv_direct_nhwc`]: per output pixel, one axpy along the output
+//!   channels per (tap, input channel), with the weights repacked once as
+//!   `[group][tap][C/g][K/g]` ([`pack_direct_weights`]) so that axpy reads
+//!   contiguous memory.
+//!
+//! Weights are `K x [kD x] [kH x] kW x C/g` (PyTorch's channels-last weight
+//! order). [`to_nchw`] turns a channels-last tensor into the planar layout,
+//! so the f64 reference of [`super::conv`] checks these kernels too.
+
+use super::conv::ConvGeom;
+use crate::kernels::{Layout, SendPtr, matmul};
+use rayon::prelude::*;
+
+/// A channels-last tensor (`n x spatial x c`) in the planar layout (`n x c x spatial`).
+pub fn to_nchw(x: &[f32], n: usize, c: usize, spatial: usize) -> Vec<f32> {
+    let mut out = vec![0.0; x.len()];
+    for i in 0..n {
+        for p in 0..spatial {
+            for ch in 0..c {
+                out[(i * c + ch) * spatial + p] = x[(i * spatial + p) * c + ch];
+            }
+        }
+    }
+    out
+}
+
+/// Channels-last weights (`K x taps x C/g`) in PyTorch's planar order (`K x C/g x taps`).
+pub fn weights_to_planar(g: &ConvGeom, w: &[f32]) -> Vec<f32> {
+    let (cg, kvol) = (g.c / g.groups, g.kvol());
+    let mut out = vec![0.0; w.len()];
+    for k in 0..g.k {
+        for t in 0..kvol {
+            for ci in 0..cg {
+                out[(k * cg + ci) * kvol + t] = w[(k * kvol + t) * cg + ci];
+            }
+        }
+    }
+    out
+}
+
+/// Input pixel `(z, y, x)` read by tap `(td, th, tw)` of output pixel
+/// `(oz, oy, ox)`, or `None` in the padding.
+#[inline(always)]
+fn source(g: &ConvGeom, out: [usize; 3], tap: [usize; 3]) -> Option<usize> {
+    let mut at = 0usize;
+    for i in 0..3 {
+        let v = (out[i] * g.stride[i] + tap[i] * g.dilation[i]).wrapping_sub(g.pad[i]);
+        if v >= g.input[i] {
+            return None;
+        }
+        at = at * g.input[i] + v;
+    }
+    Some(at)
+}
+
+/// The multi-index of output pixel `p` and of tap `t`.
+#[inline(always)]
+fn unflat(p: usize, dims: [usize; 3]) -> [usize; 3] {
+    [p / (dims[1] * dims[2]), p / dims[2] % dims[1], p % dims[2]]
+}
+
+/// Floats of [`conv_im2col_nhwc`]'s scratch: the unfolded rows of one image
+/// and group, plus the group's output when it is not the whole output row.
+pub fn col_len_nhwc(g: &ConvGeom) -> usize {
+    let osp = g.out_spatial();
+    let unfold = if g.is_pointwise() && g.groups == 1 { 0 } else { osp * (g.c / g.groups) * g.kvol() };
+    unfold + if g.groups > 1 { osp * (g.k / g.groups) } else { 0 }
+}
+
+/// `out = conv(x, w)` in channels-last layout by im2col + GEMM (`threads`
+/// for the GEMMs); `col` holds at least [`col_len_nhwc`] floats.
+pub fn conv_im2col_nhwc(
+    g: &ConvGeom,
+    x: &[f32],
+    w: &[f32],
+    out: &mut [f32],
+    col: &mut [f32],
+    threads: usize,
+) {
+    assert_eq!((x.len(), w.len(), out.len()), (g.input_len(), g.weight_len(), g.output_len()));
+    let (cg, kg, osp, isp, kvol) =
+        (g.c / g.groups, g.k / g.groups, g.out_spatial(), g.in_spatial(), g.kvol());
+    let ck = cg * kvol;
+    if g.is_pointwise() && g.groups == 1 {
+        return matmul(threads, (g.n * osp, g.c, g.k), x, w, Layout::NxK, out);
+    }
+    let odims = g.output();
+    let (unfold, tmp) = col.split_at_mut(osp * ck);
+    for n in 0..g.n {
+        let img = &x[n * isp * g.c..(n + 1) * isp * g.c];
+        for grp in 0..g.groups {
+            unfold.par_chunks_mut(ck).enumerate().for_each(|(p, row)| {
+                let o = unflat(p, odims);
+                for (t, dst) in row.chunks_exact_mut(cg).enumerate() {
+                    match source(g, o, unflat(t, g.kernel)) {
+                        Some(at) => dst.copy_from_slice(&img[at * g.c + grp * cg..][..cg]),
+                        None => dst.fill(0.0),
+                    }
+                }
+            });
+            let wg = &w[grp * kg * ck..(grp + 1) * kg * ck];
+            let dst = &mut out[n * osp * g.k..(n + 1) * osp * g.k];
+            if g.groups == 1 {
+                matmul(threads, (osp, ck, kg), unfold, wg, Layout::NxK, dst);
+            } else {
+                let t = &mut tmp[..osp * kg];
+                matmul(threads, (osp, ck, kg), unfold, wg, Layout::NxK, t);
+                for (p, r) in t.chunks_exact(kg).enumerate() {
+                    dst[p * g.k + grp * kg..][..kg].copy_from_slice(r);
+                }
+            }
+        }
+    }
+}
+
+/// Channels-last weights (`K x taps x C/g`) repacked as `[group][tap][C/g][K/g]`
+/// for [`conv_direct_nhwc`].
+pub fn pack_direct_weights(g: &ConvGeom, w: &[f32]) -> Vec<f32> {
+    let (cg, kg, kvol) = (g.c / g.groups, g.k / g.groups, g.kvol());
+    let mut out = vec![0.0; w.len()];
+    for k in 0..g.k {
+        let (grp, kk) = (k / kg, k % kg);
+        for t in 0..kvol {
+            for ci in 0..cg {
+                out[((grp * kvol + t) * cg + ci) * kg + kk] = w[(k * kvol + t) * cg + ci];
+            }
+        }
+    }
+    out
+}
+
+/// `out = conv(x, w)` in channels-last layout computed directly from the
+/// [`pack_direct_weights`] form `wp`, parallel over output rows.
+pub fn conv_direct_nhwc(g: &ConvGeom, x: &[f32], wp: &[f32], out: &mut [f32]) {
+    assert_eq!((x.len(), wp.len(), out.len()), (g.input_len(), g.weight_len(), g.output_len()));
+    let [od, oh, ow] = g.output();
+    let row = ow * g.k;
+    let dst = SendPtr(out.as_mut_ptr());
+    (0..g.n * od * oh).into_par_iter().for_each(|r| {
+        // SAFETY: each task writes only output row `r` (`ow x K` floats),
+        // disjoint from every other task's; `out` outlives the loop.
+        let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(r * row), row) };
+        direct_row(g, x, wp, r / (od * oh), [r / oh % od, r % oh, 0], o);
+    });
+}
+
+crate::kernels::simd_dispatch! {
+    /// Output row `(n, oz, oy)` (all `ox` and every output channel) into `o`.
+    fn direct_row(g: &ConvGeom, x: &[f32], wp: &[f32], n: usize, at: [usize; 3], o: &mut [f32]) {
+        let (cg, kg, kvol) = (g.c / g.groups, g.k / g.groups, g.kvol());
+        let img = &x[n * g.in_spatial() * g.c..][..g.in_spatial() * g.c];
+        o.fill(0.0);
+        for (ox, px) in o.chunks_exact_mut(g.k).enumerate() {
+            for t in 0..kvol {
+                let Some(src) = source(g, [at[0], at[1], ox], unflat(t, g.kernel)) else { continue };
+                let inp = &img[src * g.c..][..g.c];
+                for grp in 0..g.groups {
+                    let acc = &mut px[grp * kg..(grp + 1) * kg];
+                    let wt = &wp[(grp * kvol + t) * cg * kg..][..cg * kg];
+                    for (ci, wr) in wt.chunks_exact(kg).enumerate() {
+                        let a = inp[grp * cg + ci];
+                        acc.iter_mut().zip(wr).for_each(|(s, &wv)| *s += a * wv);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::conv::{conv_plane_f64, parse_conv};
+    use super::*;
+
+    #[test]
+    fn both_channels_last_algorithms_match_the_f64_loop() {
+        for spec in [
+            "2x8x9x9-k6x3x3-p1",
+            "1x6x7x8-k6x3x3-s2-p1-g6",
+            "1x4x8x8-k4x3x3-p2-d2-g2",
+            "2x8x5x5-k3x1x1",
+            "1x2x4x5x6-k3x3x3x3-p1",
+            "2x3x17-k4x3-p1",
+        ] {
+            let g = parse_conv(spec).unwrap();
+            let (isp, osp) = (g.in_spatial(), g.out_spatial());
+            let x = crate::util::randn(g.input_len(), 1);
+            let w = crate::util::randn(g.weight_len(), 2);
+            let mut a = vec![f32::NAN; g.output_len()];
+            let mut b = vec![f32::NAN; g.output_len()];
+            let mut col = vec![0.0; col_len_nhwc(&g)];
+            conv_im2col_nhwc(&g, &x, &w, &mut a, &mut col, 2);
+            conv_direct_nhwc(&g, &x, &pack_direct_weights(&g, &w), &mut b);
+            let (xp, wpl) = (to_nchw(&x, g.n, g.c, isp), weights_to_planar(&g, &w));
+            let (a, b) = (to_nchw(&a, g.n, g.k, osp), to_nchw(&b, g.n, g.k, osp));
+            for n in 0..g.n {
+                for k in 0..g.k {
+                    let (want, mag) = conv_plane_f64(&g, &xp, &wpl, n, k);
+                    for (i, (&r, &m)) in want.iter().zip(&mag).enumerate() {
+                        let at = (n * g.k + k) * osp + i;
+                        for (name, got) in [("im2col", a[at]), ("direct", b[at])] {
+                            assert!(
+                                (got as f64 - r).abs() <= 1e-5 * m + 1e-6,
+                                "{spec} {name} [{at}]: {got} vs {r}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
