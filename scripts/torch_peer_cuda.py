@@ -85,7 +85,7 @@ REF64 = {"relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh, "exp"
 
 
 def gemm_tol(dtype, k, abs_sum, want):
-    """tfbench's GemmDtype::tolerance (src/kernels/cuda/gemm.rs)."""
+    """tfbench's GemmDtype::tolerance (src/backend/cuda/kernels/gemm.rs)."""
     eps = 2.0 ** -23
     acc = (8.0 if dtype == "f32" else 16.0) * max(math.sqrt(k), 1.0) * eps * abs_sum
     inp = 2.0 ** -9 * abs_sum if dtype == "tf32" else 0.0
