@@ -54,7 +54,7 @@
 //!   CUDA (`model::cuda`, on [`backend::cuda`]). It imports no suite, plan or config; the
 //!   inference suite (`suites/inference/`) is a description of cases over
 //!   it, and `--model` reaches it through [`model::open`] and
-//!   [`suites::inference::model_cases`].
+//!   [`suites::model_cases`].
 //! - **external commands**: a config's `[[command]]` tables become the
 //!   `command` suite ([`suites::command`]), a suite built at run time that
 //!   [`config::resolve`] adds to the plan; its processes use the workload's

@@ -107,8 +107,7 @@ fn resolve_in(
     let model = run.and_then(|r| r.model.as_deref());
     let mut model_name = None;
     if let Some(p) = model {
-        let (_, info) = crate::model::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
-        model_name = Some(info.cfg.name);
+        model_name = Some(model_name_of(p)?);
     }
     let tests = run.map(|r| &r.model_tests);
     let mut harness = harness;
@@ -135,6 +134,19 @@ fn resolve_in(
     };
     let resolved = config::resolve_model(registry, loaded.as_ref(), &cli, &model_tests)?;
     Ok((resolved, loaded))
+}
+
+/// The name of the model in file `p` (`--model`), opened and checked here.
+#[cfg(feature = "models")]
+fn model_name_of(p: &Path) -> Result<String> {
+    let (_, info) = crate::model::open(p).map_err(|e| anyhow::anyhow!("--model: {e:#}"))?;
+    Ok(info.cfg.name)
+}
+
+/// Without the model runtime in the build, `--model` is a usage error.
+#[cfg(not(feature = "models"))]
+fn model_name_of(p: &Path) -> Result<String> {
+    bail!("--model {}: this tfbench was built without the `models` feature (the model runtime)", p.display())
 }
 
 /// Fails early when `path`, given with the command-line flag `flag` (e.g.

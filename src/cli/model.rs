@@ -91,7 +91,7 @@ fn count(s: &str) -> Option<usize> {
 /// benchmark's own parser so the flags and a config accept the same tests.
 fn one_test(t: &str) -> Result<String, String> {
     let t = t.trim();
-    match crate::suites::inference::model_cases::Test::parse(t) {
+    match crate::suites::model_cases::Test::parse(t) {
         Ok(_) if !t.contains(' ') => Ok(t.to_string()),
         _ => Err(format!("`{t}` is not a test; valid: {FORMS}")),
     }

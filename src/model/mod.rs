@@ -23,21 +23,34 @@
 //! vocabulary; nothing below it (kernels, backends, statistics) imports it.
 
 pub mod config;
-#[cfg(feature = "cuda")]
+#[cfg(all(feature = "cuda", feature = "models"))]
 pub mod cuda;
+#[cfg(feature = "models")]
 pub mod generate;
+#[cfg(feature = "models")]
 pub mod gguf;
+#[cfg(feature = "models")]
 pub mod linear;
+#[cfg(feature = "models")]
 pub mod loader;
+#[cfg(feature = "models")]
 pub mod ops;
+#[cfg(feature = "models")]
 pub mod reference;
+#[cfg(feature = "models")]
 pub mod source;
+#[cfg(feature = "models")]
 pub mod steps;
+#[cfg(feature = "models")]
 pub mod tokenizer;
+#[cfg(feature = "models")]
 pub mod transformer;
+#[cfg(feature = "models")]
 pub mod weights;
+#[cfg(feature = "models")]
 pub mod workspace;
 
+#[cfg(feature = "models")]
 pub use source::open;
 
 /// Bytes of memory available to a model: `TFBENCH_MEM_AVAILABLE_GIB` (tests

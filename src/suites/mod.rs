@@ -13,15 +13,18 @@ pub use crate::workload::{Metric, SkipCase, Throughput, ThroughputKind, Verifica
 
 pub mod command;
 pub mod common;
+#[cfg(feature = "models")]
 pub mod inference;
 pub mod memory;
 pub mod mobile;
+pub mod model_cases;
 pub mod nn;
 pub mod optim;
 pub mod params;
 pub mod quant;
 pub mod sci;
 pub mod tensor;
+#[cfg(feature = "models")]
 pub mod tokenizer;
 
 /// A family of benchmarks (for example `tensor`), backed by a suite file that
@@ -149,7 +152,9 @@ pub struct TargetSpec {
 pub fn registry() -> &'static [&'static dyn Suite] {
     static SUITES: &[&dyn Suite] = &[
         &tensor::TensorSuite,
+        #[cfg(feature = "models")]
         &inference::InferenceSuite,
+        #[cfg(feature = "models")]
         &tokenizer::TokenizerSuite,
         &quant::QuantSuite,
         &optim::OptimSuite,

@@ -4,7 +4,7 @@
 use super::file::{ConfigFile, LoadedConfig, PartialSettings, parse_toml};
 use super::{QUICK_PROFILE, Settings};
 use crate::plan::{self, Case, Filter, ParamValue, SuiteSpec};
-use crate::suites::inference::model_cases;
+use crate::suites::model_cases;
 use crate::suites::{self, Suite, command};
 use anyhow::{Result, bail};
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ pub struct CliOverrides {
     /// `--device`: where the cases run (CPU when empty).
     pub devices: Vec<crate::backend::Device>,
     /// `--model PATH`: the suite that runs model files runs only its model-file
-    /// benchmark, on this file (`crate::suites::inference::model_cases`).
+    /// benchmark, on this file (`crate::suites::model_cases`).
     pub model: Option<String>,
     /// The model's `name.type` read from that file's header: its cases'
     /// `model` parameter, so baselines of two files never share an id.

@@ -31,7 +31,6 @@ mod encoder;
 mod generate;
 #[cfg(test)]
 mod llamacpp_tests;
-pub mod model_cases;
 mod model_file;
 mod model_file_encoder;
 mod model_file_tokenize;
@@ -88,7 +87,9 @@ impl Suite for InferenceSuite {
                         .into())
                 }
             }),
-            ("gguf", "test") => R::Check(|v| model_cases::Test::parse(&v.to_string()).map(|_| ())),
+            ("gguf", "test") => {
+                R::Check(|v| crate::suites::model_cases::Test::parse(&v.to_string()).map(|_| ()))
+            }
             ("gguf", "model") => R::Check(|v| match v {
                 V::Str(s) if !s.is_empty() => Ok(()),
                 _ => Err("must be \"from-file\" or the model's name.type as tfbench reads it".into()),

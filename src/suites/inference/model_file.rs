@@ -15,11 +15,11 @@
 //! as llama.cpp) against that exact path: the top-1 token must agree and the
 //! logits stay within the activation-rounding tolerance.
 
-use super::model_cases::Test;
 use crate::model::source::Source;
 use crate::model::source::gguf::FileInfo;
 use crate::model::transformer::{KvCache, Model, Workspace, WorkspaceSize};
 use crate::plan::Case;
+use crate::suites::model_cases::Test;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};

@@ -8,11 +8,11 @@
 //! states against the independent f64 forward (`crate::model::reference`) on the same
 //! stored weights, then the int8-activation path against the exact one.
 
-use super::model_cases::Test;
 use super::model_file::FileCase;
 use crate::model::source::gguf::FileInfo;
 use crate::model::source::{Source, reload};
 use crate::model::transformer::{Model, Workspace, WorkspaceSize};
+use crate::suites::model_cases::Test;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::workload::Metric;
 use anyhow::{Result, bail};

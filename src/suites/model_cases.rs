@@ -95,7 +95,7 @@ impl Test {
         Err(bad())
     }
     /// (prompt tokens, generated tokens).
-    pub(super) fn lengths(self) -> (usize, usize) {
+    pub fn lengths(self) -> (usize, usize) {
         match self {
             Self::Load | Self::Tokenize => (0, 0),
             Self::Pp(n) => (n, 0),
