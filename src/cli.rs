@@ -171,8 +171,9 @@ pub struct Selection {
     /// Apply the quick profile (configs/quick.toml): seconds for a suite.
     #[arg(long)]
     pub quick: bool,
-    /// Device(s) to run on: cpu, cuda, cuda:N, wasm (repeatable or
-    /// comma-separated) [default: cpu]. Benchmarks that do not run on a
+    /// Device(s) to run on: cpu, cuda, cuda:N, wasm (= wasm:wasmi),
+    /// wasm:wasmi, wasm:node, wasm:wasmtime (repeatable or comma-separated)
+    /// [default: cpu]. Benchmarks that do not run on a
     /// chosen device are left out; a device this build or machine lacks is
     /// listed and its cases skipped with the reason.
     #[arg(long = "device", value_name = "DEVICE")]

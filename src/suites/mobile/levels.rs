@@ -20,7 +20,7 @@
 use crate::backend::cpu::{Context, Threads};
 use crate::plan::{Case, ParamValue};
 use crate::suites::{Metric, Throughput, Verification, Workload};
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Result, bail};
 use std::collections::BTreeMap;
 
 /// The `level` parameter's values.
@@ -55,8 +55,11 @@ pub struct Level {
 /// Prepares `levels` through the inference suite's `decode` benchmark.
 pub fn prepare(case: &Case, ctx: &Context) -> Result<Box<dyn Workload>> {
     let (dtype, what) = spec(&case.str("level")?)?;
-    let runtime =
-        crate::suites::find("inference").context("the model runtime (inference suite) is not registered")?;
+    // Absent only in a build without the `models` feature: a skip that says
+    // so, as every capability a build leaves out is.
+    let runtime = crate::suites::find("inference").ok_or_else(|| {
+        crate::suites::skip("the optimisation levels run the model runtime; this tfbench was built without the `models` feature")
+    })?;
     let mut p: BTreeMap<String, ParamValue> = BTreeMap::new();
     p.insert("model".into(), ParamValue::Str(case.str("model")?));
     for key in ["depth", "gen"] {
