@@ -83,7 +83,7 @@ impl Suite for MobileSuite {
     }
     fn param_rule(&self, _benchmark: &str, key: &str) -> Option<ParamRule> {
         Some(match key {
-            "profile" => ParamRule::OneOf(profile::NAMES),
+            "profile" => ParamRule::Check(profile::check_param),
             "powersave" => ParamRule::Int { min: 0, max: 2 },
             "threads" => ParamRule::Threads,
             "shape" | "rows" => ParamRule::Check(shape),
