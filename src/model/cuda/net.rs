@@ -199,6 +199,9 @@ impl Net {
         cap: Capacity,
     ) -> Result<(Self, std::time::Duration)> {
         let cfg = model.cfg.clone();
+        if !cfg.variant.is_plain() {
+            bail!("the GPU forward pass runs llama, gpt2 and bert models, not `{}`", cfg.arch_name());
+        }
         let hd = cfg.head_dim();
         if hd > tk::MAX_HEAD_DIM {
             bail!("head dimension {hd} exceeds the GPU attention kernel's {}", tk::MAX_HEAD_DIM);
