@@ -1,6 +1,9 @@
 //! One transformer implementation configured by shape: BERT (post-norm
 //! encoder), GPT-2 (pre-norm decoder, tied LM head) and LLaMA (RMSNorm, RoPE,
 //! SwiGLU, grouped-query attention, untied head), with a KV cache for decoding.
+//! The LLaMA family's variants from GGUF files (`config::Variant`: QK norms,
+//! post-norms, GeGLU, sliding-window layers, soft-capped logits, a head
+//! width of their own) are optional parts of the same pass.
 //!
 //! All tokens of a call go through each projection as one GEMM (prefill is
 //! `batch * prompt` rows, a decode step `batch` rows: a batch decodes through

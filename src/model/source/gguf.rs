@@ -286,7 +286,6 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     let ty = by_type.iter().max_by_key(|e| e.1).map_or("f32".into(), |e| e.0.to_ascii_lowercase());
     let stem = file.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let name = id_safe(h.get("general.name").and_then(Value::as_str).unwrap_or(&stem));
-    let mut cfg = cfg;
     cfg.name = format!("{name}.{ty}");
     Ok(FileInfo { cfg, name, ty, params: h.params(), bytes: h.data_bytes() })
 }

@@ -16,6 +16,9 @@
 //! Each matrix stays in the file's type through the kernel library, as for
 //! `llama`; a fused QKV is split by rows, which moves whole rows and is
 //! exact for every row-wise format.
+//!
+//! [`Kind`] names every GGUF architecture tfbench runs, with the tensors
+//! each needs ([`required`]); the LLaMA family is built in `gguf_llama.rs`.
 
 use super::gguf::Loader;
 use crate::model::config::{Arch, ModelConfig};
