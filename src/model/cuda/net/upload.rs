@@ -16,6 +16,9 @@ use std::sync::Arc;
 
 /// Refuses shapes the GPU kernels cannot hold (head dimension, shared memory).
 pub(super) fn check_fits(cfg: &ModelConfig, cap: super::Capacity) -> Result<()> {
+    if !cfg.variant.is_plain() {
+        bail!("the GPU forward pass runs llama, gpt2 and bert models, not `{}`", cfg.arch_name());
+    }
     let hd = cfg.head_dim();
     if hd > tk::MAX_HEAD_DIM {
         bail!("head dimension {hd} exceeds the GPU attention kernel's {}", tk::MAX_HEAD_DIM);
