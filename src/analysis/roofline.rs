@@ -1,0 +1,257 @@
+//! The cache-aware roofline (Ilic, Pratas and Sousa, "Cache-aware Roofline
+//! model", IEEE Computer Architecture Letters, 2014): a CPU case is measured
+//! against the bandwidth of the smallest memory level that holds its working
+//! set (L1, L2, L3 or DRAM, as the probe measured them) or, when its
+//! arithmetic intensity is high enough, against the flat FMA roof. A case
+//! that fits in L2 is thus not credited with "300% of peak" for outrunning
+//! DRAM, and one that still reads above its roof exposes a measurement
+//! problem (a probe taken on a busy machine, a wrong declared work).
+//!
+//! Pure: no clocks, no I/O.
+
+use crate::probe::{LevelBandwidth, MachineLimits};
+use crate::results::{CaseRoof, SUSPECT_PCT};
+use crate::workload::{Metric, Throughput, ThroughputKind};
+
+/// What a case does per iteration, as far as the roofline is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Work {
+    /// FLOP per iteration, when declared.
+    pub flops: Option<f64>,
+    /// Bytes moved per iteration, when declared.
+    pub bytes: Option<f64>,
+    /// Bytes the case touches: its `working_set_bytes` (or `working_set`)
+    /// metric, else the bytes it moves per iteration.
+    pub working_set: Option<f64>,
+}
+
+impl Work {
+    /// From a case's declared throughputs and its metrics.
+    pub fn of(decl: &[Throughput], metrics: &[Metric]) -> Self {
+        let get = |k| decl.iter().find(|t| t.kind == k).map(|t| t.per_iteration).filter(|&v| v > 0.0);
+        let (flops, bytes) = (get(ThroughputKind::Flops), get(ThroughputKind::Bytes));
+        let reported = metrics
+            .iter()
+            .find(|m| (m.name == "working_set_bytes" || m.name == "working_set") && m.unit == "B")
+            .map(|m| m.value)
+            .filter(|v| v.is_finite() && *v > 0.0);
+        Self { flops, bytes, working_set: reported.or(bytes) }
+    }
+}
+
+/// A figure on `threads` threads from its one-thread value and its value on
+/// the probe's `probe_threads`: linear in the threads up to the all-thread
+/// figure (an upper bound, as a roof must be), the all-thread figure from
+/// there on.
+pub fn at_threads(one: f64, all: f64, probe_threads: usize, threads: usize) -> f64 {
+    if threads <= 1 {
+        one
+    } else if threads >= probe_threads {
+        all
+    } else {
+        (one * threads as f64).min(all).max(one)
+    }
+}
+
+/// The smallest level that holds `working_set` bytes on `threads` threads
+/// (per-core levels add up); the last level (DRAM) when none does or the
+/// working set is not known. `None` only when there are no levels.
+pub fn level_for(levels: &[LevelBandwidth], working_set: Option<f64>, threads: usize) -> Option<&LevelBandwidth> {
+    let Some(ws) = working_set else { return levels.last() };
+    levels.iter().find(|l| l.capacity_for(threads).is_none_or(|c| ws <= c as f64)).or(levels.last())
+}
+
+/// The roof of a CPU case on `threads` threads doing `work`: the level that
+/// holds its working set and that level's best bandwidth (read, copy or
+/// triad), or `FMA` when its intensity times that bandwidth reaches the FMA
+/// peak (or it declares FLOPs and no bytes). A probe without levels (cached
+/// by an older tfbench) gives DRAM triad, the roof of every case before.
+pub fn cpu_roof(l: &MachineLimits, threads: usize, work: &Work) -> CaseRoof {
+    let threads = threads.max(1);
+    let peak = at_threads(l.peak_flops_one_core, l.peak_flops_all_cores, l.threads, threads);
+    let (level, bandwidth) = match level_for(&l.levels, work.working_set, threads) {
+        Some(lv) => {
+            (lv.level.clone(), at_threads(lv.best_one_thread(), lv.best_all_threads(), l.threads, threads))
+        }
+        None => (
+            "DRAM".to_string(),
+            at_threads(l.triad_bandwidth_one_thread, l.triad_bandwidth_all_threads, l.threads, threads),
+        ),
+    };
+    let intensity = work.flops.zip(work.bytes).map(|(f, b)| f / b);
+    let compute = match (work.flops, intensity) {
+        (Some(_), Some(ai)) => ai * bandwidth >= peak,
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    CaseRoof {
+        name: if compute { "FMA".to_string() } else { level.clone() },
+        level,
+        threads,
+        working_set_bytes: work.working_set,
+        intensity,
+        bandwidth,
+        peak_flops: peak,
+        pct: None,
+        suspect: false,
+    }
+}
+
+/// The highest rate of `kind` the roof allows: FLOP/s under min(FMA peak,
+/// intensity x bandwidth), B/s under min(bandwidth, FMA peak / intensity).
+/// `None` for kinds a roofline says nothing about.
+pub fn attainable(roof: &CaseRoof, kind: ThroughputKind) -> Option<f64> {
+    let ai = roof.intensity.filter(|&ai| ai > 0.0 && ai.is_finite());
+    let v = match kind {
+        ThroughputKind::Flops => ai.map_or(roof.peak_flops, |ai| roof.peak_flops.min(ai * roof.bandwidth)),
+        ThroughputKind::Bytes => ai.map_or(roof.bandwidth, |ai| roof.bandwidth.min(roof.peak_flops / ai)),
+        _ => return None,
+    };
+    (v > 0.0 && v.is_finite()).then_some(v)
+}
+
+/// Records the case's percentage of its roof (`pct`, the highest of its
+/// rates': a FLOP and a byte rate give the same one) and whether it is
+/// [`SUSPECT_PCT`] or more; returns the note for a suspect one.
+pub fn judge(roof: &mut CaseRoof, pcts: impl IntoIterator<Item = f64>) -> Option<String> {
+    roof.pct = pcts.into_iter().filter(|p| p.is_finite()).reduce(f64::max);
+    roof.suspect = false;
+    let pct = roof.pct?;
+    roof.suspect = pct > SUSPECT_PCT;
+    roof.suspect.then(|| {
+        format!(
+            "measurement problem: {pct:.0}% of its {} roof, which no code passes: the probe ran while the machine \
+             was busy, or the case's declared work or working set is off; re-probe on a quiet machine (tfbench \
+             sysinfo --probe)",
+            roof.name
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn level(name: &str, cap: Option<u64>, per_core: bool, one: f64, all: f64) -> LevelBandwidth {
+        LevelBandwidth {
+            level: name.into(),
+            capacity_bytes: cap,
+            per_core,
+            capacity_source: "sysfs".into(),
+            working_set_bytes: 0,
+            read_one_thread: one,
+            copy_one_thread: one * 0.5,
+            triad_one_thread: one * 0.8,
+            read_all_threads: all,
+            copy_all_threads: all * 0.5,
+            triad_all_threads: all * 0.8,
+        }
+    }
+
+    /// A 2-thread machine: 100 GFLOP/s per core, L1 48 KiB and L2 1 MiB per
+    /// core, L3 32 MiB shared.
+    fn limits() -> MachineLimits {
+        MachineLimits {
+            fingerprint: "f".into(),
+            measured_at: "t".into(),
+            threads: 2,
+            peak_flops_one_core: 100e9,
+            peak_flops_all_cores: 200e9,
+            copy_bandwidth_one_thread: 8e9,
+            copy_bandwidth_all_threads: 12e9,
+            triad_bandwidth_one_thread: 10e9,
+            triad_bandwidth_all_threads: 15e9,
+            load: None,
+            levels: vec![
+                level("L1", Some(48 << 10), true, 200e9, 400e9),
+                level("L2", Some(1 << 20), true, 80e9, 160e9),
+                level("L3", Some(32 << 20), false, 40e9, 60e9),
+                level("DRAM", None, false, 12e9, 16e9),
+            ],
+        }
+    }
+
+    fn work(flops: Option<f64>, bytes: Option<f64>, ws: Option<f64>) -> Work {
+        Work { flops, bytes, working_set: ws.or(bytes) }
+    }
+
+    #[test]
+    fn the_smallest_level_holding_the_working_set_is_the_roof() {
+        let l = limits();
+        let cases = [
+            (32e3, 1, "L1"),
+            (64e3, 1, "L2"),
+            (64e3, 2, "L1"), // two cores hold twice the private caches
+            (1.5e6, 1, "L3"),
+            (1.5e6, 2, "L2"),
+            (40e6, 2, "DRAM"),
+        ];
+        for (ws, threads, want) in cases {
+            let r = cpu_roof(&l, threads, &work(None, Some(ws), None));
+            assert_eq!((r.name.as_str(), r.level.as_str()), (want, want), "ws {ws} on {threads} threads");
+        }
+        // The level's best kernel (read here), at the case's threads.
+        let r = cpu_roof(&l, 1, &work(None, Some(1e3), None));
+        assert_eq!(r.bandwidth, 200e9);
+        assert_eq!(cpu_roof(&l, 2, &work(None, Some(1e3), None)).bandwidth, 400e9);
+        // No working set known: DRAM.
+        assert_eq!(cpu_roof(&l, 2, &Work::default()).level, "DRAM");
+    }
+
+    #[test]
+    fn high_intensity_is_under_the_fma_roof() {
+        let l = limits();
+        // A 1024^3 GEMM: 2.1 GFLOP over 12 MiB, intensity 170: FMA.
+        let n = 1024.0f64;
+        let r = cpu_roof(&l, 2, &work(Some(2.0 * n * n * n), Some(12.0 * n * n), None));
+        assert_eq!((r.name.as_str(), r.level.as_str()), ("FMA", "L3"));
+        assert_eq!(attainable(&r, ThroughputKind::Flops), Some(200e9));
+        // Intensity 1 from L3 (60 GB/s): memory-bound, 60 GFLOP/s attainable.
+        let r = cpu_roof(&l, 2, &work(Some(8e6), Some(8e6), None));
+        assert_eq!(r.name, "L3");
+        assert_eq!(attainable(&r, ThroughputKind::Flops), Some(60e9));
+        assert_eq!(attainable(&r, ThroughputKind::Bytes), Some(60e9));
+        // FLOPs without bytes: FMA; other kinds: no roof.
+        assert_eq!(cpu_roof(&l, 1, &work(Some(1e9), None, None)).name, "FMA");
+        assert_eq!(attainable(&r, ThroughputKind::Tokens), None);
+    }
+
+    #[test]
+    fn a_reported_working_set_wins_over_bytes_moved() {
+        let m = vec![Metric::new("working_set_bytes", 24e3, "B")];
+        let w = Work::of(&[Throughput::bytes(10e9)], &m);
+        assert_eq!(w.working_set, Some(24e3));
+        assert_eq!(cpu_roof(&limits(), 1, &w).level, "L1");
+        assert_eq!(Work::of(&[Throughput::bytes(10e9)], &[]).working_set, Some(10e9));
+    }
+
+    #[test]
+    fn threads_between_one_and_all_scale_linearly_up_to_the_all_thread_figure() {
+        assert_eq!(at_threads(10.0, 35.0, 4, 1), 10.0);
+        assert_eq!(at_threads(10.0, 35.0, 4, 2), 20.0);
+        assert_eq!(at_threads(10.0, 35.0, 4, 3), 30.0);
+        assert_eq!(at_threads(10.0, 35.0, 4, 4), 35.0);
+        assert_eq!(at_threads(10.0, 35.0, 4, 16), 35.0, "more threads than probed: the all-thread figure");
+        assert_eq!(at_threads(10.0, 8.0, 4, 2), 10.0, "a low all-thread figure never drops below one thread's");
+    }
+
+    #[test]
+    fn a_probe_without_levels_falls_back_to_dram_triad() {
+        let l = MachineLimits { levels: Vec::new(), ..limits() };
+        let r = cpu_roof(&l, 2, &work(None, Some(1e3), None));
+        assert_eq!((r.name.as_str(), r.bandwidth), ("DRAM", 15e9));
+        assert_eq!(cpu_roof(&l, 1, &work(None, Some(1e3), None)).bandwidth, 10e9);
+    }
+
+    #[test]
+    fn above_105_percent_is_a_measurement_problem() {
+        let mut r = cpu_roof(&limits(), 2, &work(None, Some(1e3), None));
+        assert_eq!(judge(&mut r, [104.9]), None);
+        assert_eq!((r.pct, r.suspect), (Some(104.9), false));
+        let note = judge(&mut r, [90.0, 166.0]).expect("flagged");
+        assert!(r.suspect && r.pct == Some(166.0));
+        assert!(note.starts_with("measurement problem: 166% of its L1 roof"), "{note}");
+        assert_eq!(judge(&mut r, []), None);
+        assert_eq!((r.pct, r.suspect), (None, false));
+    }
+}
