@@ -451,7 +451,11 @@ threads = [1]
             ]
         );
         let none = Case::new("s", "b", BTreeMap::new());
-        assert_eq!(sweep_threads(none.clone(), &[2, 4])[1].id, "s/b/threads=4", "a case without threads gains it");
+        assert_eq!(
+            sweep_threads(none.clone(), &[2, 4])[1].id,
+            "s/b/threads=4",
+            "a case without threads gains it"
+        );
         assert_eq!(sweep_threads(none.clone(), &[]), vec![none.clone()]);
         let gpu = none.on(crate::backend::Device::Cuda(0));
         assert_eq!(sweep_threads(gpu.clone(), &[1, 2]), vec![gpu], "only CPU cases are swept");

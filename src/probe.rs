@@ -249,7 +249,11 @@ fn measure_with(
     }
     for level in &limits.levels {
         for (name, v) in level.figures() {
-            ensure!(v.is_finite() && v > 0.0, "probe measured an implausible {} {name} bandwidth: {v}", level.level);
+            ensure!(
+                v.is_finite() && v > 0.0,
+                "probe measured an implausible {} {name} bandwidth: {v}",
+                level.level
+            );
         }
     }
     Ok(limits)

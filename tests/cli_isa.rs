@@ -125,7 +125,10 @@ fn check(cap: &str) {
     }
     // tfbench's own GEMM has an AVX2 kernel: it runs under an AVX2 cap on
     // any CPU with AVX2 and FMA (issue 51), and is skipped only below.
-    let own = cases.iter().find(|c| c["id"] == "tensor/matmul/impl=tfbench,shape=65x33x130,threads=1").expect("run");
+    let own = cases
+        .iter()
+        .find(|c| c["id"] == "tensor/matmul/impl=tfbench,shape=65x33x130,threads=1")
+        .expect("run");
     let avx2_cpu = tfbench::isa::Feature::Avx2.detected() && tfbench::isa::Feature::Fma.detected();
     let want = if cap == "scalar" || !avx2_cpu { "skipped" } else { "ok" };
     assert_eq!(own["status"]["state"], want, "{own}");

@@ -41,7 +41,12 @@ fn check_roofs(v: &Value) {
         let roof = &c["roof"];
         let name = roof["name"].as_str().unwrap_or_else(|| panic!("no roof for {}: {c}", c["id"]));
         assert!(ROOFS.contains(&name), "{name}");
-        let pct = c["throughput"].as_array().unwrap().iter().filter_map(|t| t["pct_of_peak"].as_f64()).fold(0.0, f64::max);
+        let pct = c["throughput"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["pct_of_peak"].as_f64())
+            .fold(0.0, f64::max);
         let notes = c["notes"].to_string();
         if pct > 105.0 {
             assert_eq!(roof["suspect"], true, "{}: {pct}% not flagged", c["id"]);
@@ -97,7 +102,8 @@ fn the_probe_measures_every_level_and_cases_name_their_roof() {
     assert_eq!(v["cases"].as_array().unwrap().len(), 3);
     check_roofs(&v);
     let roof = |id: &str| {
-        let c = v["cases"].as_array().unwrap().iter().find(|c| c["id"].as_str().unwrap().contains(id)).unwrap();
+        let c =
+            v["cases"].as_array().unwrap().iter().find(|c| c["id"].as_str().unwrap().contains(id)).unwrap();
         c["roof"]["name"].as_str().unwrap().to_string()
     };
     assert_eq!(roof("level=l1"), "L1");
@@ -114,19 +120,47 @@ fn old_and_other_thread_probes_are_probed_again() {
     let r = clean(&cache, &["sysinfo", "--probe", "--threads", "1", "--format", "json"]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     // A one-thread probe never serves a two-thread run (it read 166% of peak).
-    let run = clean(&cache, &["run", "--quick", "--threads", "2", "--sample-size", "3", "-f", "json", "tensor/binary/op=add,shape=4096x4096$"]);
+    let run = clean(
+        &cache,
+        &[
+            "run",
+            "--quick",
+            "--threads",
+            "2",
+            "--sample-size",
+            "3",
+            "-f",
+            "json",
+            "tensor/binary/op=add,shape=4096x4096$",
+        ],
+    );
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(run.stderr.contains("measuring this machine's peak"), "{}", run.stderr);
     assert_eq!(json(&run)["machine_limits"]["threads"], 2);
     // A probe cached before the levels existed is taken again, not used as is.
-    let file = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.path()).find(|p| {
-        p.file_name().is_some_and(|n| n.to_string_lossy().ends_with("-t2.json"))
-    });
+    let file = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with("-t2.json")));
     let file = file.expect("the two-thread probe is cached");
     let mut old: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     old.as_object_mut().unwrap().remove("levels");
     std::fs::write(&file, serde_json::to_string(&old).unwrap()).unwrap();
-    let again = clean(&cache, &["run", "--quick", "--threads", "2", "--sample-size", "3", "-f", "json", "tensor/binary/op=add,shape=4096x4096$"]);
+    let again = clean(
+        &cache,
+        &[
+            "run",
+            "--quick",
+            "--threads",
+            "2",
+            "--sample-size",
+            "3",
+            "-f",
+            "json",
+            "tensor/binary/op=add,shape=4096x4096$",
+        ],
+    );
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(again.stderr.contains("bandwidth of each cache level"), "{}", again.stderr);
     let v = json(&again);
@@ -160,7 +194,10 @@ fn a_thread_sweep_reports_speedup_and_efficiency() {
     let ids: Vec<&str> = v["cases"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(
         ids,
-        ["tensor/matmul/impl=gemm,shape=256x256x256,threads=1", "tensor/matmul/impl=gemm,shape=256x256x256,threads=2"]
+        [
+            "tensor/matmul/impl=gemm,shape=256x256x256,threads=1",
+            "tensor/matmul/impl=gemm,shape=256x256x256,threads=2"
+        ]
     );
     for c in v["cases"].as_array().unwrap() {
         let s = &c["scaling"];

@@ -56,7 +56,11 @@ pub fn at_threads(one: f64, all: f64, probe_threads: usize, threads: usize) -> f
 /// The smallest level that holds `working_set` bytes on `threads` threads
 /// (per-core levels add up); the last level (DRAM) when none does or the
 /// working set is not known. `None` only when there are no levels.
-pub fn level_for(levels: &[LevelBandwidth], working_set: Option<f64>, threads: usize) -> Option<&LevelBandwidth> {
+pub fn level_for(
+    levels: &[LevelBandwidth],
+    working_set: Option<f64>,
+    threads: usize,
+) -> Option<&LevelBandwidth> {
     let Some(ws) = working_set else { return levels.last() };
     levels.iter().find(|l| l.capacity_for(threads).is_none_or(|c| ws <= c as f64)).or(levels.last())
 }
@@ -232,7 +236,11 @@ mod tests {
         assert_eq!(at_threads(10.0, 35.0, 4, 3), 30.0);
         assert_eq!(at_threads(10.0, 35.0, 4, 4), 35.0);
         assert_eq!(at_threads(10.0, 35.0, 4, 16), 35.0, "more threads than probed: the all-thread figure");
-        assert_eq!(at_threads(10.0, 8.0, 4, 2), 10.0, "a low all-thread figure never drops below one thread's");
+        assert_eq!(
+            at_threads(10.0, 8.0, 4, 2),
+            10.0,
+            "a low all-thread figure never drops below one thread's"
+        );
     }
 
     #[test]

@@ -44,8 +44,11 @@ pub fn fit_usl(points: &[(f64, f64)]) -> Option<UslFit> {
         s2y += x2 * y;
     }
     let det = s11 * s22 - s12 * s12;
-    let (mut sigma, mut kappa) =
-        if det.abs() > 1e-12 * s11 * s22 { ((s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det) } else { (s1y / s11, 0.0) };
+    let (mut sigma, mut kappa) = if det.abs() > 1e-12 * s11 * s22 {
+        ((s1y * s22 - s2y * s12) / det, (s2y * s11 - s1y * s12) / det)
+    } else {
+        (s1y / s11, 0.0)
+    };
     if kappa < 0.0 {
         (sigma, kappa) = (s1y / s11, 0.0);
     }
@@ -85,7 +88,9 @@ pub fn attach(cases: &mut [CaseResult]) {
     let mut groups: BTreeMap<String, Vec<(usize, f64, usize)>> = BTreeMap::new();
     for (i, c) in cases.iter().enumerate() {
         let Some(ParamValue::Int(t)) = c.params.get("threads") else { continue };
-        let Some(median) = c.estimates.as_ref().map(|e| e.median.point).filter(|m| *m > 0.0) else { continue };
+        let Some(median) = c.estimates.as_ref().map(|e| e.median.point).filter(|m| *m > 0.0) else {
+            continue;
+        };
         if *t >= 1 && !c.status.is_failed() {
             groups.entry(sweep_group(&c.id)).or_default().push((*t as usize, median, i));
         }
@@ -161,7 +166,10 @@ mod tests {
 
     #[test]
     fn groups_drop_only_the_threads_parameter() {
-        assert_eq!(sweep_group("tensor/matmul/impl=gemm,shape=8x8x8,threads=4"), "tensor/matmul/impl=gemm,shape=8x8x8");
+        assert_eq!(
+            sweep_group("tensor/matmul/impl=gemm,shape=8x8x8,threads=4"),
+            "tensor/matmul/impl=gemm,shape=8x8x8"
+        );
         assert_eq!(sweep_group("s/b/threads=2"), "s/b");
         assert_eq!(sweep_group("s/b/n=1,threads=2,device=cuda:0"), "s/b/n=1,device=cuda:0");
         assert_eq!(sweep_group("s/b"), "s/b");

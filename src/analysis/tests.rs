@@ -295,7 +295,13 @@ fn a_cpu_case_gets_its_cache_level_roof_and_a_suspect_rate_is_flagged() {
     // The same bytes in 3 us: 333 GB/s, 208% of L2: flagged, not a success.
     let r = analyze(&outcome(&[3000.0; 20], vec![Throughput::bytes(1e6)]), &Settings::default(), Some(&l));
     assert!(r.roof.as_ref().unwrap().suspect);
-    assert!(r.notes.iter().any(|n| n.starts_with("measurement problem: 208% of its L2 roof")), "{:?}", r.notes);
+    assert!(
+        r.notes.iter().any(|n| n.starts_with("measurement problem: 208% of its L2 roof")),
+        "{:?}",
+        r.notes
+    );
     // No probe: no roof.
-    assert!(analyze(&outcome(&times, vec![Throughput::bytes(1e6)]), &Settings::default(), None).roof.is_none());
+    assert!(
+        analyze(&outcome(&times, vec![Throughput::bytes(1e6)]), &Settings::default(), None).roof.is_none()
+    );
 }

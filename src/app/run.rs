@@ -52,7 +52,11 @@ fn machine_limits(fresh: bool, no_probe: bool, threads: usize, quiet: bool) -> R
             eprintln!(
                 "the cached probe ({}) does not record {} (cached by an older tfbench): probing again once ...",
                 old.measured_at,
-                if old.levels.is_empty() { "the bandwidth of each cache level" } else { "the load it ran under" }
+                if old.levels.is_empty() {
+                    "the bandwidth of each cache level"
+                } else {
+                    "the load it ran under"
+                }
             );
         }
         return Ok(Some(match super::sysinfo::take_probe(threads, 1, &source, quiet) {

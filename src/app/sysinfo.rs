@@ -208,7 +208,11 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
                 "note: the cached probe ({}) does not record {} (cached by an older tfbench); \
                  the next `tfbench run` probes again once, or run `tfbench sysinfo --probe`",
                 c.measured_at,
-                if c.levels.is_empty() { "the bandwidth of each cache level" } else { "the load it ran under" }
+                if c.levels.is_empty() {
+                    "the bandwidth of each cache level"
+                } else {
+                    "the load it ran under"
+                }
             );
         }
         l

@@ -111,4 +111,3 @@ pub(super) fn load_in(dir: &Path, fingerprint: &str, threads: usize) -> Result<O
 pub fn load_for_this_machine(threads: usize) -> Option<MachineLimits> {
     load(&crate::env::Environment::gather().fingerprint(), threads).ok().flatten()
 }
-

@@ -111,7 +111,8 @@ impl CacheSizes {
     }
 
     pub fn from_parts(l1: Option<u64>, l2: Option<u64>, l3: Option<u64>) -> Self {
-        let pick = |v: Option<u64>, k: usize| v.filter(|&b| b > 0).map_or((FALLBACK[k], false), |b| (b, true));
+        let pick =
+            |v: Option<u64>, k: usize| v.filter(|&b| b > 0).map_or((FALLBACK[k], false), |b| (b, true));
         let ((l1, l1_sysfs), (l2, l2_sysfs), (l3, l3_sysfs)) = (pick(l1, 0), pick(l2, 1), pick(l3, 2));
         Self { l1, l2, l3, l1_sysfs, l2_sysfs, l3_sysfs }
     }

@@ -121,7 +121,8 @@ pub(super) fn bandwidth(isa: Isa, threads: usize, len: usize, reps: usize) -> Re
     let b = alloc_init(len, threads, pattern)?;
     let mut c = alloc_init(len, threads, |_| -1.0)?;
     let (read_one, read_all) = super::levels::dram_read(isa, &b, threads, reps)?;
-    let mut best = Bandwidth { read_one, read_all, copy_one: 0.0, copy_all: 0.0, triad_one: 0.0, triad_all: 0.0 };
+    let mut best =
+        Bandwidth { read_one, read_all, copy_one: 0.0, copy_all: 0.0, triad_one: 0.0, triad_all: 0.0 };
     let thread_counts: &[usize] = if threads == 1 { &[1] } else { &[1, threads] };
     let mut pass = 0u32;
     for _ in 0..reps.max(1) {

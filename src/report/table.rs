@@ -402,7 +402,10 @@ fn harness_section(report: &RunReport, view: &TableView) -> String {
                 .iter()
                 .map(|l| format!("{} {}", l.level, units::format_rate(l.best_all_threads(), "B/s")))
                 .collect();
-            out.push_str(&wrap(&format!("roofs (best of read, copy, triad; all threads): {}", roofs.join(", ")), view.width));
+            out.push_str(&wrap(
+                &format!("roofs (best of read, copy, triad; all threads): {}", roofs.join(", ")),
+                view.width,
+            ));
         }
     }
     out

@@ -163,7 +163,9 @@ pub fn resolve_model(
             for &device in devices.iter().filter(|d| kinds.contains(&d.kind())) {
                 let on_device = plan::expand(suite.name(), b).into_iter().map(|c| c.on(device)).collect();
                 cases.extend(
-                    plan::sweep_all(on_device, &cli.thread_sweep).into_iter().filter(|c| filter.matches(&c.id)),
+                    plan::sweep_all(on_device, &cli.thread_sweep)
+                        .into_iter()
+                        .filter(|c| filter.matches(&c.id)),
                 );
             }
         }

@@ -64,7 +64,14 @@ impl OutPtr {
 /// `c[m x n] (+)= a[m x k] * B`, B seen through `bv` as the `n x k`
 /// matrix B^T (`bv` row j is column j of B), on up to `threads` tasks.
 /// The caller checked the shapes and [`available`], and `m, n, k >= 1`.
-pub(super) fn matmul(threads: usize, (m, k, n): (usize, usize, usize), av: View, bv: View, c: &mut [f32], acc: bool) {
+pub(super) fn matmul(
+    threads: usize,
+    (m, k, n): (usize, usize, usize),
+    av: View,
+    bv: View,
+    c: &mut [f32],
+    acc: bool,
+) {
     let jpanels = n.div_ceil(NR2);
     let tasks = if m * k * n < PAR_MIN_MKN { 1 } else { threads.clamp(1, jpanels) };
     let cp = OutPtr(c.as_mut_ptr());
@@ -249,7 +256,8 @@ mod tests {
             eprintln!("SKIPPED: no AVX2 and FMA here");
             return;
         }
-        let shapes = [(1, 1, 1), (5, 7, 15), (6, 16, 16), (7, 300, 17), (13, 257, 33), (73, 40, 530), (128, 96, 200)];
+        let shapes =
+            [(1, 1, 1), (5, 7, 15), (6, 16, 16), (7, 300, 17), (13, 257, 33), (73, 40, 530), (128, 96, 200)];
         for &(m, k, n) in &shapes {
             let a = crate::util::randn(m * k, (m * 31 + k) as u64);
             let b = crate::util::randn(k * n, (k * 17 + n) as u64);
@@ -259,8 +267,13 @@ mod tests {
                 for threads in [1, 3] {
                     for capped in [false, true] {
                         let mut c = vec![1.0f32; m * n];
-                        let mut run = || super::super::matmul_into(threads, (m, k, n), &a, &b, layout, &mut c, true);
-                        let done = if capped { crate::isa::with_cap(crate::isa::IsaLevel::Avx2, run) } else { run() };
+                        let mut run =
+                            || super::super::matmul_into(threads, (m, k, n), &a, &b, layout, &mut c, true);
+                        let done = if capped {
+                            crate::isa::with_cap(crate::isa::IsaLevel::Avx2, run)
+                        } else {
+                            run()
+                        };
                         assert!(done, "declined {m}x{k}x{n}");
                         for (i, (&g, &w)) in c.iter().zip(&want).enumerate() {
                             let scale: f32 = (0..k)

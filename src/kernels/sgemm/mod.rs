@@ -113,7 +113,9 @@ pub fn unavailable_reason() -> Option<String> {
     if runs_here() {
         return None;
     }
-    Some(crate::isa::unavailable(&avx2::FEATURES).unwrap_or_else(|| "no AVX2 kernel for this CPU".to_string()))
+    Some(
+        crate::isa::unavailable(&avx2::FEATURES).unwrap_or_else(|| "no AVX2 kernel for this CPU".to_string()),
+    )
 }
 
 /// The instruction set [`matmul_into`] dispatches to here: `avx512`,

@@ -287,7 +287,15 @@ impl PackedB {
     ///
     /// # Safety
     /// AVX-512F; `c` covers `m x n` and nothing else writes it meanwhile.
-    unsafe fn shared_a(&self, threads: usize, m: usize, a: &[f32], c: Shared, accumulate: bool, bias: Bias) -> bool {
+    unsafe fn shared_a(
+        &self,
+        threads: usize,
+        m: usize,
+        a: &[f32],
+        c: Shared,
+        accumulate: bool,
+        bias: Bias,
+    ) -> bool {
         let (k, n) = (self.k, self.n);
         let ipanels = m.div_ceil(MR);
         let jpanels = self.npad / NR;

@@ -152,7 +152,11 @@ fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
     if !input.trends.is_empty() {
         sections.push(("trends", "Trends"));
     }
-    sections.extend([("throughput", "Throughput"), ("roofline", "Roofline"), ("distributions", "Distributions")]);
+    sections.extend([
+        ("throughput", "Throughput"),
+        ("roofline", "Roofline"),
+        ("distributions", "Distributions"),
+    ]);
     for (anchor, name) in &sections {
         let _ = write!(out, "<a href=\"#{anchor}\">{name}</a>");
     }

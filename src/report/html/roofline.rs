@@ -136,7 +136,11 @@ fn dots(out: &mut String, x: &LogScale, y: &LogScale, dots: &[Dot]) {
     out.push_str("<g class=\"dots\">");
     for d in dots.iter().filter(|d| d.x > 0.0 && d.y > 0.0) {
         let pct = d.pct.map_or(String::new(), |p| format!(", {} of {}", units::format_percent(p), d.roof));
-        let style = if d.suspect { "fill=\"none\" stroke=\"#c62828\"" } else { "fill=\"#0072b2\" fill-opacity=\"0.7\"" };
+        let style = if d.suspect {
+            "fill=\"none\" stroke=\"#c62828\""
+        } else {
+            "fill=\"#0072b2\" fill-opacity=\"0.7\""
+        };
         let _ = write!(
             out,
             "<circle cx=\"{}\" cy=\"{}\" r=\"4\" {style}><title>{}{}</title></circle>",
@@ -149,7 +153,13 @@ fn dots(out: &mut String, x: &LogScale, y: &LogScale, dots: &[Dot]) {
     out.push_str("</g>");
 }
 
-fn axes(out: &mut String, x: &LogScale, y: &LogScale, xl: impl Fn(f64) -> String, yl: impl Fn(f64) -> String) {
+fn axes(
+    out: &mut String,
+    x: &LogScale,
+    y: &LogScale,
+    xl: impl Fn(f64) -> String,
+    yl: impl Fn(f64) -> String,
+) {
     out.push_str("<g class=\"axis\">");
     for t in x.decades() {
         let px = N(x.map(t));
@@ -234,7 +244,13 @@ fn staircase_chart(out: &mut String, l: &MachineLimits, pts: &[Dot]) {
     let caps: Vec<(&str, f64, f64)> = l
         .levels
         .iter()
-        .map(|v| (v.level.as_str(), v.capacity_for(threads).map_or(f64::INFINITY, |c| c as f64), v.best_all_threads()))
+        .map(|v| {
+            (
+                v.level.as_str(),
+                v.capacity_for(threads).map_or(f64::INFINITY, |c| c as f64),
+                v.best_all_threads(),
+            )
+        })
         .collect();
     let finite_max = caps.iter().map(|c| c.1).filter(|c| c.is_finite()).fold(1.0, f64::max);
     let (mut x_lo, mut x_hi) = (caps.first().map_or(1024.0, |c| c.1 / 16.0), finite_max * 64.0);
@@ -278,7 +294,9 @@ fn staircase_chart(out: &mut String, l: &MachineLimits, pts: &[Dot]) {
 fn scaling_table(out: &mut String, reports: &[(String, &RunReport)]) {
     let swept: Vec<(&str, &CaseResult)> = reports
         .iter()
-        .flat_map(|(label, r)| r.cases.iter().filter(|c| c.scaling.is_some()).map(move |c| (label.as_str(), c)))
+        .flat_map(|(label, r)| {
+            r.cases.iter().filter(|c| c.scaling.is_some()).map(move |c| (label.as_str(), c))
+        })
         .collect();
     if swept.is_empty() {
         return;
