@@ -36,7 +36,12 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
                 Some(ParamValue::Int(n)) if *n >= 1 => *n as usize,
                 _ => l.threads,
             };
-            Some(roofline::cpu_roof(l, threads, &roofline::Work::of(&o.throughput, &o.metrics)))
+            let work = if roofline::bytes_are_traffic(&o.case.suite, &o.case.benchmark) {
+                roofline::Work::of(&o.throughput, &o.metrics)
+            } else {
+                roofline::Work::default()
+            };
+            roofline::cpu_roof(l, threads, &work)
         }
         _ => None,
     };

@@ -25,6 +25,24 @@ pub struct Work {
     pub working_set: Option<f64>,
 }
 
+/// Benchmarks whose declared bytes are bytes allocated (or computed), not
+/// bytes read or written: the memory suite's allocator and footprint
+/// benchmarks. No bandwidth roof speaks of them.
+const BYTES_NOT_MOVED: &[(&str, &str)] = &[
+    ("memory", "alloc"),
+    ("memory", "tracking_overhead"),
+    ("memory", "tensor_alloc"),
+    ("memory", "pattern"),
+    ("memory", "pool_pressure"),
+    ("memory", "footprint"),
+];
+
+/// Whether `suite/benchmark`'s declared bytes are memory traffic (see
+/// [`BYTES_NOT_MOVED`]).
+pub fn bytes_are_traffic(suite: &str, benchmark: &str) -> bool {
+    !BYTES_NOT_MOVED.contains(&(suite, benchmark))
+}
+
 impl Work {
     /// From a case's declared throughputs and its metrics.
     pub fn of(decl: &[Throughput], metrics: &[Metric]) -> Self {
@@ -70,7 +88,12 @@ pub fn level_for(
 /// triad), or `FMA` when its intensity times that bandwidth reaches the FMA
 /// peak (or it declares FLOPs and no bytes). A probe without levels (cached
 /// by an older tfbench) gives DRAM triad, the roof of every case before.
-pub fn cpu_roof(l: &MachineLimits, threads: usize, work: &Work) -> CaseRoof {
+/// `None` for work that declares neither FLOPs nor bytes: no roof speaks
+/// of it.
+pub fn cpu_roof(l: &MachineLimits, threads: usize, work: &Work) -> Option<CaseRoof> {
+    if work.flops.is_none() && work.bytes.is_none() {
+        return None;
+    }
     let threads = threads.max(1);
     let peak = at_threads(l.peak_flops_one_core, l.peak_flops_all_cores, l.threads, threads);
     let (level, bandwidth) = match level_for(&l.levels, work.working_set, threads) {
@@ -88,7 +111,7 @@ pub fn cpu_roof(l: &MachineLimits, threads: usize, work: &Work) -> CaseRoof {
         (Some(_), None) => true,
         (None, _) => false,
     };
-    CaseRoof {
+    Some(CaseRoof {
         name: if compute { "FMA".to_string() } else { level.clone() },
         level,
         threads,
@@ -98,7 +121,7 @@ pub fn cpu_roof(l: &MachineLimits, threads: usize, work: &Work) -> CaseRoof {
         peak_flops: peak,
         pct: None,
         suspect: false,
-    }
+    })
 }
 
 /// The highest rate of `kind` the roof allows: FLOP/s under min(FMA peak,
@@ -191,15 +214,18 @@ mod tests {
             (40e6, 2, "DRAM"),
         ];
         for (ws, threads, want) in cases {
-            let r = cpu_roof(&l, threads, &work(None, Some(ws), None));
+            let r = cpu_roof(&l, threads, &work(None, Some(ws), None)).unwrap();
             assert_eq!((r.name.as_str(), r.level.as_str()), (want, want), "ws {ws} on {threads} threads");
         }
         // The level's best kernel (read here), at the case's threads.
-        let r = cpu_roof(&l, 1, &work(None, Some(1e3), None));
+        let r = cpu_roof(&l, 1, &work(None, Some(1e3), None)).unwrap();
         assert_eq!(r.bandwidth, 200e9);
-        assert_eq!(cpu_roof(&l, 2, &work(None, Some(1e3), None)).bandwidth, 400e9);
-        // No working set known: DRAM.
-        assert_eq!(cpu_roof(&l, 2, &Work::default()).level, "DRAM");
+        assert_eq!(cpu_roof(&l, 2, &work(None, Some(1e3), None)).unwrap().bandwidth, 400e9);
+        // Bytes without a working set known: DRAM; neither FLOPs nor bytes: no roof.
+        let w = Work { flops: None, bytes: Some(1e3), working_set: None };
+        assert_eq!(cpu_roof(&l, 2, &w).unwrap().level, "DRAM");
+        assert_eq!(cpu_roof(&l, 2, &Work::default()), None);
+        assert!(!bytes_are_traffic("memory", "alloc") && bytes_are_traffic("memory", "bandwidth"));
     }
 
     #[test]
@@ -207,16 +233,16 @@ mod tests {
         let l = limits();
         // A 1024^3 GEMM: 2.1 GFLOP over 12 MiB, intensity 170: FMA.
         let n = 1024.0f64;
-        let r = cpu_roof(&l, 2, &work(Some(2.0 * n * n * n), Some(12.0 * n * n), None));
+        let r = cpu_roof(&l, 2, &work(Some(2.0 * n * n * n), Some(12.0 * n * n), None)).unwrap();
         assert_eq!((r.name.as_str(), r.level.as_str()), ("FMA", "L3"));
         assert_eq!(attainable(&r, ThroughputKind::Flops), Some(200e9));
         // Intensity 1 from L3 (60 GB/s): memory-bound, 60 GFLOP/s attainable.
-        let r = cpu_roof(&l, 2, &work(Some(8e6), Some(8e6), None));
+        let r = cpu_roof(&l, 2, &work(Some(8e6), Some(8e6), None)).unwrap();
         assert_eq!(r.name, "L3");
         assert_eq!(attainable(&r, ThroughputKind::Flops), Some(60e9));
         assert_eq!(attainable(&r, ThroughputKind::Bytes), Some(60e9));
         // FLOPs without bytes: FMA; other kinds: no roof.
-        assert_eq!(cpu_roof(&l, 1, &work(Some(1e9), None, None)).name, "FMA");
+        assert_eq!(cpu_roof(&l, 1, &work(Some(1e9), None, None)).unwrap().name, "FMA");
         assert_eq!(attainable(&r, ThroughputKind::Tokens), None);
     }
 
@@ -225,7 +251,7 @@ mod tests {
         let m = vec![Metric::new("working_set_bytes", 24e3, "B")];
         let w = Work::of(&[Throughput::bytes(10e9)], &m);
         assert_eq!(w.working_set, Some(24e3));
-        assert_eq!(cpu_roof(&limits(), 1, &w).level, "L1");
+        assert_eq!(cpu_roof(&limits(), 1, &w).unwrap().level, "L1");
         assert_eq!(Work::of(&[Throughput::bytes(10e9)], &[]).working_set, Some(10e9));
     }
 
@@ -246,14 +272,14 @@ mod tests {
     #[test]
     fn a_probe_without_levels_falls_back_to_dram_triad() {
         let l = MachineLimits { levels: Vec::new(), ..limits() };
-        let r = cpu_roof(&l, 2, &work(None, Some(1e3), None));
+        let r = cpu_roof(&l, 2, &work(None, Some(1e3), None)).unwrap();
         assert_eq!((r.name.as_str(), r.bandwidth), ("DRAM", 15e9));
-        assert_eq!(cpu_roof(&l, 1, &work(None, Some(1e3), None)).bandwidth, 10e9);
+        assert_eq!(cpu_roof(&l, 1, &work(None, Some(1e3), None)).unwrap().bandwidth, 10e9);
     }
 
     #[test]
     fn above_105_percent_is_a_measurement_problem() {
-        let mut r = cpu_roof(&limits(), 2, &work(None, Some(1e3), None));
+        let mut r = cpu_roof(&limits(), 2, &work(None, Some(1e3), None)).unwrap();
         assert_eq!(judge(&mut r, [104.9]), None);
         assert_eq!((r.pct, r.suspect), (Some(104.9), false));
         let note = judge(&mut r, [90.0, 166.0]).expect("flagged");

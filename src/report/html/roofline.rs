@@ -368,10 +368,11 @@ mod tests {
                     .collect::<Vec<_>>(),
                 &c.metrics,
             );
-            let mut roof = crate::analysis::roofline::cpu_roof(&l, 2, &work);
-            roof.pct = Some(250.0);
-            roof.suspect = true;
-            c.roof = Some(roof);
+            c.roof = crate::analysis::roofline::cpu_roof(&l, 2, &work).map(|mut roof| {
+                roof.pct = Some(250.0);
+                roof.suspect = true;
+                roof
+            });
         }
         let mut out = String::new();
         section(&mut out, &[("a.json".into(), &report)]);
