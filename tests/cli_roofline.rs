@@ -80,7 +80,7 @@ fn the_probe_measures_every_level_and_cases_name_their_roof() {
         .collect();
     assert!(files.len() == 1 && files[0].ends_with("-t2.json"), "keyed by threads: {files:?}");
 
-    let html = cache.join("report.html");
+    let (results, html) = (cache.join("results.json"), cache.join("report.html"));
     let run = clean(
         &cache,
         &[
@@ -92,13 +92,13 @@ fn the_probe_measures_every_level_and_cases_name_their_roof() {
             "3",
             "-f",
             "json",
-            "--html",
-            html.to_str().unwrap(),
+            "-o",
+            results.to_str().unwrap(),
             "(memory/bandwidth/kernel=triad,level=(l1|dram),threads=1|tensor/matmul/impl=gemm,shape=256x256x256,threads=all)$",
         ],
     );
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let v = json(&run);
+    let v = json_file(&results);
     assert_eq!(v["cases"].as_array().unwrap().len(), 3);
     check_roofs(&v);
     let roof = |id: &str| {
@@ -109,6 +109,8 @@ fn the_probe_measures_every_level_and_cases_name_their_roof() {
     assert_eq!(roof("level=l1"), "L1");
     assert_eq!(roof("level=dram"), "DRAM");
     assert_eq!(roof("matmul"), "FMA");
+    let report = tfbench(&["report", results.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert_eq!(report.code, 0, "{}", report.stderr);
     let page = std::fs::read_to_string(&html).expect("html written");
     assert!(page.contains("id=\"roofline\"") && page.contains("class=\"roofline\""), "roofline chart");
     assert!(page.contains("FMA "), "the flat roof is labelled");
@@ -171,7 +173,7 @@ fn old_and_other_thread_probes_are_probed_again() {
 #[test]
 fn a_thread_sweep_reports_speedup_and_efficiency() {
     let cache = scratch("roofline-sweep");
-    let html = cache.join("sweep.html");
+    let (results, html) = (cache.join("sweep.json"), cache.join("sweep.html"));
     let r = clean(
         &cache,
         &[
@@ -184,13 +186,13 @@ fn a_thread_sweep_reports_speedup_and_efficiency() {
             "3",
             "-f",
             "json",
-            "--html",
-            html.to_str().unwrap(),
+            "-o",
+            results.to_str().unwrap(),
             "tensor/matmul/impl=gemm,shape=256x256x256",
         ],
     );
     assert_eq!(r.code, 0, "{}", r.stderr);
-    let v = json(&r);
+    let v = json_file(&results);
     let ids: Vec<&str> = v["cases"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
     assert_eq!(
         ids,
@@ -208,6 +210,8 @@ fn a_thread_sweep_reports_speedup_and_efficiency() {
         assert!(speedup > 0.0 && (eff - speedup / t).abs() < 1e-9, "{s}");
     }
     assert_eq!(v["harness"]["threads"], 2, "the pool is the widest step");
+    let report = tfbench(&["report", results.to_str().unwrap(), "--html", html.to_str().unwrap()]);
+    assert_eq!(report.code, 0, "{}", report.stderr);
     let page = std::fs::read_to_string(&html).expect("html written");
     assert!(page.contains("Thread scaling"), "scaling table in the report");
 }
