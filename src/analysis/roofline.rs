@@ -60,12 +60,14 @@ impl Work {
 /// A figure on `threads` threads from its one-thread value and its value on
 /// the probe's `probe_threads`: linear in the threads up to the all-thread
 /// figure (an upper bound, as a roof must be), the all-thread figure from
-/// there on.
+/// there on; never below the one-thread figure, since one of several
+/// threads can always do what one thread did (an all-thread figure below it
+/// comes from a probe that other work disturbed).
 pub fn at_threads(one: f64, all: f64, probe_threads: usize, threads: usize) -> f64 {
     if threads <= 1 {
         one
     } else if threads >= probe_threads {
-        all
+        all.max(one)
     } else {
         (one * threads as f64).min(all).max(one)
     }
@@ -267,6 +269,7 @@ mod tests {
             10.0,
             "a low all-thread figure never drops below one thread's"
         );
+        assert_eq!(at_threads(10.0, 8.0, 4, 4), 10.0, "nor at the probe's own threads");
     }
 
     #[test]
