@@ -169,11 +169,11 @@ impl ProbeConfig {
             // Many short windows rather than a few long ones: on a shared
             // host a 250 ms window is always cut by other work's time
             // slices, and the probe then read 92 GFLOP/s on a core whose
-            // GEMMs ran at 240 (2 cores, load 8). The best of 60 windows of
-            // 5 ms is the peak as soon as one window ran alone, and the
-            // same figure on a quiet machine.
-            fma_duration: Duration::from_millis(5),
-            fma_reps: 60,
+            // GEMMs ran at 240 (2 cores, load 8). The best of 150 windows of
+            // 2 ms is the peak as soon as one window ran alone (shorter than
+            // a scheduler slice), and the same figure on a quiet machine.
+            fma_duration: Duration::from_millis(2),
+            fma_reps: 150,
             stream_len: (bytes / 4) as usize,
             stream_reps: 8,
             // 256 MiB: about 1 ms from L1, 3 ms from L3 on one core: short
