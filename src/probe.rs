@@ -61,6 +61,11 @@ pub struct MachineLimits {
     /// probe measures every case against DRAM triad, as before).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub levels: Vec<LevelBandwidth>,
+    /// Physical cores of the machine when probed: FMA units and private
+    /// caches are per core, so `k` threads on `k` cores have at least k
+    /// times one core's roof (absent in older probes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<usize>,
 }
 
 /// Other work's CPU use over a whole probe, from the kernel's counters
@@ -203,7 +208,10 @@ impl ProbeConfig {
 /// available).
 pub fn measure(threads: usize) -> Result<MachineLimits> {
     let env = crate::env::Environment::gather();
-    measure_with(threads, &ProbeConfig::full(&env), env.fingerprint(), &levels::CacheSizes::of(&env))
+    let mut limits =
+        measure_with(threads, &ProbeConfig::full(&env), env.fingerprint(), &levels::CacheSizes::of(&env))?;
+    limits.cores = env.physical_cores;
+    Ok(limits)
 }
 
 fn measure_with(
@@ -243,6 +251,7 @@ fn measure_with(
         triad_bandwidth_all_threads: bw.triad_all,
         load: None,
         levels,
+        cores: None,
     };
     for (name, v) in [
         ("peak FLOP/s (1 core)", limits.peak_flops_one_core),

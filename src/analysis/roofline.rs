@@ -97,11 +97,17 @@ pub fn cpu_roof(l: &MachineLimits, threads: usize, work: &Work) -> Option<CaseRo
         return None;
     }
     let threads = threads.max(1);
-    let peak = at_threads(l.peak_flops_one_core, l.peak_flops_all_cores, l.threads, threads);
+    // FMA units are per core: `k` threads on `k` cores can do k times one
+    // core's peak, whatever a disturbed all-core probe read.
+    let per_core = |one: f64| one * threads.min(l.cores.unwrap_or(1)).max(1) as f64;
+    let peak = at_threads(l.peak_flops_one_core, l.peak_flops_all_cores, l.threads, threads)
+        .max(per_core(l.peak_flops_one_core));
+    let level_bw = |lv: &LevelBandwidth| {
+        let bw = at_threads(lv.best_one_thread(), lv.best_all_threads(), l.threads, threads);
+        if lv.per_core { bw.max(per_core(lv.best_one_thread())) } else { bw }
+    };
     let (level, bandwidth) = match level_for(&l.levels, work.working_set, threads) {
-        Some(lv) => {
-            (lv.level.clone(), at_threads(lv.best_one_thread(), lv.best_all_threads(), l.threads, threads))
-        }
+        Some(lv) => (lv.level.clone(), blended(&l.levels, lv, work.working_set, threads, level_bw)),
         None => (
             "DRAM".to_string(),
             at_threads(l.triad_bandwidth_one_thread, l.triad_bandwidth_all_threads, l.threads, threads),
@@ -124,6 +130,34 @@ pub fn cpu_roof(l: &MachineLimits, threads: usize, work: &Work) -> Option<CaseRo
         pct: None,
         suspect: false,
     })
+}
+
+/// The bandwidth of `chosen` for a working set of `ws` bytes, counting the
+/// share the smaller levels can hold at their own bandwidth: at best the
+/// first L1-capacity bytes come from L1, the next from L2 up to its
+/// capacity, and so on, the rest from `chosen`. An upper bound (as a roof
+/// must be) that joins the levels' roofs without a step: 64 MiB copied on
+/// a 32 MiB L3 ran at 117% of DRAM's roof, half of it served from L3.
+fn blended(
+    levels: &[LevelBandwidth],
+    chosen: &LevelBandwidth,
+    ws: Option<f64>,
+    threads: usize,
+    bw: impl Fn(&LevelBandwidth) -> f64,
+) -> f64 {
+    let Some(ws) = ws.filter(|w| *w > 0.0 && w.is_finite()) else { return bw(chosen) };
+    let (mut left, mut held, mut secs) = (ws, 0.0f64, 0.0f64);
+    for lv in levels {
+        let cap = lv.capacity_for(threads).map_or(f64::INFINITY, |c| c as f64);
+        let part = if lv.level == chosen.level { left } else { (cap - held).max(0.0).min(left) };
+        secs += part / bw(lv);
+        left -= part;
+        held = held.max(cap);
+        if lv.level == chosen.level || left <= 0.0 {
+            break;
+        }
+    }
+    if secs > 0.0 && secs.is_finite() { ws / secs } else { bw(chosen) }
 }
 
 /// The highest rate of `kind` the roof allows: FLOP/s under min(FMA peak,
@@ -197,6 +231,7 @@ mod tests {
                 level("L3", Some(32 << 20), false, 40e9, 60e9),
                 level("DRAM", None, false, 12e9, 16e9),
             ],
+            cores: None,
         }
     }
 
@@ -238,11 +273,15 @@ mod tests {
         let r = cpu_roof(&l, 2, &work(Some(2.0 * n * n * n), Some(12.0 * n * n), None)).unwrap();
         assert_eq!((r.name.as_str(), r.level.as_str()), ("FMA", "L3"));
         assert_eq!(attainable(&r, ThroughputKind::Flops), Some(200e9));
-        // Intensity 1 from L3 (60 GB/s): memory-bound, 60 GFLOP/s attainable.
+        // Intensity 1 from L3 (60 GB/s; the share the two cores' L1 and L2
+        // hold at their bandwidth): memory-bound, FLOP/s = B/s attainable.
         let r = cpu_roof(&l, 2, &work(Some(8e6), Some(8e6), None)).unwrap();
         assert_eq!(r.name, "L3");
-        assert_eq!(attainable(&r, ThroughputKind::Flops), Some(60e9));
-        assert_eq!(attainable(&r, ThroughputKind::Bytes), Some(60e9));
+        let (l1, l2) = (2.0 * 48.0 * 1024.0, 2.0 * 1024.0 * 1024.0);
+        let want = 8e6 / (l1 / 400e9 + (l2 - l1) / 160e9 + (8e6 - l2) / 60e9);
+        assert!((r.bandwidth - want).abs() < 1.0, "{} vs {want}", r.bandwidth);
+        assert_eq!(attainable(&r, ThroughputKind::Flops), Some(r.bandwidth));
+        assert_eq!(attainable(&r, ThroughputKind::Bytes), Some(r.bandwidth));
         // FLOPs without bytes: FMA; other kinds: no roof.
         assert_eq!(cpu_roof(&l, 1, &work(Some(1e9), None, None)).unwrap().name, "FMA");
         assert_eq!(attainable(&r, ThroughputKind::Tokens), None);
@@ -270,6 +309,43 @@ mod tests {
             "a low all-thread figure never drops below one thread's"
         );
         assert_eq!(at_threads(10.0, 8.0, 4, 4), 10.0, "nor at the probe's own threads");
+    }
+
+    #[test]
+    fn a_working_set_just_past_a_level_is_partly_served_by_it() {
+        let l = limits();
+        // 64 MiB on a 32 MiB L3: at best half from L3 (60 GB/s), half from
+        // DRAM (16 GB/s), plus the small L1 and L2 shares.
+        let ws = 64.0 * 1024.0 * 1024.0;
+        let r = cpu_roof(&l, 2, &work(None, Some(ws), None)).unwrap();
+        assert_eq!(r.name, "DRAM");
+        assert!(r.bandwidth > 16e9 * 1.5 && r.bandwidth < 60e9, "{}", r.bandwidth);
+        // Far past it, DRAM's own bandwidth; the roof rises without a step.
+        let far = cpu_roof(&l, 2, &work(None, Some(1e12), None)).unwrap();
+        assert!((far.bandwidth - 16e9).abs() < 0.01e9, "{}", far.bandwidth);
+        let at = |ws: f64| cpu_roof(&l, 2, &work(None, Some(ws), None)).unwrap().bandwidth;
+        let l3 = 32.0 * 1024.0 * 1024.0;
+        assert!((at(l3) - at(l3 + 1.0)).abs() / at(l3) < 1e-3, "continuous at the L3 edge");
+    }
+
+    #[test]
+    fn per_core_roofs_scale_with_the_cores_a_disturbed_probe_missed() {
+        // Two cores whose all-thread figures read no more than one's.
+        let mut l = limits();
+        l.peak_flops_all_cores = l.peak_flops_one_core;
+        l.levels[0].read_all_threads = l.levels[0].read_one_thread;
+        let ws = Some(1e3);
+        assert_eq!(cpu_roof(&l, 2, &work(Some(1e9), None, ws)).unwrap().peak_flops, 100e9, "cores unknown");
+        l.cores = Some(2);
+        let r = cpu_roof(&l, 2, &work(Some(1e9), None, ws)).unwrap();
+        assert_eq!(r.peak_flops, 200e9, "FMA units are per core");
+        assert_eq!(cpu_roof(&l, 2, &work(None, Some(1e3), None)).unwrap().bandwidth, 400e9, "so is L1");
+        assert_eq!(cpu_roof(&l, 1, &work(Some(1e9), None, ws)).unwrap().peak_flops, 100e9);
+        // A shared level is not scaled.
+        l.levels[2].read_all_threads = l.levels[2].read_one_thread;
+        l.levels[2].triad_all_threads = 0.0;
+        l.levels[2].copy_all_threads = 0.0;
+        assert_eq!(l.levels[2].best_all_threads(), 40e9);
     }
 
     #[test]

@@ -178,6 +178,7 @@ mod tests {
             triad_bandwidth_all_threads: 30e9,
             load: None,
             levels: Vec::new(),
+            cores: None,
         };
         let with = render_table(&env, Some(&limits));
         assert!(with.contains("350.0 GFLOP/s") && with.contains("30.0 GB/s"));

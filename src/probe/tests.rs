@@ -21,6 +21,7 @@ fn sample_limits(fingerprint: &str) -> MachineLimits {
         triad_bandwidth_all_threads: 30.0e9,
         load: None,
         levels: Vec::new(),
+        cores: None,
     }
 }
 

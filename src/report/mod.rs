@@ -471,6 +471,7 @@ mod fixture_cases {
             triad_bandwidth_all_threads: 3.0e10,
             load: None,
             levels: Vec::new(),
+            cores: None,
         }
     }
 
