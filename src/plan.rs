@@ -184,6 +184,83 @@ impl Case {
     }
 }
 
+/// `--threads`: one count (the run's worker pool) or a sweep such as
+/// `1,2,4,8`, which makes the thread count a dimension of the plan
+/// ([`sweep_threads`]) and the run's pool as wide as its largest step.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThreadCounts(Vec<usize>);
+
+/// The most threads `--threads` accepts per step: far above any CPU, low
+/// enough that a typo cannot ask for millions of OS threads.
+pub const MAX_THREADS: usize = 4096;
+
+impl std::str::FromStr for ThreadCounts {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let mut counts = Vec::new();
+        for word in s.split(',') {
+            match word.trim().parse::<usize>() {
+                Ok(n) if (1..=MAX_THREADS).contains(&n) => {
+                    if !counts.contains(&n) {
+                        counts.push(n);
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "`{s}` is not a thread count or a sweep like 1,2,4 (whole numbers from 1 to {MAX_THREADS}, comma-separated)"
+                    ));
+                }
+            }
+        }
+        counts.sort_unstable();
+        Ok(Self(counts))
+    }
+}
+
+impl fmt::Display for ThreadCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let words: Vec<String> = self.0.iter().map(usize::to_string).collect();
+        f.write_str(&words.join(","))
+    }
+}
+
+impl ThreadCounts {
+    /// The widest step: the run's worker pool.
+    pub fn max(&self) -> usize {
+        self.0.last().copied().unwrap_or(1)
+    }
+
+    /// The steps of a sweep, smallest first; empty for a single count.
+    pub fn sweep(&self) -> Vec<usize> {
+        if self.0.len() > 1 { self.0.clone() } else { Vec::new() }
+    }
+}
+
+/// The steps of a thread sweep of `case`: one copy per count in `counts`
+/// with its `threads` parameter set to it (replacing the suite's value,
+/// such as `all`), each with its own id. A case on a device other than the
+/// CPU, or an empty sweep, is left as it is.
+pub fn sweep_threads(case: Case, counts: &[usize]) -> Vec<Case> {
+    if counts.is_empty() || case.device != crate::backend::Device::Cpu {
+        return vec![case];
+    }
+    counts
+        .iter()
+        .map(|&n| {
+            let mut params = case.params.clone();
+            params.insert("threads".into(), ParamValue::Int(n as i64));
+            Case::new(&case.suite, &case.benchmark, params)
+        })
+        .collect()
+}
+
+/// [`sweep_threads`] over a plan: every case's steps, in order, each id
+/// once (a suite's `threads = [1, "all"]` becomes the same steps twice).
+pub fn sweep_all(cases: Vec<Case>, counts: &[usize]) -> Vec<Case> {
+    let mut seen = std::collections::HashSet::new();
+    cases.into_iter().flat_map(|c| sweep_threads(c, counts)).filter(|c| seen.insert(c.id.clone())).collect()
+}
+
 /// Parses `128x768x3072` into `[128, 768, 3072]`.
 pub fn parse_shape(s: &str) -> Result<Vec<usize>> {
     let dims: Result<Vec<usize>, _> = s.split('x').map(|d| d.trim().parse::<usize>()).collect();
@@ -345,6 +422,43 @@ threads = [1]
         assert!(!f.matches("t/mm/shape=2x2x2,threads=all"));
         let err = Filter { pattern: Some("(".into()), ..Default::default() }.compile().unwrap_err();
         assert!(err.to_string().contains("invalid filter regex"));
+    }
+
+    #[test]
+    fn thread_counts_parse_sort_and_sweep() {
+        let t: ThreadCounts = "4,1,2,2".parse().unwrap();
+        assert_eq!((t.max(), t.sweep(), t.to_string()), (4, vec![1, 2, 4], "1,2,4".to_string()));
+        let one: ThreadCounts = "8".parse().unwrap();
+        assert_eq!((one.max(), one.sweep()), (8, vec![]));
+        for bad in ["0", "1,,2", "x", "", "1,-2", "5000"] {
+            let err = bad.parse::<ThreadCounts>().unwrap_err();
+            assert!(err.contains("sweep like 1,2,4"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn a_sweep_makes_threads_a_dimension_of_cpu_cases() {
+        let cases = expand("t", &spec().benchmarks[0]);
+        let swept = sweep_all(cases, &[1, 2]);
+        let ids: Vec<_> = swept.iter().map(|c| c.id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "t/mm/shape=2x2x2,threads=1",
+                "t/mm/shape=2x2x2,threads=2",
+                "t/mm/shape=4x4x4,threads=1",
+                "t/mm/shape=4x4x4,threads=2",
+            ]
+        );
+        let none = Case::new("s", "b", BTreeMap::new());
+        assert_eq!(
+            sweep_threads(none.clone(), &[2, 4])[1].id,
+            "s/b/threads=4",
+            "a case without threads gains it"
+        );
+        assert_eq!(sweep_threads(none.clone(), &[]), vec![none.clone()]);
+        let gpu = none.on(crate::backend::Device::Cuda(0));
+        assert_eq!(sweep_threads(gpu.clone(), &[1, 2]), vec![gpu], "only CPU cases are swept");
     }
 
     #[test]

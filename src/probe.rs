@@ -1,18 +1,31 @@
 //! Measured machine limits (`tfbench sysinfo --probe`), cached per machine.
 //!
-//! The probe measures peak f32 FMA throughput and STREAM copy/triad bandwidth,
-//! on one core and on all requested threads. Results are cached as
-//! `probe-<fingerprint>.json` so `tfbench run` can report "% of peak" without
-//! re-measuring; the fingerprint ([`crate::env::Environment::fingerprint`])
-//! keeps results from one machine out of another's reports.
+//! The probe measures peak f32 FMA throughput, STREAM read/copy/triad
+//! bandwidth from DRAM, and the same three kernels on working sets that sit
+//! in L1, L2 and L3 (the cache-aware roofline's roofs, `levels`), on one
+//! core and on all requested threads. Results are cached as
+//! `probe-<fingerprint>-t<threads>.json` so `tfbench run` can report "% of
+//! peak" without re-measuring; the fingerprint
+//! ([`crate::env::Environment::fingerprint`]) keeps results from one machine
+//! out of another's reports, and the thread count keeps a one-thread probe
+//! from serving as the all-core peak of a run on more threads.
 
+mod cache;
 mod flops;
+mod levels;
 mod stream;
+
+pub use cache::{cache_dir, load, load_for_this_machine, save};
+#[cfg(test)]
+use cache::{cache_dir_from, load_in, save_in};
+pub use levels::LevelBandwidth;
 
 use anyhow::{Context, Result, bail, ensure};
 use serde::{Deserialize, Serialize};
+#[cfg(test)]
 use std::ffi::OsString;
-use std::path::{Path, PathBuf};
+#[cfg(test)]
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -42,6 +55,17 @@ pub struct MachineLimits {
     /// does not tell).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<ProbeLoad>,
+    /// Bandwidth per memory level, smallest first (`L1`, `L2`, `L3`,
+    /// `DRAM`): the cache-aware roofline's roofs. Empty in a probe cached
+    /// by an older tfbench (re-probed where possible; a run with such a
+    /// probe measures every case against DRAM triad, as before).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub levels: Vec<LevelBandwidth>,
+    /// Physical cores of the machine when probed: FMA units and private
+    /// caches are per core, so `k` threads on `k` cores have at least k
+    /// times one core's roof (absent in older probes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<usize>,
 }
 
 /// Other work's CPU use over a whole probe, from the kernel's counters
@@ -128,6 +152,10 @@ struct ProbeConfig {
     stream_len: usize,
     /// STREAM passes per kernel and thread count; the best is kept.
     stream_reps: usize,
+    /// Bytes each thread moves per cache-level measurement.
+    level_budget: u64,
+    /// Measurements per cache level, kernel and thread count.
+    level_reps: usize,
 }
 
 impl ProbeConfig {
@@ -143,34 +171,74 @@ impl ProbeConfig {
             bytes = bytes.min(avail / 12).max(16 * MIB);
         }
         Self {
-            fma_duration: Duration::from_millis(250),
-            fma_reps: 3,
+            // Many short windows rather than a few long ones: on a shared
+            // host a 250 ms window is always cut by other work's time
+            // slices, and the probe then read 92 GFLOP/s on a core whose
+            // GEMMs ran at 240 (2 cores, load 8). The best of 150 windows of
+            // 2 ms is the peak as soon as one window ran alone (shorter than
+            // a scheduler slice), and the same figure on a quiet machine.
+            fma_duration: Duration::from_millis(2),
+            fma_reps: 150,
             stream_len: (bytes / 4) as usize,
-            stream_reps: 5,
+            stream_reps: 8,
+            // 256 MiB: about 1 ms from L1, 3 ms from L3 on one core: short
+            // windows, best of 8, for the same reason as the FMA's.
+            level_budget: 256 * MIB,
+            level_reps: 8,
         }
     }
 
     /// A tiny probe for tests: numbers are real but cache-resident.
     #[cfg(test)]
     fn quick() -> Self {
-        Self { fma_duration: Duration::from_millis(20), fma_reps: 2, stream_len: 1 << 18, stream_reps: 2 }
+        Self {
+            fma_duration: Duration::from_millis(20),
+            fma_reps: 2,
+            stream_len: 1 << 18,
+            stream_reps: 2,
+            level_budget: 1 << 20,
+            level_reps: 1,
+        }
     }
 }
 
-/// Measures peak f32 FMA throughput and STREAM copy/triad bandwidth on one
-/// core and on `threads` concurrent threads. Takes a few seconds and about
-/// 12x the L3 size of memory (bounded by what is available).
+/// Measures peak f32 FMA throughput, STREAM bandwidth and the bandwidth of
+/// each cache level on one core and on `threads` concurrent threads. Takes
+/// a few seconds and about 12x the L3 size of memory (bounded by what is
+/// available).
 pub fn measure(threads: usize) -> Result<MachineLimits> {
     let env = crate::env::Environment::gather();
-    measure_with(threads, &ProbeConfig::full(&env), env.fingerprint())
+    let mut limits =
+        measure_with(threads, &ProbeConfig::full(&env), env.fingerprint(), &levels::CacheSizes::of(&env))?;
+    limits.cores = env.physical_cores;
+    Ok(limits)
 }
 
-fn measure_with(threads: usize, config: &ProbeConfig, fingerprint: String) -> Result<MachineLimits> {
+fn measure_with(
+    threads: usize,
+    config: &ProbeConfig,
+    fingerprint: String,
+    caches: &levels::CacheSizes,
+) -> Result<MachineLimits> {
     ensure!(threads > 0, "the probe needs at least one thread");
     let measured_at = now_rfc3339();
     let isa = Isa::detect();
     let (peak_one, peak_all) = flops::peak(isa, threads, config.fma_duration, config.fma_reps)?;
     let bw = stream::bandwidth(isa, threads, config.stream_len, config.stream_reps)?;
+    let mut levels = levels::measure_caches(isa, caches, threads, config.level_budget, config.level_reps)?;
+    levels.push(LevelBandwidth {
+        level: "DRAM".into(),
+        capacity_bytes: None,
+        per_core: false,
+        capacity_source: "none".into(),
+        working_set_bytes: (3 * config.stream_len * 4) as u64,
+        read_one_thread: bw.read_one,
+        copy_one_thread: bw.copy_one,
+        triad_one_thread: bw.triad_one,
+        read_all_threads: bw.read_all,
+        copy_all_threads: bw.copy_all,
+        triad_all_threads: bw.triad_all,
+    });
     let limits = MachineLimits {
         fingerprint,
         measured_at,
@@ -182,6 +250,8 @@ fn measure_with(threads: usize, config: &ProbeConfig, fingerprint: String) -> Re
         triad_bandwidth_one_thread: bw.triad_one,
         triad_bandwidth_all_threads: bw.triad_all,
         load: None,
+        levels,
+        cores: None,
     };
     for (name, v) in [
         ("peak FLOP/s (1 core)", limits.peak_flops_one_core),
@@ -192,6 +262,15 @@ fn measure_with(threads: usize, config: &ProbeConfig, fingerprint: String) -> Re
         ("triad bandwidth (all threads)", limits.triad_bandwidth_all_threads),
     ] {
         ensure!(v.is_finite() && v > 0.0, "probe measured an implausible {name}: {v}");
+    }
+    for level in &limits.levels {
+        for (name, v) in level.figures() {
+            ensure!(
+                v.is_finite() && v > 0.0,
+                "probe measured an implausible {} {name} bandwidth: {v}",
+                level.level
+            );
+        }
     }
     Ok(limits)
 }
@@ -306,12 +385,14 @@ pub fn busy_warning(limits: &MachineLimits) -> Option<String> {
     ))
 }
 
-/// Whether a cached probe should be taken again before it is used: its
-/// load is unknown (cached by an older tfbench) and the load can now be
-/// read (`load_readable`), so a new probe would say whether it is clean.
-/// Where the load cannot be read, re-probing would never end.
+/// Whether a cached probe should be taken again before it is used: it has
+/// no per-level bandwidths (cached by a tfbench before the cache-aware
+/// roofline), or its load is unknown (cached by an older tfbench) and the
+/// load can now be read (`load_readable`), so a new probe would say whether
+/// it is clean. Where the load cannot be read, re-probing for it would
+/// never end.
 pub fn needs_reprobe(cached: &MachineLimits, load_readable: bool) -> bool {
-    load_readable && cached.load_state() == LoadState::Unknown
+    cached.levels.is_empty() || (load_readable && cached.load_state() == LoadState::Unknown)
 }
 
 /// What [`settle`] found: the figures to use and how many tries it took.
@@ -414,101 +495,6 @@ fn run_gated<T: Send, F: FnOnce() -> T + Send>(jobs: Vec<F>) -> Result<GatedRun<
         // A wall time of zero would turn into an infinite rate.
         Ok(GatedRun { results, wall: wall.max(Duration::from_nanos(1)) })
     })
-}
-
-/// Where probe results are cached: `$TFBENCH_CACHE_DIR`, else
-/// `$XDG_CACHE_HOME/tfbench`, else `$HOME/.cache/tfbench`, else
-/// `./.tfbench-cache`.
-pub fn cache_dir() -> PathBuf {
-    cache_dir_from(|key| std::env::var_os(key))
-}
-
-fn cache_dir_from(var: impl Fn(&str) -> Option<OsString>) -> PathBuf {
-    let var = |key| var(key).filter(|v| !v.is_empty());
-    if let Some(dir) = var("TFBENCH_CACHE_DIR") {
-        return PathBuf::from(dir);
-    }
-    // The XDG spec says relative values are invalid and must be ignored.
-    if let Some(dir) = var("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute()) {
-        return dir.join("tfbench");
-    }
-    if let Some(home) = var("HOME") {
-        return PathBuf::from(home).join(".cache").join("tfbench");
-    }
-    PathBuf::from(".tfbench-cache")
-}
-
-fn cache_file(dir: &Path, fingerprint: &str) -> Result<PathBuf> {
-    // The fingerprint becomes part of a file name; one read back from a file
-    // or typed by a user must not be able to point outside the cache.
-    ensure!(
-        !fingerprint.is_empty()
-            && fingerprint.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'),
-        "invalid machine fingerprint {fingerprint:?}"
-    );
-    Ok(dir.join(format!("probe-{fingerprint}.json")))
-}
-
-/// Writes `limits` to the cache as `probe-<fingerprint>.json` and returns the
-/// path. The write is atomic: readers see the old file or the new one, never
-/// a partial one.
-pub fn save(limits: &MachineLimits) -> Result<PathBuf> {
-    save_in(&cache_dir(), limits)
-}
-
-fn save_in(dir: &Path, limits: &MachineLimits) -> Result<PathBuf> {
-    use std::io::Write;
-    let path = cache_file(dir, &limits.fingerprint)?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating cache directory {}", dir.display()))?;
-    let json = serde_json::to_string_pretty(limits).context("serialising machine limits")?;
-    // Same directory as the target so the rename cannot cross file systems;
-    // pid and time keep concurrent probes from sharing a temp file.
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.subsec_nanos());
-    let tmp = dir.join(format!(".probe-{}.{}.{nanos}.tmp", limits.fingerprint, std::process::id()));
-    let written = (|| -> std::io::Result<()> {
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(json.as_bytes())?;
-        file.write_all(b"\n")?;
-        // Flushed before the rename, or a crash could leave an empty file
-        // under the final name.
-        file.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    })();
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e).with_context(|| format!("writing {}", path.display()));
-    }
-    Ok(path)
-}
-
-/// Loads the cached limits for `fingerprint`: `Ok(None)` when there are none,
-/// an error naming the file when it cannot be read or parsed.
-pub fn load(fingerprint: &str) -> Result<Option<MachineLimits>> {
-    load_in(&cache_dir(), fingerprint)
-}
-
-fn load_in(dir: &Path, fingerprint: &str) -> Result<Option<MachineLimits>> {
-    let path = cache_file(dir, fingerprint)?;
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
-    };
-    let limits: MachineLimits = serde_json::from_str(&text)
-        .with_context(|| format!("corrupt probe cache {} (delete it or re-run the probe)", path.display()))?;
-    ensure!(
-        limits.fingerprint == fingerprint,
-        "probe cache {} belongs to machine {}, not {fingerprint}",
-        path.display(),
-        limits.fingerprint
-    );
-    Ok(Some(limits))
-}
-
-/// The cached limits of this machine, if any; errors count as "none" because
-/// a run must not fail over an optional figure.
-pub fn load_for_this_machine() -> Option<MachineLimits> {
-    load(&crate::env::Environment::gather().fingerprint()).ok().flatten()
 }
 
 /// The current time, RFC 3339 in UTC with seconds precision

@@ -272,8 +272,11 @@ pub struct ThroughputEstimate {
     pub per_iteration: f64,
     /// Units per second from the median time, with its interval.
     pub rate: Estimate,
-    /// Rate as a percentage of the machine's probed peak for this kind
-    /// (FLOP/s against FMA peak, B/s against triad bandwidth), if probed.
+    /// Rate as a percentage of the machine's probed peak for this kind, if
+    /// probed: for a CPU case, of the attainable rate under its cache-aware
+    /// roof ([`CaseRoof`]: FLOP/s against min(FMA peak, intensity x level
+    /// bandwidth), B/s against the level's bandwidth); for a probe without
+    /// levels, FLOP/s against FMA peak and B/s against DRAM triad.
     pub pct_of_peak: Option<f64>,
 }
 
@@ -381,6 +384,86 @@ pub struct CaseResult {
     /// per-step latencies); empty for most cases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<Metric>,
+    /// The cache-aware roof this case was measured against (a CPU case with
+    /// a probe that has per-level bandwidths); absent in older results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roof: Option<CaseRoof>,
+    /// Where this case stands in a thread sweep (`--threads 1,2,4`): its
+    /// speed-up and parallel efficiency over the sweep's first step, and
+    /// the sweep's scalability fit; absent outside a sweep.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scaling: Option<ScalingPoint>,
+}
+
+/// The roof of the cache-aware roofline (Ilic, Pratas and Sousa, IEEE CAL
+/// 2014) a case is measured against: the bandwidth of the smallest memory
+/// level that holds its working set, or the FMA peak when the case's
+/// arithmetic intensity puts it under the flat roof.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CaseRoof {
+    /// `L1`, `L2`, `L3`, `DRAM` (a slanted, bandwidth roof) or `FMA` (the
+    /// flat roof of peak f32 FMA throughput).
+    pub name: String,
+    /// The memory level that holds the working set, even under `FMA`.
+    pub level: String,
+    /// Threads the roof's figures are for (the case's `threads`, else the run's).
+    pub threads: usize,
+    /// Bytes the case touches per iteration (its `working_set_bytes`
+    /// metric, else the bytes it declares per iteration); `None` when it
+    /// declares neither (the roof is then DRAM's).
+    pub working_set_bytes: Option<f64>,
+    /// FLOP per byte, when the case declares both.
+    pub intensity: Option<f64>,
+    /// The level's bandwidth on these threads, bytes/s.
+    pub bandwidth: f64,
+    /// Peak f32 FMA throughput on these threads, FLOP/s.
+    pub peak_flops: f64,
+    /// The case's headline rate as a percentage of the roof above it.
+    pub pct: Option<f64>,
+    /// The percentage is above [`SUSPECT_PCT`]: no code outruns its roof,
+    /// so the probe or the case's declared work is wrong (a measurement
+    /// problem, not a success).
+    #[serde(default)]
+    pub suspect: bool,
+}
+
+/// A `% of peak` above this is a measurement problem: 5% above the roof
+/// allows for the probe's own noise.
+pub const SUSPECT_PCT: f64 = 105.0;
+
+/// One step of a thread sweep.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScalingPoint {
+    /// The case id with `threads` left out: what the sweep's steps share.
+    pub group: String,
+    /// This step's threads.
+    pub threads: usize,
+    /// The sweep's first (smallest) step's threads, the base of the ratios.
+    pub base_threads: usize,
+    /// Median time of the base over this step's: how much faster it ran.
+    pub speedup: f64,
+    /// Speed-up per thread relative to the base: `speedup * base / threads`.
+    pub efficiency: f64,
+    /// The Universal Scalability Law fitted to the sweep, when it has at
+    /// least three steps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<UslFit>,
+}
+
+/// Gunther's Universal Scalability Law, `C(n) = n / (1 + sigma (n - 1) +
+/// kappa n (n - 1))` (thread counts relative to the sweep's base), fitted by
+/// least squares to the measured speed-ups.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq)]
+pub struct UslFit {
+    /// Contention (the serial share: Amdahl's law when `kappa` is 0).
+    pub sigma: f64,
+    /// Coherency (the cost of threads agreeing with each other).
+    pub kappa: f64,
+    /// Coefficient of determination of the fit on the speed-ups.
+    pub r_squared: f64,
+    /// Threads at which the fitted speed-up peaks (`sqrt((1 - sigma) /
+    /// kappa)`); `None` when kappa is 0 (it never peaks).
+    pub peak_threads: Option<f64>,
 }
 
 /// One performance target the run can check, with the measured ratio.

@@ -20,16 +20,35 @@ pub const LATENCY_BOUND_FRACTION: f64 = 0.10;
 
 pub use crate::harness::runner::CaseOutcome;
 
+pub mod roofline;
+pub mod scaling;
+
 /// Turns one case's raw outcome into its result.
 pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) -> CaseResult {
-    // The probed limits are the CPU's: a case on another device (a GPU) is
-    // measured against that device's own roof, which its workload reports
-    // from the device's probe (none: no "% of peak", no roofline class).
-    let one_core = matches!(o.case.params.get("threads"), Some(ParamValue::Int(1)));
-    let roof = if o.case.device == crate::backend::Device::Cpu {
-        limits.map(|l| cpu_roof(l, one_core))
-    } else {
-        o.roof
+    // The probed limits are the CPU's: a CPU case gets its cache-aware roof
+    // (the level holding its working set, or FMA); a case on another device
+    // (a GPU) is measured against that device's own roof, which its
+    // workload reports from the device's probe (none: no "% of peak", no
+    // roofline class).
+    let mut case_roof = match (o.case.device, limits) {
+        (crate::backend::Device::Cpu, Some(l)) => {
+            let threads = match o.case.params.get("threads") {
+                Some(ParamValue::Int(n)) if *n >= 1 => *n as usize,
+                _ => l.threads,
+            };
+            let work = if roofline::bytes_are_traffic(&o.case.suite, &o.case.benchmark) {
+                roofline::Work::of(&o.throughput, &o.metrics)
+            } else {
+                roofline::Work::default()
+            };
+            roofline::cpu_roof(l, threads, &work)
+        }
+        _ => None,
+    };
+    let roof = match &case_roof {
+        Some(r) => Some(Roof { flops_per_sec: r.peak_flops, bytes_per_sec: r.bandwidth }),
+        None if o.case.device != crate::backend::Device::Cpu => o.roof,
+        None => None,
     };
     let samples: Vec<_> = o.measurements.iter().flat_map(|m| m.samples.iter().copied()).collect();
     let mut r = CaseResult {
@@ -52,6 +71,8 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
         bound: None,
         notes: Vec::new(),
         metrics: o.metrics.clone(),
+        roof: None,
+        scaling: None,
     };
     if r.status != CaseStatus::Ok || r.samples.is_empty() {
         return r;
@@ -101,7 +122,21 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
     }
     let suspect = r.sampling.as_ref().and_then(|i| i.timing_suspect.as_deref());
     r.notes.extend(screen_notes(&o.measurements, suspect));
-    r.throughput = o.throughput.iter().map(|t| rate(t, &est.median, roof)).collect();
+    r.throughput = o
+        .throughput
+        .iter()
+        .map(|t| {
+            let peak = match &case_roof {
+                Some(cr) => roofline::attainable(cr, t.kind),
+                None => roof.and_then(|r| peak_for(t.kind, r)),
+            };
+            rate(t, &est.median, peak)
+        })
+        .collect();
+    if let Some(cr) = case_roof.as_mut() {
+        r.notes.extend(roofline::judge(cr, r.throughput.iter().filter_map(|t| t.pct_of_peak)));
+    }
+    r.roof = case_roof;
     r.bound = roof.and_then(|roof| classify_roof(&o.throughput, est.median.point, roof));
     // A CPU case's % of peak and class from a probe taken while other work
     // ran (used for this run only, never cached) must not read as clean.
@@ -197,8 +232,8 @@ fn fnv1a(s: &str) -> u64 {
     s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3))
 }
 
-/// The CPU's roof from its probe: all cores, or one core for `threads=1`
-/// cases (triad bandwidth: the probe's streaming figure).
+/// The CPU's DRAM roof from its probe: all cores, or one core for
+/// `threads=1` cases (triad bandwidth: the probe's streaming figure).
 fn cpu_roof(l: &MachineLimits, one_core: bool) -> Roof {
     if one_core {
         Roof { flops_per_sec: l.peak_flops_one_core, bytes_per_sec: l.triad_bandwidth_one_thread }
@@ -216,7 +251,9 @@ fn peak_for(kind: ThroughputKind, roof: Roof) -> Option<f64> {
     .filter(|&p| p > 0.0)
 }
 
-fn rate(t: &Throughput, median: &Estimate, roof: Option<Roof>) -> ThroughputEstimate {
+/// A throughput's rate at the median time, and its percentage of `peak`
+/// (the rate its roof allows), when known.
+fn rate(t: &Throughput, median: &Estimate, peak: Option<f64>) -> ThroughputEstimate {
     let per_sec = |ns: f64| if ns > 0.0 { t.per_iteration * 1e9 / ns } else { f64::INFINITY };
     let point = per_sec(median.point);
     ThroughputEstimate {
@@ -229,7 +266,7 @@ fn rate(t: &Throughput, median: &Estimate, roof: Option<Roof>) -> ThroughputEsti
             upper: per_sec(median.lower),
             level: median.level,
         },
-        pct_of_peak: roof.and_then(|r| peak_for(t.kind, r)).map(|p| point / p * 100.0),
+        pct_of_peak: peak.map(|p| point / p * 100.0),
     }
 }
 

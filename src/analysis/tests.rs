@@ -17,6 +17,8 @@ fn limits() -> MachineLimits {
         triad_bandwidth_one_thread: 10e9,
         triad_bandwidth_all_threads: 20e9,
         load: None,
+        levels: Vec::new(),
+        cores: None,
     }
 }
 
@@ -259,4 +261,51 @@ fn every_mode_counts_a_failed_case_as_zero() {
     // The fastest mode skips it.
     let fastest = TargetSpec { matching: TargetMatch::Fastest, ..every("^q/") };
     assert_eq!(evaluate_targets(&[fastest], &cases, Some(&limits()))[0].case_id, "q/a");
+}
+
+#[test]
+fn a_cpu_case_gets_its_cache_level_roof_and_a_suspect_rate_is_flagged() {
+    let mut l = limits();
+    let level = |name: &str, cap: Option<u64>, bw: f64| crate::probe::LevelBandwidth {
+        level: name.into(),
+        capacity_bytes: cap,
+        per_core: name != "L3",
+        capacity_source: "sysfs".into(),
+        working_set_bytes: 0,
+        read_one_thread: bw / 2.0,
+        copy_one_thread: bw / 2.0,
+        triad_one_thread: bw / 2.0,
+        read_all_threads: bw,
+        copy_all_threads: bw,
+        triad_all_threads: bw,
+    };
+    l.levels = vec![
+        level("L1", Some(48 << 10), 400e9),
+        level("L2", Some(1 << 20), 160e9),
+        level("L3", Some(32 << 20), 60e9),
+        level("DRAM", None, 20e9),
+    ];
+    // 1 MB moved per iteration (fits the two cores' L2) in 10 us: 100 GB/s,
+    // 59% of L2's 160 GB/s (with the share the L1s hold at 400 GB/s): it
+    // used to read 500% of DRAM triad.
+    let times = vec![10_000.0; 20];
+    let r = analyze(&outcome(&times, vec![Throughput::bytes(1e6)]), &Settings::default(), Some(&l));
+    let roof = r.roof.as_ref().expect("a CPU case with a probe has a roof");
+    assert_eq!((roof.name.as_str(), roof.threads), ("L2", 2));
+    let l1 = 2.0 * 48.0 * 1024.0;
+    let bw = 1e6 / (l1 / 400e9 + (1e6 - l1) / 160e9);
+    assert!((r.throughput[0].pct_of_peak.unwrap() - 100e9 / bw * 100.0).abs() < 1e-6);
+    assert!(!roof.suspect && r.notes.iter().all(|n| !n.contains("measurement problem")));
+    // The same bytes in 3 us: 333 GB/s, 196% of L2: flagged, not a success.
+    let r = analyze(&outcome(&[3000.0; 20], vec![Throughput::bytes(1e6)]), &Settings::default(), Some(&l));
+    assert!(r.roof.as_ref().unwrap().suspect);
+    assert!(
+        r.notes.iter().any(|n| n.starts_with("measurement problem: 196% of its L2 roof")),
+        "{:?}",
+        r.notes
+    );
+    // No probe: no roof.
+    assert!(
+        analyze(&outcome(&times, vec![Throughput::bytes(1e6)]), &Settings::default(), None).roof.is_none()
+    );
 }

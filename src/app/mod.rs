@@ -121,7 +121,11 @@ fn resolve_in(
         filter: Filter { pattern: sel.filter.clone(), exact: sel.exact, skip: sel.skip.clone() },
         harness,
         quick: sel.quick,
-        threads: run.and_then(|r| r.timing.threads),
+        threads: run.and_then(|r| r.timing.threads.as_ref()).map(crate::plan::ThreadCounts::max),
+        thread_sweep: run
+            .and_then(|r| r.timing.threads.as_ref())
+            .map(crate::plan::ThreadCounts::sweep)
+            .unwrap_or_default(),
         rounds: run.and_then(|r| r.timing.rounds),
         shuffle: run.is_some_and(|r| r.shuffle),
         shard: run.and_then(|r| r.shard),

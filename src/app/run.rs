@@ -43,15 +43,20 @@ fn machine_limits(fresh: bool, no_probe: bool, threads: usize, quiet: bool) -> R
             eprintln!("warning: could not cache the probe: {e:#}");
         }
     };
-    let cached = if fresh { None } else { probe::load_for_this_machine() };
+    let cached = if fresh { None } else { probe::load_for_this_machine(threads) };
     if let Some(old) = cached {
         if no_probe || !probe::needs_reprobe(&old, source.readable()) {
             return Ok(Some(old));
         }
         if !quiet {
             eprintln!(
-                "the cached probe ({}) does not record the load it ran under (cached by an older tfbench): probing again once ...",
-                old.measured_at
+                "the cached probe ({}) does not record {} (cached by an older tfbench): probing again once ...",
+                old.measured_at,
+                if old.levels.is_empty() {
+                    "the bandwidth of each cache level"
+                } else {
+                    "the load it ran under"
+                }
             );
         }
         return Ok(Some(match super::sysinfo::take_probe(threads, 1, &source, quiet) {
@@ -328,6 +333,7 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
         None => runner::execute_with(plan, &clock, &mut progress, &hooks, &mut analyse),
     };
     report.cases = executed.cases;
+    crate::analysis::scaling::attach(&mut report.cases);
     report.canaries = executed.canaries;
     report.load = executed.load;
     progress.finish();

@@ -201,13 +201,18 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
         }
         Some(l)
     } else {
-        let l = probe::load(&env.fingerprint())?;
+        let l = probe::load(&env.fingerprint(), args.threads.unwrap_or_else(config::default_threads))?;
         cached = l.is_some();
         if let Some(c) = l.as_ref().filter(|c| probe::needs_reprobe(c, source.readable())) {
             eprintln!(
-                "note: the cached probe ({}) does not record the load it ran under (cached by an older tfbench); \
+                "note: the cached probe ({}) does not record {} (cached by an older tfbench); \
                  the next `tfbench run` probes again once, or run `tfbench sysinfo --probe`",
-                c.measured_at
+                c.measured_at,
+                if c.levels.is_empty() {
+                    "the bandwidth of each cache level"
+                } else {
+                    "the load it ran under"
+                }
             );
         }
         l

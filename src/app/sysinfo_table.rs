@@ -85,6 +85,21 @@ pub fn render_table(env: &Environment, limits: Option<&MachineLimits>) -> String
                 &format!("triad bandwidth, {} threads", l.threads),
                 fmt_bandwidth(l.triad_bandwidth_all_threads),
             );
+            // The cache-aware roofline's roofs (docs/roofline.md).
+            for lv in &l.levels {
+                row(
+                    &format!("{} read / copy / triad, 1 / {} threads", lv.level, l.threads),
+                    format!(
+                        "{} / {} / {}; {} / {} / {}",
+                        fmt_bandwidth(lv.read_one_thread),
+                        fmt_bandwidth(lv.copy_one_thread),
+                        fmt_bandwidth(lv.triad_one_thread),
+                        fmt_bandwidth(lv.read_all_threads),
+                        fmt_bandwidth(lv.copy_all_threads),
+                        fmt_bandwidth(lv.triad_all_threads),
+                    ),
+                );
+            }
         }
         None => row("machine limits", "not measured (run `tfbench sysinfo --probe`)".into()),
     }
@@ -162,6 +177,8 @@ mod tests {
             triad_bandwidth_one_thread: 14e9,
             triad_bandwidth_all_threads: 30e9,
             load: None,
+            levels: Vec::new(),
+            cores: None,
         };
         let with = render_table(&env, Some(&limits));
         assert!(with.contains("350.0 GFLOP/s") && with.contains("30.0 GB/s"));

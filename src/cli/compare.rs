@@ -175,9 +175,11 @@ pub struct Timing {
     /// Hard time budget per case in seconds; wins over the sample count.
     #[arg(long, value_name = "SECS")]
     pub max_time: Option<f64>,
-    /// Worker threads [default: every logical CPU].
-    #[arg(long, short = 'j', value_name = "N")]
-    pub threads: Option<usize>,
+    /// Worker threads [default: every logical CPU]; a list such as 1,2,4,8
+    /// sweeps them: every CPU case runs once per count (its `threads`
+    /// parameter), with speed-up, parallel efficiency and a scalability fit.
+    #[arg(long, short = 'j', value_name = "N[,N...]")]
+    pub threads: Option<crate::plan::ThreadCounts>,
     /// Seed for input data, bootstrap and shuffling.
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
@@ -220,7 +222,7 @@ impl Timing {
             ("--measurement-time", self.measurement_time.map(|v| v.to_string())),
             ("--max-time", self.max_time.map(|v| v.to_string())),
             ("--rounds", self.rounds.map(|v| v.to_string())),
-            ("--threads", self.threads.map(|v| v.to_string())),
+            ("--threads", self.threads.as_ref().map(|v| v.to_string())),
             ("--seed", self.seed.map(|v| v.to_string())),
             ("--placements", self.placements.map(|v| v.to_string())),
         ];

@@ -1,4 +1,4 @@
-//! STREAM-style memory bandwidth: copy (`c = b`) and triad (`a = b + s*c`)
+//! STREAM-style memory bandwidth: read (`sum b`), copy (`c = b`) and triad (`a = b + s*c`)
 //! over f32 arrays far larger than the last-level cache.
 //!
 //! Bytes are counted the STREAM way: every element read or written once
@@ -22,6 +22,8 @@ const BYTES: f64 = std::mem::size_of::<f32>() as f64;
 /// Best bandwidths found, bytes/s.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(super) struct Bandwidth {
+    pub read_one: f64,
+    pub read_all: f64,
     pub copy_one: f64,
     pub copy_all: f64,
     pub triad_one: f64,
@@ -118,7 +120,9 @@ pub(super) fn bandwidth(isa: Isa, threads: usize, len: usize, reps: usize) -> Re
     let mut a = alloc_init(len, threads, |_| -1.0)?;
     let b = alloc_init(len, threads, pattern)?;
     let mut c = alloc_init(len, threads, |_| -1.0)?;
-    let mut best = Bandwidth { copy_one: 0.0, copy_all: 0.0, triad_one: 0.0, triad_all: 0.0 };
+    let (read_one, read_all) = super::levels::dram_read(isa, &b, threads, reps)?;
+    let mut best =
+        Bandwidth { read_one, read_all, copy_one: 0.0, copy_all: 0.0, triad_one: 0.0, triad_all: 0.0 };
     let thread_counts: &[usize] = if threads == 1 { &[1] } else { &[1, threads] };
     let mut pass = 0u32;
     for _ in 0..reps.max(1) {
@@ -172,7 +176,7 @@ mod tests {
     fn kernels_compute_stream_results() {
         for threads in [1, 3] {
             let bw = bandwidth(Isa::detect(), threads, 10_007, 2).expect("small STREAM run");
-            for v in [bw.copy_one, bw.copy_all, bw.triad_one, bw.triad_all] {
+            for v in [bw.read_one, bw.read_all, bw.copy_one, bw.copy_all, bw.triad_one, bw.triad_all] {
                 assert!(v.is_finite() && v > 0.0);
             }
         }

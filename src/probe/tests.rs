@@ -20,6 +20,25 @@ fn sample_limits(fingerprint: &str) -> MachineLimits {
         triad_bandwidth_one_thread: 14.0e9,
         triad_bandwidth_all_threads: 30.0e9,
         load: None,
+        levels: Vec::new(),
+        cores: None,
+    }
+}
+
+/// A level's figures, for tests that only need one to be present.
+pub(crate) fn sample_level(name: &str) -> LevelBandwidth {
+    LevelBandwidth {
+        level: name.into(),
+        capacity_bytes: None,
+        per_core: false,
+        capacity_source: "none".into(),
+        working_set_bytes: 1 << 30,
+        read_one_thread: 15.0e9,
+        copy_one_thread: 12.0e9,
+        triad_one_thread: 14.0e9,
+        read_all_threads: 31.0e9,
+        copy_all_threads: 24.0e9,
+        triad_all_threads: 30.0e9,
     }
 }
 
@@ -81,16 +100,24 @@ fn cache_dir_precedence() {
 #[test]
 fn save_load_round_trip() {
     let dir = temp_dir("roundtrip").join("nested");
-    assert_eq!(load_in(&dir, "00ff00ff00ff00ff").expect("absent is not an error"), None);
+    assert_eq!(load_in(&dir, "00ff00ff00ff00ff", 2).expect("absent is not an error"), None);
     let limits = sample_limits("00ff00ff00ff00ff");
     let path = save_in(&dir, &limits).expect("save");
-    assert_eq!(path, dir.join("probe-00ff00ff00ff00ff.json"));
-    assert_eq!(load_in(&dir, "00ff00ff00ff00ff").expect("load"), Some(limits.clone()));
+    assert_eq!(path, dir.join("probe-00ff00ff00ff00ff-t2.json"));
+    assert_eq!(load_in(&dir, "00ff00ff00ff00ff", 2).expect("load"), Some(limits.clone()));
+    // A probe on one thread is cached beside it and never read as the
+    // two-thread (all-core) probe: that made a 2-thread GEMM read 166% of peak.
+    let one = MachineLimits { threads: 1, ..limits.clone() };
+    save_in(&dir, &one).expect("save the one-thread probe");
+    assert_eq!(load_in(&dir, "00ff00ff00ff00ff", 2).expect("load"), Some(limits.clone()));
+    assert_eq!(load_in(&dir, "00ff00ff00ff00ff", 1).expect("load"), Some(one));
+    assert_eq!(load_in(&dir, "00ff00ff00ff00ff", 4).expect("absent"), None);
+    std::fs::remove_file(dir.join("probe-00ff00ff00ff00ff-t1.json")).expect("remove");
     // Overwriting goes through the same rename and leaves no temp files.
     let mut newer = limits;
     newer.measured_at = "2024-01-01T00:00:00Z".into();
     save_in(&dir, &newer).expect("save again");
-    assert_eq!(load_in(&dir, "00ff00ff00ff00ff").expect("load"), Some(newer));
+    assert_eq!(load_in(&dir, "00ff00ff00ff00ff", 2).expect("load"), Some(newer));
     let names: Vec<_> = std::fs::read_dir(&dir).expect("list").flatten().map(|e| e.file_name()).collect();
     assert_eq!(names.len(), 1, "{names:?}");
     let _ = std::fs::remove_dir_all(dir.parent().unwrap_or(&dir));
@@ -99,15 +126,20 @@ fn save_load_round_trip() {
 #[test]
 fn corrupt_cache_is_an_error_naming_the_file() {
     let dir = temp_dir("corrupt");
-    let path = dir.join("probe-abc123.json");
+    let path = dir.join("probe-abc123-t2.json");
     std::fs::write(&path, "{ \"fingerprint\": \"abc123\", trunc").expect("write");
-    let err = load_in(&dir, "abc123").expect_err("corrupt file must not load");
+    let err = load_in(&dir, "abc123", 2).expect_err("corrupt file must not load");
     assert!(format!("{err:#}").contains(&path.display().to_string()), "{err:#}");
     // A file under the wrong name is just as unusable.
     save_in(&dir, &sample_limits("def456")).expect("save");
-    std::fs::rename(dir.join("probe-def456.json"), &path).expect("rename");
-    let err = load_in(&dir, "abc123").expect_err("mismatched fingerprint");
+    std::fs::rename(dir.join("probe-def456-t2.json"), &path).expect("rename");
+    let err = load_in(&dir, "abc123", 2).expect_err("mismatched fingerprint");
     assert!(format!("{err:#}").contains("def456"), "{err:#}");
+    // So is a file whose thread count is not its name's.
+    save_in(&dir, &MachineLimits { threads: 1, ..sample_limits("abc123") }).expect("save");
+    std::fs::rename(dir.join("probe-abc123-t1.json"), &path).expect("rename");
+    let err = load_in(&dir, "abc123", 2).expect_err("mismatched threads");
+    assert!(format!("{err:#}").contains("1-thread probe"), "{err:#}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -115,8 +147,9 @@ fn corrupt_cache_is_an_error_naming_the_file() {
 fn fingerprints_cannot_escape_the_cache() {
     let dir = temp_dir("escape");
     assert!(save_in(&dir, &sample_limits("../evil")).is_err());
-    assert!(load_in(&dir, "a/b").is_err());
-    assert!(load_in(&dir, "").is_err());
+    assert!(load_in(&dir, "a/b", 2).is_err());
+    assert!(load_in(&dir, "", 2).is_err());
+    assert!(load_in(&dir, "abc", 0).is_err());
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -134,8 +167,13 @@ fn gate_runs_every_job_and_times_them() {
 
 #[test]
 fn quick_probe_gives_positive_finite_numbers() {
-    let limits = measure_with(2, &ProbeConfig::quick(), "quick".into()).expect("probe");
+    let caches = levels::CacheSizes::from_parts(Some(32 << 10), Some(256 << 10), Some(1 << 20));
+    let limits = measure_with(2, &ProbeConfig::quick(), "quick".into(), &caches).expect("probe");
     assert_eq!(limits.threads, 2);
+    let names: Vec<_> = limits.levels.iter().map(|l| l.level.as_str()).collect();
+    assert_eq!(names, ["L1", "L2", "L3", "DRAM"]);
+    assert_eq!(limits.levels[3].triad_all_threads, limits.triad_bandwidth_all_threads);
+    assert!(!needs_reprobe(&limits, false), "a probe with levels is not re-probed for them");
     for v in [
         limits.peak_flops_one_core,
         limits.peak_flops_all_cores,
@@ -146,7 +184,7 @@ fn quick_probe_gives_positive_finite_numbers() {
     ] {
         assert!(v.is_finite() && v > 0.0, "{limits:?}");
     }
-    assert!(measure_with(0, &ProbeConfig::quick(), "quick".into()).is_err());
+    assert!(measure_with(0, &ProbeConfig::quick(), "quick".into(), &caches).is_err());
 }
 
 #[test]
@@ -258,20 +296,27 @@ fn a_cache_file_written_before_load_was_recorded_loads_as_unknown() {
   "triad_bandwidth_one_thread": 6200000000.0,
   "triad_bandwidth_all_threads": 6700000000.0
 }"#;
-    std::fs::write(dir.join("probe-0123abcd.json"), old).expect("write");
-    let l = load_in(&dir, "0123abcd").expect("loads").expect("present");
+    std::fs::write(dir.join("probe-0123abcd-t2.json"), old).expect("write");
+    let l = load_in(&dir, "0123abcd", 2).expect("loads").expect("present");
+    assert!(l.levels.is_empty(), "no per-level figures in the old layout");
     assert_eq!(l.load, None);
     assert_eq!(l.load_state(), LoadState::Unknown);
     assert!(l.cacheable(), "unknown is not disturbed");
     assert!(l.disturbed_note().is_none());
     assert!(l.load_summary().starts_with("unknown"), "{}", l.load_summary());
-    // Re-probed once where the load can be read; kept where it cannot.
+    // Re-probed: it has no levels (and, where readable, no load).
     assert!(needs_reprobe(&l, true));
-    assert!(!needs_reprobe(&l, false));
-    // A probe with its load recorded is not re-probed, and round-trips.
-    let clean = with_load(sample_limits("0123abcd"), 0.01, false, 1);
+    assert!(needs_reprobe(&l, false), "no per-level figures: re-probed even where the load is unreadable");
+    let with_levels = MachineLimits { levels: vec![sample_level("DRAM")], ..l.clone() };
+    assert!(needs_reprobe(&with_levels, true));
+    assert!(!needs_reprobe(&with_levels, false));
+    // A probe with its load and levels recorded is not re-probed, and round-trips.
+    let clean = MachineLimits {
+        levels: vec![sample_level("DRAM")],
+        ..with_load(sample_limits("0123abcd"), 0.01, false, 1)
+    };
     assert!(!needs_reprobe(&clean, true));
     save_in(&dir, &clean).expect("save");
-    assert_eq!(load_in(&dir, "0123abcd").expect("load"), Some(clean));
+    assert_eq!(load_in(&dir, "0123abcd", 2).expect("load"), Some(clean));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -155,13 +155,19 @@ pub(crate) mod cells {
         case.metrics.iter().map(metric).collect::<Vec<_>>().join(", ")
     }
 
-    /// `312 GFLOP/s (89% peak)`, or `-`.
+    /// `312 GFLOP/s (89% peak)`, `312 GFLOP/s (89% of FMA)` with a
+    /// cache-aware roof, `(166% of L2: measurement problem)` above
+    /// [`crate::results::SUSPECT_PCT`], or `-`.
     pub fn throughput(case: &CaseResult) -> String {
         let Some(t) = super::primary_throughput(case) else { return NONE.into() };
         let rate = units::format_rate(t.rate.point, t.kind.rate_unit());
-        match t.pct_of_peak {
-            Some(p) => format!("{rate} ({} peak)", units::format_percent(p)),
-            None => rate,
+        match (t.pct_of_peak, &case.roof) {
+            (Some(p), Some(roof)) if p > crate::results::SUSPECT_PCT => {
+                format!("{rate} ({} of {}: measurement problem)", units::format_percent(p), roof.name)
+            }
+            (Some(p), Some(roof)) => format!("{rate} ({} of {})", units::format_percent(p), roof.name),
+            (Some(p), None) => format!("{rate} ({} peak)", units::format_percent(p)),
+            (None, _) => rate,
         }
     }
 
@@ -357,6 +363,8 @@ mod fixture_cases {
             bound: Some(Bound::Compute),
             notes: vec![],
             metrics: vec![],
+            roof: None,
+            scaling: None,
         }
     }
 
@@ -414,6 +422,8 @@ mod fixture_cases {
                 crate::results::Metric::new("max_abs_error", 2.5e-7, ""),
                 crate::results::Metric::new("working_set", 6291456.0, "B"),
             ],
+            roof: None,
+            scaling: None,
         }
     }
 
@@ -442,6 +452,8 @@ mod fixture_cases {
             bound: None,
             notes: vec![],
             metrics: vec![],
+            roof: None,
+            scaling: None,
         }
     }
 
@@ -458,6 +470,8 @@ mod fixture_cases {
             triad_bandwidth_one_thread: 2.4e10,
             triad_bandwidth_all_threads: 3.0e10,
             load: None,
+            levels: Vec::new(),
+            cores: None,
         }
     }
 

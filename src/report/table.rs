@@ -394,6 +394,19 @@ fn harness_section(report: &RunReport, view: &TableView) -> String {
             units::format_rate(m.triad_bandwidth_one_thread, "B/s"),
         );
         out.push_str(&wrap(&line, view.width));
+        if !m.levels.is_empty() {
+            // The cache-aware roofline's roofs, which "% of L2" and the like
+            // in the throughput column refer to.
+            let roofs: Vec<String> = m
+                .levels
+                .iter()
+                .map(|l| format!("{} {}", l.level, units::format_rate(l.best_all_threads(), "B/s")))
+                .collect();
+            out.push_str(&wrap(
+                &format!("roofs (best of read, copy, triad; all threads): {}", roofs.join(", ")),
+                view.width,
+            ));
+        }
     }
     out
 }

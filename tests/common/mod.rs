@@ -113,7 +113,7 @@ pub fn assert_usage_error(r: &Run, needles: &[&str]) {
 /// the CPU's features under this process's `TFBENCH_MAX_ISA` (which the
 /// binary inherits), or `None` when it must run: a named int8 path
 /// (`path=avx_vnni`) needs its instructions, tfbench's GEMM
-/// (`impl=tfbench*`) AVX-512F. Nothing assumes the developer's CPU.
+/// (`impl=tfbench`) AVX2 and FMA, its packed form AVX-512F. Nothing assumes the developer's CPU.
 pub fn expected_isa_skip(id: &str) -> Option<String> {
     let params = id.rsplit('/').next().unwrap_or("");
     for kv in params.split(',') {
@@ -122,7 +122,11 @@ pub fn expected_isa_skip(id: &str) -> Option<String> {
                 let path = tfbench::kernels::quant::Int8Path::parse(p).expect("a valid int8 path");
                 return path.unavailable().map(|why| format!("path={p}: {why}"));
             }
-            Some(("impl", name @ ("tfbench" | "tfbench-packed"))) => {
+            Some(("impl", "tfbench")) => {
+                return tfbench::kernels::sgemm::unavailable_reason()
+                    .map(|why| format!("impl=tfbench needs AVX2 and FMA (or AVX-512F): {why}"));
+            }
+            Some(("impl", name @ "tfbench-packed")) => {
                 return tfbench::isa::unavailable(&tfbench::kernels::sgemm::FEATURES)
                     .map(|why| format!("impl={name} needs AVX-512F: {why}"));
             }

@@ -20,8 +20,11 @@ pub struct CliOverrides {
     pub harness: PartialSettings,
     /// `--quick`.
     pub quick: bool,
-    /// `--threads`.
+    /// `--threads`: the run's pool (a sweep's widest step).
     pub threads: Option<usize>,
+    /// `--threads 1,2,4`: the steps of a thread sweep, each CPU case run
+    /// once per step (empty: no sweep).
+    pub thread_sweep: Vec<usize>,
     /// `--rounds`.
     pub rounds: Option<u32>,
     /// `--shuffle`.
@@ -158,10 +161,10 @@ pub fn resolve_model(
             // Cases x the chosen devices this benchmark runs on.
             let kinds = suite.devices(&b.name);
             for &device in devices.iter().filter(|d| kinds.contains(&d.kind())) {
+                let on_device = plan::expand(suite.name(), b).into_iter().map(|c| c.on(device)).collect();
                 cases.extend(
-                    plan::expand(suite.name(), b)
+                    plan::sweep_all(on_device, &cli.thread_sweep)
                         .into_iter()
-                        .map(|c| c.on(device))
                         .filter(|c| filter.matches(&c.id)),
                 );
             }

@@ -30,10 +30,12 @@
 //! Products with at most [`small::ROWS`] rows of A (decode steps) skip all
 //! of this and read B where it lies ([`small`]).
 
+mod avx2;
 mod kernel;
 mod pack;
 mod packed;
 mod small;
+mod split;
 
 pub use packed::{PackedB, SMALL_M};
 
@@ -98,6 +100,36 @@ pub fn available() -> bool {
     }
 }
 
+/// True when [`matmul_into`] runs here: the AVX-512 kernel, or on a CPU
+/// (or under a `TFBENCH_MAX_ISA` cap) with AVX2 and FMA only, the AVX2
+/// one ([`avx2`]). [`PackedB`] still needs AVX-512 ([`available`]).
+pub fn runs_here() -> bool {
+    available() || avx2::available()
+}
+
+/// Why [`matmul_into`] cannot run here, naming the missing features;
+/// `None` when it can.
+pub fn unavailable_reason() -> Option<String> {
+    if runs_here() {
+        return None;
+    }
+    Some(
+        crate::isa::unavailable(&avx2::FEATURES).unwrap_or_else(|| "no AVX2 kernel for this CPU".to_string()),
+    )
+}
+
+/// The instruction set [`matmul_into`] dispatches to here: `avx512`,
+/// `avx2`, or `none`.
+pub fn dispatch_isa() -> &'static str {
+    if available() {
+        "avx512"
+    } else if avx2::available() {
+        "avx2"
+    } else {
+        "none"
+    }
+}
+
 /// 64-byte aligned storage unit, so packed panels start on cache lines and
 /// the kernel can use aligned loads.
 #[derive(Clone, Copy)]
@@ -127,8 +159,9 @@ impl Shared {
 }
 
 /// `c[m x n] (+)= a[m x k] * op(b)` on `threads` threads (the caller's plus
-/// pooled workers), adding to `c` when `accumulate`. Returns false, touching
-/// nothing, when the CPU lacks AVX-512 (see [`available`]).
+/// pooled workers), adding to `c` when `accumulate`: the AVX-512 kernel, or
+/// the AVX2 one where only AVX2 and FMA may run. Returns false, touching
+/// nothing, when neither can (see [`runs_here`]).
 ///
 /// # Panics
 /// When a slice length does not match its shape.
@@ -144,7 +177,8 @@ pub fn matmul_into(
     assert_eq!(a.len(), m * k, "sgemm: A is not {m}x{k}");
     assert_eq!(b.len(), k * n, "sgemm: B does not hold {k}x{n}");
     assert_eq!(c.len(), m * n, "sgemm: C is not {m}x{n}");
-    if !available() {
+    let wide = available();
+    if !wide && !avx2::available() {
         return false;
     }
     if m == 0 || n == 0 {
@@ -162,6 +196,10 @@ pub fn matmul_into(
         Layout::KxN => View { ptr: b.as_ptr(), rs: 1, cs: n },
         Layout::NxK => View { ptr: b.as_ptr(), rs: k, cs: 1 },
     };
+    if !wide {
+        avx2::matmul(threads, (m, k, n), av, bv, c, accumulate);
+        return true;
+    }
     let threads = if m * k * n < PAR_MIN_MKN { 1 } else { threads.max(1) };
     if m <= small::ROWS {
         // SAFETY: available() checked AVX-512F; the asserts checked the shapes.
@@ -262,11 +300,12 @@ fn chunk(len: usize, parts: usize, t: usize) -> std::ops::Range<usize> {
 }
 
 impl Job<'_> {
-    /// Column ranges a block of `jpanels` B panels is cut into: one per
-    /// worker when each gets at least two panels (worker `t` owns range
-    /// `t`), else one range of all panels.
+    /// Column ranges a block of `jpanels` B panels is cut into: up to one
+    /// per worker, each of at least two panels (worker `t` owns range `t`;
+    /// with more workers than ranges, worker `t` starts at range `t %
+    /// ranges`), else one range of all panels.
     fn ranges(&self, jpanels: usize) -> usize {
-        if jpanels >= 2 * self.threads { self.threads } else { 1 }
+        split::ranges(jpanels, self.threads)
     }
 
     /// Worker `t` drains the counters of its own range first, then what is
@@ -387,7 +426,9 @@ impl Job<'_> {
     ) {
         let (ipanels, jpanels) = (mc.div_ceil(MR), nc.div_ceil(NR));
         let ranges = tasks.len();
-        let per_range = ipanels.div_ceil(TASK_APANELS);
+        // Finer row tasks where the ranges alone leave threads idle.
+        let task_apanels = split::task_apanels(ipanels, ranges, self.threads, TASK_APANELS);
+        let per_range = ipanels.div_ceil(task_apanels);
         self.claim_ranges(
             t,
             tasks,
@@ -395,7 +436,7 @@ impl Job<'_> {
             1,
             |r, task| {
                 let js = chunk(jpanels, ranges, r);
-                for ip in task.start * TASK_APANELS..(task.end * TASK_APANELS).min(ipanels) {
+                for ip in task.start * task_apanels..(task.end * task_apanels).min(ipanels) {
                     let rows = MR.min(mc - ip * MR);
                     for jp in js.clone() {
                         let cols = NR.min(nc - jp * NR);

@@ -233,7 +233,7 @@ impl PackedB {
             && jpanels >= 2 * TASK_PANELS
             && threads >= crate::backend::cpu::current_threads()
             // SAFETY: AVX-512 is present (a PackedB exists); c is m x n.
-            && unsafe { self.shared_a(m, a, cp, accumulate, bias) }
+            && unsafe { self.shared_a(threads, m, a, cp, accumulate, bias) }
         {
             return;
         }
@@ -277,8 +277,9 @@ impl PackedB {
     }
 
     /// The whole product with A packed once, in parallel, into a buffer all
-    /// tasks read, then column tasks of [`TASK_PANELS`] panels handed out by
-    /// rayon's work stealing. Splitting the columns statically, one range per
+    /// tasks read, then tasks of up to [`TASK_PANELS`] column panels (and,
+    /// on many threads, a group of A panels: [`super::split::Grid`]) handed
+    /// out by rayon's work stealing. Splitting the columns statically, one range per
     /// thread, had every thread pack all of A, and a thread slowed by a
     /// neighbour on a shared host held the whole product up. False, doing
     /// nothing, when the calling thread's buffer is already in use (a nested
@@ -286,7 +287,15 @@ impl PackedB {
     ///
     /// # Safety
     /// AVX-512F; `c` covers `m x n` and nothing else writes it meanwhile.
-    unsafe fn shared_a(&self, m: usize, a: &[f32], c: Shared, accumulate: bool, bias: Bias) -> bool {
+    unsafe fn shared_a(
+        &self,
+        threads: usize,
+        m: usize,
+        a: &[f32],
+        c: Shared,
+        accumulate: bool,
+        bias: Bias,
+    ) -> bool {
         let (k, n) = (self.k, self.n);
         let ipanels = m.div_ceil(MR);
         let jpanels = self.npad / NR;
@@ -321,12 +330,15 @@ impl PackedB {
                 };
             });
             let bf = Shared(self.floats().as_ptr() as *mut f32);
-            (0..jpanels.div_ceil(TASK_PANELS)).into_par_iter().for_each(|t| {
-                let cols = t * TASK_PANELS..((t + 1) * TASK_PANELS).min(jpanels);
+            // Rows are cut too when the columns alone give too few tasks
+            // for the threads (see `split`).
+            let grid = super::split::Grid::new(ipanels, jpanels, threads, TASK_PANELS);
+            (0..grid.tasks()).into_par_iter().for_each(|t| {
+                let (rows, cols) = grid.task(t);
                 for pc in (0..k).step_by(KC) {
                     let kc = KC.min(k - pc);
                     let load_c = accumulate || pc > 0;
-                    for ip in 0..ipanels {
+                    for ip in rows.clone() {
                         for jp in cols.clone() {
                             // SAFETY: A panel (pc, ip) was packed above (the
                             // first pass has finished); B panel (pc, jp) holds

@@ -57,8 +57,17 @@ fn below_an_avx512_cap_the_kernel_and_packing_decline() {
             assert!(!available());
             let (a, b) = (vec![1.0f32; 6], vec![1.0f32; 6]);
             let mut c = vec![7.0f32; 4];
-            assert!(!matmul_into(1, (2, 3, 2), &a, &b, Layout::KxN, &mut c, false));
-            assert_eq!(c, [7.0; 4], "C untouched when declined");
+            let done = matmul_into(1, (2, 3, 2), &a, &b, Layout::KxN, &mut c, false);
+            // Under the AVX2 cap the AVX2 kernel takes over (where the CPU
+            // has AVX2 and FMA); under the scalar cap nothing runs.
+            assert_eq!(done, runs_here());
+            if done {
+                assert_eq!(dispatch_isa(), "avx2");
+                assert_eq!(c, [3.0; 4], "the AVX2 kernel's product");
+            } else {
+                assert_eq!(c, [7.0; 4], "C untouched when declined");
+                assert!(unavailable_reason().is_some());
+            }
             assert!(PackedB::from_nxk(&b, 2, 3).is_none());
         });
     }
@@ -182,5 +191,34 @@ fn k_blocks_are_as_few_and_as_even_as_kc_max_allows() {
         // once the steps round up, or the whole of k.
         let last = k - (blocks - 1) * step;
         assert!(blocks == 1 || last + 8 * blocks >= step, "k {k}: last block {last} of step {step}");
+    }
+}
+
+/// 128-row products of a layer on 16 and 64 threads (cut by rows and
+/// columns, `split`) give the single-thread product bit for bit: the k
+/// blocking, and so every tile's summation order, does not depend on the
+/// threads. Both drivers: the per-call one and `PackedB`'s shared-A path.
+#[test]
+fn layer_products_on_16_and_64_threads_equal_one_thread() {
+    if skip() {
+        return;
+    }
+    let (m, k, n) = (128, 96, 768);
+    let a = crate::util::randn(m * k, 11);
+    let w = crate::util::randn(n * k, 12);
+    let mut one = vec![0.0f32; m * n];
+    assert!(matmul_into(1, (m, k, n), &a, &w, Layout::NxK, &mut one, false));
+    let packed = PackedB::from_nxk(&w, n, k).expect("AVX-512 is present");
+    let mut packed_one = vec![0.0f32; m * n];
+    packed.matmul_into(1, m, &a, &mut packed_one, false);
+    for threads in [16, 64] {
+        let mut c = vec![f32::NAN; m * n];
+        assert!(matmul_into(threads, (m, k, n), &a, &w, Layout::NxK, &mut c, false));
+        assert!(c == one, "per-call driver on {threads} threads differs from one thread");
+        // PackedB splits over the current rayon pool: one of that width.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a pool");
+        let mut c = vec![f32::NAN; m * n];
+        pool.install(|| packed.matmul_into(threads, m, &a, &mut c, false));
+        assert!(c == packed_one, "PackedB on {threads} threads differs from one thread");
     }
 }

@@ -10,12 +10,14 @@
 //! - `charts`: distribution (box plot and raw samples) and throughput bars.
 //! - `comparison`: % change per case with its interval, by verdict.
 //! - `trend`: median per run from the history, change points marked.
+//! - `roofline`: the cache-aware roofline and the thread-scaling table.
 //! - `svg`: scales, ticks in human units, axes, escaping.
 
 mod charts;
 mod comparison;
 mod labels;
 mod over_time;
+mod roofline;
 mod svg;
 mod tables;
 #[cfg(test)]
@@ -70,7 +72,7 @@ dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 12px;margin:
 dl.facts dt{color:#666}dl.facts dd{margin:0}\
 .grid{display:grid;gap:12px 16px}figure{margin:0}figcaption{font-size:12px;overflow-wrap:anywhere}\
 svg{display:block;width:100%;height:auto;font-family:system-ui,sans-serif;font-size:11px}\
-svg.bars,svg.cmp,svg.trend{max-width:1000px}\
+svg.bars,svg.cmp,svg.trend,svg.roofline{max-width:1000px}\
 svg text{fill:#333}.axis line{stroke:#e4e4e4}.axis text{fill:#666}\
 .key{display:inline-block;margin-right:1em}.key i{display:inline-block;width:.8em;height:.8em;\
 margin-right:.3em;background:currentColor;vertical-align:-.05em}.key span{color:#222}\
@@ -151,7 +153,11 @@ fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
     if !input.trends.is_empty() {
         sections.push(("trends", "Trends"));
     }
-    sections.extend([("throughput", "Throughput"), ("distributions", "Distributions")]);
+    sections.extend([
+        ("throughput", "Throughput"),
+        ("roofline", "Roofline"),
+        ("distributions", "Distributions"),
+    ]);
     if over_time::any(&input.reports) {
         sections.push(("overtime", "Over time"));
     }
@@ -183,6 +189,7 @@ fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
         trend::section(&mut out, input.trends);
     }
     throughput_section(&mut out, &input.reports);
+    roofline::section(&mut out, &input.reports);
     distribution_section(&mut out, &input.reports);
     if over_time::any(&input.reports) {
         over_time::section(&mut out, &input.reports);

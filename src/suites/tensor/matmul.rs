@@ -136,7 +136,7 @@ pub(crate) fn matmul(
         unreachable!("impl=tfbench-packed multiplies its PackedB (Matmul::once)");
     }
     if imp == Impl::Tfbench {
-        // prepare checked kernels::sgemm::available(), so this never declines.
+        // prepare checked kernels::sgemm::runs_here(), so this never declines.
         let done = crate::kernels::sgemm::matmul_into(
             threads,
             (m, k, n),
@@ -146,7 +146,7 @@ pub(crate) fn matmul(
             c,
             false,
         );
-        assert!(done, "tfbench sgemm needs AVX-512");
+        assert!(done, "tfbench sgemm needs AVX2 and FMA, or AVX-512");
     } else if imp == Impl::OpenBlas {
         // prepare loaded it, so this never fails here.
         let lib =
@@ -202,7 +202,11 @@ pub(crate) fn bmm(
 fn parse_impl(case: &Case) -> Result<Impl> {
     Ok(match choice(case, "impl", IMPLS)? {
         "gemm" => Impl::Gemm,
-        name @ ("tfbench" | "tfbench-packed") if !crate::kernels::sgemm::available() => {
+        "tfbench" if !crate::kernels::sgemm::runs_here() => {
+            let why = crate::kernels::sgemm::unavailable_reason().unwrap_or_default();
+            return Err(crate::suites::skip(format!("impl=tfbench needs AVX2 and FMA (or AVX-512F): {why}")));
+        }
+        name @ "tfbench-packed" if !crate::kernels::sgemm::available() => {
             let why = crate::isa::unavailable(&crate::kernels::sgemm::FEATURES)
                 .unwrap_or_else(|| "this build has no AVX-512 kernel".to_string());
             return Err(crate::suites::skip(format!("impl={name} needs AVX-512F: {why}")));

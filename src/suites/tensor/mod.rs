@@ -241,10 +241,10 @@ mod tests {
             Some("openblas") => {
                 crate::kernels::openblas::load().err().map(|why| format!("impl=openblas: {why}"))
             }
-            Some(name @ ("tfbench" | "tfbench-packed")) => {
-                crate::isa::unavailable(&crate::kernels::sgemm::FEATURES)
-                    .map(|why| format!("impl={name} needs AVX-512F: {why}"))
-            }
+            Some("tfbench") => crate::kernels::sgemm::unavailable_reason()
+                .map(|why| format!("impl=tfbench needs AVX2 and FMA (or AVX-512F): {why}")),
+            Some(name @ "tfbench-packed") => crate::isa::unavailable(&crate::kernels::sgemm::FEATURES)
+                .map(|why| format!("impl={name} needs AVX-512F: {why}")),
             _ => None,
         }
     }

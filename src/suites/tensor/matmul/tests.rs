@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 /// loadable library for OpenBLAS); says why not on stderr.
 fn runnable(imp: Impl) -> bool {
     match imp {
-        Impl::Tfbench | Impl::TfbenchPacked => crate::kernels::sgemm::available(),
+        Impl::Tfbench => crate::kernels::sgemm::runs_here(),
+        Impl::TfbenchPacked => crate::kernels::sgemm::available(),
         Impl::OpenBlas => {
             crate::kernels::openblas::load().map_err(|e| eprintln!("skipping OpenBLAS: {e}")).is_ok()
         }
