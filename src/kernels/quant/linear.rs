@@ -43,6 +43,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 mod act;
+mod decode;
 mod dot;
 mod dynamic;
 mod format;
@@ -327,50 +328,6 @@ impl QMatrix {
         });
     }
 
-    /// Decode path of the block formats: quantize x once, an integer dot per
-    /// row (W4A8, Q6_K's W6A8, Q8_0's W8A8), with the dispatch table's kernels.
-    fn w4a8_matmul(&self, x: &[f32], m: usize, y: &mut [f32], simd: bool) {
-        let (k, n) = (self.cols, self.rows);
-        let isa =
-            if simd { super::dispatch::gemv(self.format, true, DotIsa::current()) } else { DotIsa::Portable };
-        // One token through Q8_0 / Q4_0 / Q4_1: the decode layout, copied
-        // from the codes on the first such call.
-        if m == 1
-            && isa == DotIsa::Avx512Vnni
-            && let Store::Block(t) = &self.store
-            && t.rows >= lanes::ROWS
-        {
-            return lanes::matvec_many(&mut [(self.lane_codes(t), t, y)], x);
-        }
-        let a = Q8Acts::new(x, m, k, self.act_layout(), self.act_quant());
-        let out = SendPtr(y.as_mut_ptr());
-        const ROWS: usize = 16;
-        (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
-            let mut acc = [0.0f32; DECODE_MAX_M];
-            let (r0, r1) = (b * ROWS, ((b + 1) * ROWS).min(n));
-            for r in r0..r1 {
-                match &self.store {
-                    Store::Q6K(t) => super::q6k::dot_row(t, r, &a, isa, &mut acc[..m]),
-                    Store::Block(t) if t.format == BlockFormat::Q8_0 => {
-                        let (b0, b1) = (r * k / QK, (r + 1) * k / QK);
-                        super::w8a8::dot_row(
-                            &t.scales[b0..b1],
-                            &t.qs[r * k..(r + 1) * k],
-                            &a,
-                            isa,
-                            &mut acc[..m],
-                        )
-                    }
-                    _ => w4a8::dot_row(self.q4_row(r), &a, isa, &mut acc[..m]),
-                }
-                for (t, &v) in acc[..m].iter().enumerate() {
-                    // SAFETY: (t, r) is inside y and row r belongs to this task.
-                    unsafe { *out.get().add(t * n + r) = v };
-                }
-            }
-        });
-    }
-
     /// `y_i = x W_i^T` for matrices sharing one input `x` of `m` tokens (a
     /// layer's query, key and value projections): one token of Q8_0 / Q4_0 /
     /// Q4_1 on VNNI quantizes `x` once and runs every matrix's rows in one
@@ -386,6 +343,9 @@ impl QMatrix {
                     && matches!(q.store, Store::Block(_))
             });
         if !lanes_ok {
+            if Self::act8_many(parts, x, m) {
+                return;
+            }
             for (q, y) in parts.iter_mut() {
                 q.matmul(x, m, y);
             }

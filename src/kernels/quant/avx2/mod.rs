@@ -12,6 +12,8 @@
 //! - [`fdot`]: weights times f32 activations (the built-in models'
 //!   weight-only int8 / Q4_0 / Q8_0 and the f16 / bf16 / f32 rows):
 //!   codes widened to f32 in registers and multiply-added.
+//! - [`halfs`]: f32 to and from f16 / bf16 (the f16 / bf16 weights'
+//!   prefill tiles and conversions), bit for bit as the `half` crate.
 //! - [`ternary_dot`]: BitNet bit planes against int16 activations,
 //!   additions only.
 //!
@@ -21,6 +23,7 @@
 
 pub mod act8;
 pub mod fdot;
+pub mod halfs;
 
 use std::arch::x86_64::*;
 
