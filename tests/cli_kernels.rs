@@ -68,7 +68,11 @@ fn kernels_table_has_no_scalar_fallback_at_avx2() {
     // The text table: a header naming the cap and one line per kernel.
     let t = tfbench_env(&[("TFBENCH_MAX_ISA", "avx2")], &["sysinfo", "--kernels"]);
     assert_eq!(t.code, 0, "{}", t.stderr);
-    assert!(t.stdout.contains("avx2 (cap in force)") && t.stdout.contains("q4_k gemv (int8 act)"), "{}", t.stdout);
+    assert!(
+        t.stdout.contains("avx2 (cap in force)") && t.stdout.contains("q4_k gemv (int8 act)"),
+        "{}",
+        t.stdout
+    );
     let q41 = t.stdout.lines().find(|l| l.starts_with("q4_1 gemv (int8 act)")).expect("q4_1 row");
     assert!(q41.split_whitespace().any(|w| w == "avx2"), "{q41}");
 }
