@@ -268,8 +268,7 @@ pub unsafe fn q8_0<const M: usize>(d: &[f16], qs: &[u8], a: &Q8Acts, out: &mut [
             // SAFETY: s holds 8 values.
             unsafe { _mm256_storeu_ps(s.as_mut_ptr(), _mm256_mul_ps(dw, f32s8(&a.d, t * nb + 8 * g, r))) };
         }
-        for j in 0..r {
-            let b = 8 * g + j;
+        for (j, b) in (8 * g..8 * g + r).enumerate() {
             // SAFETY: block b has 32 codes.
             let w = unsafe { _mm256_loadu_si256(qs[32 * b..32 * b + 32].as_ptr().cast()) };
             let u = _mm256_sign_epi8(w, w);
