@@ -321,6 +321,11 @@ pub struct SysinfoArgs {
     /// Worker threads for the all-core figures [default: every logical CPU].
     #[arg(long, short = 'j', value_name = "N")]
     pub threads: Option<usize>,
+    /// Print only the quantized kernels' dispatch table: per format and
+    /// operation (gemv = decode, gemm = prefill), which implementation runs
+    /// at the ISA cap in force (TFBENCH_MAX_ISA) and at each lower level.
+    #[arg(long)]
+    pub kernels: bool,
     /// Output format.
     #[arg(long, short = 'f', value_enum, default_value_t = ListFormat::Table)]
     pub format: ListFormat,

@@ -132,12 +132,16 @@ fn check(cap: &str) {
     let avx2_cpu = tfbench::isa::Feature::Avx2.detected() && tfbench::isa::Feature::Fma.detected();
     let want = if cap == "scalar" || !avx2_cpu { "skipped" } else { "ok" };
     assert_eq!(own["status"]["state"], want, "{own}");
-    // The 4-bit decode kernels report the portable path under the cap.
+    // The 4-bit decode kernels report the AVX2 path under an avx2 cap (the
+    // portable one under scalar, or on a CPU without AVX2, FMA and F16C).
     let q4 = cases
         .iter()
         .find(|c| c["id"] == "quant/linear/format=q4_0,shape=1x256x128,threads=all")
         .expect("q4_0 decode case");
-    assert!(metric(q4, "decode_path_portable").is_some(), "{q4}");
+    use tfbench::isa::Feature::{Avx2, F16c, Fma};
+    let avx2 = level >= tfbench::isa::IsaLevel::Avx2 && [Avx2, Fma, F16c].iter().all(|f| f.detected());
+    let path = if avx2 { "avx2" } else { "portable" };
+    assert!(metric(q4, &format!("decode_path_{path}")).is_some(), "{q4}");
 }
 
 #[test]

@@ -11,6 +11,9 @@ use crate::results::LoadSample;
 use anyhow::{Result, bail};
 use std::time::Instant;
 
+#[path = "sysinfo_kernels.rs"]
+mod kernels;
+
 /// The test hook for the probe's load: `TFBENCH_INJECT_PROBE_LOAD=SHARE[,SHARE...]`.
 ///
 /// Each `SHARE` is the share of one core other work is taken to have used
@@ -171,6 +174,12 @@ pub fn not_cached_warning(settled: &probe::Settled) -> String {
 
 /// `tfbench sysinfo`: the machine, and with `--probe` its measured limits.
 pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
+    if args.kernels {
+        if args.probe {
+            bail!("--kernels prints the kernel dispatch table only; run --probe separately");
+        }
+        return kernels::render(args.format);
+    }
     let env = Environment::gather();
     let data = crate::data::lookup();
     // Devices other than the CPU are described here, not in `Environment`:

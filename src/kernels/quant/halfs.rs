@@ -1,5 +1,5 @@
 //! f32 to and from f16 / bf16, serially: the AVX-512 kernels when the CPU has
-//! them (16 values per instruction), else the `half` crate's slice
+//! them (16 values per instruction), else the AVX2 ones (8), else the `half` crate's slice
 //! conversions (F16C 8 at a time where present, else portable). Both give
 //! the same bits: the AVX-512 f16 path runs the instruction `half` uses, and
 //! the bf16 path repeats `half`'s integer rounding.
@@ -17,6 +17,11 @@ pub fn f32_to_f16(x: &[f32], out: &mut [f16]) {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::to_f16(x, out) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if super::has_avx2() {
+        // SAFETY: has_avx2() checked every feature the kernel is compiled for.
+        return unsafe { super::avx2::halfs::to_f16(x, out) };
+    }
     out.convert_from_f32_slice(x)
 }
 
@@ -29,6 +34,11 @@ pub fn f32_to_bf16(x: &[f32], out: &mut [bf16]) {
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::to_bf16(x, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::has_avx2() {
+        // SAFETY: has_avx2() checked every feature the kernel is compiled for.
+        return unsafe { super::avx2::halfs::to_bf16(x, out) };
     }
     out.convert_from_f32_slice(x)
 }
@@ -43,6 +53,11 @@ pub fn f16_to_f32(h: &[f16], out: &mut [f32]) {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::from_f16(h, out) };
     }
+    #[cfg(target_arch = "x86_64")]
+    if super::has_avx2() {
+        // SAFETY: has_avx2() checked every feature the kernel is compiled for.
+        return unsafe { super::avx2::halfs::from_f16(h, out) };
+    }
     h.convert_to_f32_slice(out)
 }
 
@@ -55,6 +70,11 @@ pub fn bf16_to_f32(h: &[bf16], out: &mut [f32]) {
     if super::has_avx512() {
         // SAFETY: has_avx512() checked every feature the kernel is compiled for.
         return unsafe { super::avx512::from_bf16(h, out) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::has_avx2() {
+        // SAFETY: has_avx2() checked every feature the kernel is compiled for.
+        return unsafe { super::avx2::halfs::from_bf16(h, out) };
     }
     h.convert_to_f32_slice(out)
 }

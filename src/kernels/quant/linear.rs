@@ -27,6 +27,7 @@
 //! the format names in `linear/format.rs`, the W8A8 layer in
 //! `linear/dynamic.rs`.
 
+use super::DotIsa;
 use super::blocks::{BlockFormat, BlockTensor, QK};
 use super::igemm::{I8Weights, Int8Path, gemm_i8};
 use super::int8::{self, Granularity, Scheme};
@@ -42,6 +43,7 @@ use half::{bf16, f16};
 use rayon::prelude::*;
 
 mod act;
+mod decode;
 mod dot;
 mod dynamic;
 mod format;
@@ -70,7 +72,7 @@ enum Store {
 }
 
 /// The formats whose decode quantizes activations to int8 by default.
-fn act8_format(f: WeightFormat) -> bool {
+pub(super) fn act8_format(f: WeightFormat) -> bool {
     matches!(
         f,
         WeightFormat::Q8_0 | WeightFormat::Q4_0 | WeightFormat::Q4_1 | WeightFormat::Q4K | WeightFormat::Q6K
@@ -164,16 +166,23 @@ impl QMatrix {
         self.act8 && m <= DECODE_MAX_M
     }
 
-    /// Name of the decode kernel family for `m` tokens on this CPU:
-    /// `avx512_vnni` or `portable` for W4A8, `avx512` or `portable` otherwise.
+    /// Name of the decode kernel family for `m` tokens on this CPU and cap
+    /// ([`decode_isa`](Self::decode_isa)): `avx512_vnni`, `avx512`, `avx2`
+    /// or `portable`.
     pub fn decode_path(&self, m: usize) -> &'static str {
-        if self.quantizes_activations(m) {
-            if Int8Path::Avx512Vnni.available() && super::has_avx512() { "avx512_vnni" } else { "portable" }
-        } else if super::has_avx512() {
-            "avx512"
-        } else {
-            "portable"
+        match self.decode_isa(m) {
+            DotIsa::Avx512Vnni => "avx512_vnni",
+            DotIsa::Avx512 => "avx512",
+            DotIsa::Avx2 => "avx2",
+            DotIsa::Portable => "portable",
         }
+    }
+
+    /// The decode kernel family a call with `m` tokens runs now: the
+    /// dispatch table's choice ([`dispatch::gemv`](super::dispatch::gemv))
+    /// for this format and its activations.
+    pub fn decode_isa(&self, m: usize) -> DotIsa {
+        super::dispatch::gemv(self.format, self.quantizes_activations(m), DotIsa::current())
     }
 
     /// The storage format.
@@ -299,6 +308,11 @@ impl QMatrix {
         } else {
             Vec::new()
         };
+        let isa = if simd {
+            super::dispatch::gemv(self.format, false, DotIsa::current())
+        } else {
+            DotIsa::Portable
+        };
         let out = SendPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
@@ -306,50 +320,7 @@ impl QMatrix {
                 for t in 0..m {
                     let xs = &x[t * k..(t + 1) * k];
                     let sums = if xsums.is_empty() { &[][..] } else { &xsums[t * k / QK..(t + 1) * k / QK] };
-                    let v = self.dot_row(r, xs, sums, simd);
-                    // SAFETY: (t, r) is inside y and row r belongs to this task.
-                    unsafe { *out.get().add(t * n + r) = v };
-                }
-            }
-        });
-    }
-
-    /// Decode path of the block formats: quantize x once, an integer dot per
-    /// row (W4A8, Q6_K's W6A8, Q8_0's W8A8).
-    fn w4a8_matmul(&self, x: &[f32], m: usize, y: &mut [f32], simd: bool) {
-        let (k, n) = (self.cols, self.rows);
-        let vnni = simd && Int8Path::Avx512Vnni.available() && super::has_avx512();
-        // One token through Q8_0 / Q4_0 / Q4_1: the decode layout, copied
-        // from the codes on the first such call.
-        if m == 1
-            && vnni
-            && let Store::Block(t) = &self.store
-            && t.rows >= lanes::ROWS
-        {
-            return lanes::matvec_many(&mut [(self.lane_codes(t), t, y)], x);
-        }
-        let a = Q8Acts::new(x, m, k, self.act_layout(), self.act_quant());
-        let out = SendPtr(y.as_mut_ptr());
-        const ROWS: usize = 16;
-        (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
-            let mut acc = [0.0f32; DECODE_MAX_M];
-            let (r0, r1) = (b * ROWS, ((b + 1) * ROWS).min(n));
-            for r in r0..r1 {
-                match &self.store {
-                    Store::Q6K(t) => super::q6k::dot_row(t, r, &a, vnni, &mut acc[..m]),
-                    Store::Block(t) if t.format == BlockFormat::Q8_0 => {
-                        let (b0, b1) = (r * k / QK, (r + 1) * k / QK);
-                        super::w8a8::dot_row(
-                            &t.scales[b0..b1],
-                            &t.qs[r * k..(r + 1) * k],
-                            &a,
-                            vnni,
-                            &mut acc[..m],
-                        )
-                    }
-                    _ => w4a8::dot_row(self.q4_row(r), &a, vnni, &mut acc[..m]),
-                }
-                for (t, &v) in acc[..m].iter().enumerate() {
+                    let v = self.dot_row(r, xs, sums, isa);
                     // SAFETY: (t, r) is inside y and row r belongs to this task.
                     unsafe { *out.get().add(t * n + r) = v };
                 }
@@ -363,8 +334,7 @@ impl QMatrix {
     /// parallel loop; anything else is one [`matmul`](Self::matmul) each.
     pub fn matmul_many(parts: &mut [(&QMatrix, &mut [f32])], x: &[f32], m: usize) {
         let lanes_ok = m == 1
-            && Int8Path::Avx512Vnni.available()
-            && super::has_avx512()
+            && DotIsa::current() == DotIsa::Avx512Vnni
             && parts.iter().all(|(q, y)| {
                 q.act8
                     && q.rows >= lanes::ROWS
@@ -373,6 +343,9 @@ impl QMatrix {
                     && matches!(q.store, Store::Block(_))
             });
         if !lanes_ok {
+            if Self::act8_many(parts, x, m) {
+                return;
+            }
             for (q, y) in parts.iter_mut() {
                 q.matmul(x, m, y);
             }
@@ -447,12 +420,17 @@ impl QMatrix {
         let mut xq = vec![0i16; m * t.words * 64];
         let mut sx = vec![0.0f32; m];
         ternary::quantize_activations(x, k, t.words, &mut xq, &mut sx);
+        let isa = if simd {
+            super::dispatch::gemv(self.format, false, DotIsa::current())
+        } else {
+            DotIsa::Portable
+        };
         let out = SendPtr(y.as_mut_ptr());
         const ROWS: usize = 16;
         (0..n.div_ceil(ROWS)).into_par_iter().for_each(|b| {
             for r in b * ROWS..((b + 1) * ROWS).min(n) {
                 for tok in 0..m {
-                    let acc = t.dot_row(r, &xq[tok * t.words * 64..(tok + 1) * t.words * 64], simd);
+                    let acc = t.dot_row_isa(r, &xq[tok * t.words * 64..(tok + 1) * t.words * 64], isa);
                     // SAFETY: (tok, r) is inside y and row r belongs to this task.
                     unsafe { *out.get().add(tok * n + r) = acc as f32 * (t.gamma * sx[tok]) };
                 }
@@ -460,11 +438,12 @@ impl QMatrix {
         });
     }
 
-    /// Dot product of weight row `r` with one token `x`.
-    fn dot_row(&self, r: usize, x: &[f32], xsums: &[f32], simd: bool) -> f32 {
+    /// Dot product of weight row `r` with one token `x`, with the kernels of
+    /// `isa` (AVX-512, AVX2 or portable; the caller's dispatch-table choice).
+    fn dot_row(&self, r: usize, x: &[f32], xsums: &[f32], isa: DotIsa) -> f32 {
         let k = self.cols;
         #[cfg(target_arch = "x86_64")]
-        if simd && super::has_avx512() {
+        if isa >= DotIsa::Avx512 {
             // SAFETY: the CPU has AVX-512 F/BW/VL, F16C and FMA; every slice
             // below holds exactly one row (k values, k/32 blocks).
             unsafe {
@@ -482,13 +461,39 @@ impl QMatrix {
                             BlockFormat::Q4_1 => avx512::dot_q4(d, Some(&t.mins[b0..b1]), qs, x, xsums),
                         }
                     }
+                    // The portable loops, compiled for AVX-512 (`simd_dispatch!`).
                     Store::Q4K(t) => portable::dot_q4k(t, r, x),
                     Store::Q6K(t) => portable::dot_q6k(t, r, x),
                     Store::Ternary(_) => unreachable!("ternary rows take the integer path"),
                 };
             }
         }
-        let _ = simd;
+        #[cfg(target_arch = "x86_64")]
+        if isa == DotIsa::Avx2 {
+            use super::avx2::fdot;
+            // SAFETY: the CPU has AVX2, FMA and F16C; the slices hold one row.
+            unsafe {
+                return match &self.store {
+                    Store::F32(w) => fdot::dot_f32(&w[r * k..(r + 1) * k], x),
+                    Store::F16(w) => fdot::dot_f16(&w[r * k..(r + 1) * k], x),
+                    Store::Bf16(w) => fdot::dot_bf16(&w[r * k..(r + 1) * k], x),
+                    Store::Int8 { q, scales } => fdot::dot_i8(&q[r * k..(r + 1) * k], x) * scales[r],
+                    Store::Block(t) => {
+                        let (b0, b1, cb) = (r * k / QK, (r + 1) * k / QK, t.format.code_bytes());
+                        let (d, qs) = (&t.scales[b0..b1], &t.qs[b0 * cb..b1 * cb]);
+                        match t.format {
+                            BlockFormat::Q8_0 => fdot::dot_q8_0(d, qs, x),
+                            BlockFormat::Q4_0 => fdot::dot_q4(d, None, qs, x, xsums),
+                            BlockFormat::Q4_1 => fdot::dot_q4(d, Some(&t.mins[b0..b1]), qs, x, xsums),
+                        }
+                    }
+                    // The portable loops, compiled for AVX2 (`simd_dispatch!`).
+                    Store::Q4K(t) => portable::dot_q4k(t, r, x),
+                    Store::Q6K(t) => portable::dot_q6k(t, r, x),
+                    Store::Ternary(_) => unreachable!("ternary rows take the integer path"),
+                };
+            }
+        }
         match &self.store {
             Store::F32(w) => portable::dot_f32(&w[r * k..(r + 1) * k], x),
             Store::F16(w) => portable::dot_half(&w[r * k..(r + 1) * k], x),

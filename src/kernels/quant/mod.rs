@@ -18,6 +18,10 @@
 //! - [`halfs`]: f32 to and from f16 / bf16 slices.
 //! - [`ternary`]: BitNet b1.58 weights (absmean scale, values in {-1, 0, 1}),
 //!   2-bit bit-plane packing for compute and 5-trits-per-byte for storage.
+//! - [`avx2`]: the AVX2 + FMA decode kernels (int8 and f32 activations,
+//!   ternary) that CPUs without AVX-512 VNNI run.
+//! - [`dispatch`]: which implementation each kernel runs per ISA level
+//!   (`tfbench sysinfo --kernels`).
 //! - [`igemm`]: int8 x int8 -> i32 GEMM on AVX-512 VNNI, AVX-VNNI, AVX2 or
 //!   portable code, chosen at run time ([`Int8Path::detect`]).
 //! - [`linear`]: [`QMatrix`], a `[out, in]` weight matrix in any
@@ -32,8 +36,11 @@
 
 pub mod actq;
 #[cfg(target_arch = "x86_64")]
+pub mod avx2;
+#[cfg(target_arch = "x86_64")]
 mod avx512;
 pub mod blocks;
+pub mod dispatch;
 pub mod halfs;
 pub mod igemm;
 pub mod int8;
@@ -45,6 +52,7 @@ pub mod ternary;
 pub mod w4a8;
 pub mod w8a8;
 
+pub use dispatch::DotIsa;
 pub use igemm::{I8Weights, Int8Path, gemm_i8};
 pub use linear::{DynamicLinear, QMatrix, WeightFormat, ggml_row_bytes};
 use rayon::prelude::*;
@@ -54,6 +62,25 @@ pub const AVX512: [crate::isa::Feature; 5] = {
     use crate::isa::Feature::*;
     [Avx512f, Avx512bw, Avx512vl, F16c, Fma]
 };
+
+/// The features the AVX2 paths are compiled for ([`avx2`]).
+pub const AVX2: [crate::isa::Feature; 4] = {
+    use crate::isa::Feature::*;
+    [Avx, Avx2, Fma, F16c]
+};
+
+/// Whether the AVX2 paths can run here (the CPU has them and
+/// `TFBENCH_MAX_ISA` allows them).
+pub fn has_avx2() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::isa::has_all(&AVX2)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// Whether the AVX-512 paths (F, BW, VL) can run here (the CPU has them and
 /// `TFBENCH_MAX_ISA` allows them): the weight-only kernels use them when

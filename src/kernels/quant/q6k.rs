@@ -134,11 +134,25 @@ impl Q6KTensor {
     /// Super-blocks `b0..b1` (row-major over the whole tensor) into `out`:
     /// `(d * sc) * (q - 32)` in f32, as ggml.
     pub fn dequantize_range(&self, b0: usize, b1: usize, out: &mut [f32]) {
-        for (b, o) in (b0..b1).zip(out.chunks_exact_mut(QK_K)) {
-            let q = unpack_codes(&self.ql[b * QL_BYTES..], &self.qh[b * QH_BYTES..]);
-            let d = self.d[b].to_f32();
+        dequantize_blocks(
+            &self.d[b0..b1],
+            &self.scales[b0 * SCALES..b1 * SCALES],
+            &self.ql[b0 * QL_BYTES..b1 * QL_BYTES],
+            &self.qh[b0 * QH_BYTES..b1 * QH_BYTES],
+            out,
+        );
+    }
+}
+
+crate::kernels::simd_dispatch! {
+    /// Super-blocks (`d`, their scales and codes) into `out`, compiled per
+    /// ISA level so the prefill tiles are vector code on AVX2 as well.
+    fn dequantize_blocks(d: &[f16], scales: &[i8], ql: &[u8], qh: &[u8], out: &mut [f32]) {
+        for (b, o) in out.chunks_exact_mut(QK_K).enumerate().take(d.len()) {
+            let q = unpack_codes(&ql[b * QL_BYTES..], &qh[b * QH_BYTES..]);
+            let d = d[b].to_f32();
             for (j, o) in o.chunks_exact_mut(16).enumerate() {
-                let s = d * self.scales[b * SCALES + j] as f32;
+                let s = d * scales[b * SCALES + j] as f32;
                 for (o, &q) in o.iter_mut().zip(&q[16 * j..16 * j + 16]) {
                     *o = s * (q as i32 - 32) as f32;
                 }
@@ -181,16 +195,18 @@ fn quantize_block(x: &[f32], sc: &mut [i8], ql: &mut [u8], qh: &mut [u8]) -> f16
 }
 
 /// `out[t] = row r . x^_t` for every token of `a` (at most 8; natural
-/// layout), with VNNI when `vnni` is set (the caller checked AVX-512 F/BW/VL
-/// and VNNI), else the portable integer loop.
+/// layout), with the kernels of `isa` (VNNI; AVX2, which AVX-512 without
+/// VNNI runs too; else the portable integer loop; the caller checked `isa`
+/// can run here).
 ///
 /// # Panics
 /// When `a` has more than 8 tokens, another layout, or `out` is not one value per token.
-pub fn dot_row(t: &Q6KTensor, r: usize, a: &Q8Acts, vnni: bool, out: &mut [f32]) {
+pub fn dot_row(t: &Q6KTensor, r: usize, a: &Q8Acts, isa: super::DotIsa, out: &mut [f32]) {
+    use super::DotIsa;
     assert!(a.m <= 8 && out.len() == a.m, "q6k::dot_row: at most 8 tokens, one output each");
     assert_eq!(a.layout, super::w4a8::ActLayout::Natural, "q6k::dot_row: natural activation order");
     #[cfg(target_arch = "x86_64")]
-    if vnni {
+    if isa == DotIsa::Avx512Vnni {
         // SAFETY: the caller checked the features; row r holds k / 256
         // super-blocks, as `a` holds k values per token.
         unsafe {
@@ -208,7 +224,11 @@ pub fn dot_row(t: &Q6KTensor, r: usize, a: &Q8Acts, vnni: bool, out: &mut [f32])
         }
         return;
     }
-    let _ = vnni;
+    #[cfg(target_arch = "x86_64")]
+    if isa >= DotIsa::Avx2 {
+        // SAFETY: the caller checked AVX2, FMA and F16C; row r matches `a`.
+        return unsafe { super::avx2::act8::dot_q6k_row(t, r, a, out) };
+    }
     let (nsb, nb) = (a.k / QK_K, a.k / 32);
     out.fill(0.0);
     for s in 0..nsb {

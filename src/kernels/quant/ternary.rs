@@ -180,18 +180,35 @@ impl TernaryMatrix {
     }
 
     /// `sum_k x[k] * code[r, k]` for a row, `x` padded to `words * 64` i16
-    /// values with |x| <= 127.
+    /// values with |x| <= 127: the fastest kernel the CPU and cap allow
+    /// when `simd`, else the portable loop.
     pub fn dot_row(&self, r: usize, x: &[i16], simd: bool) -> i32 {
+        let isa = if simd {
+            super::dispatch::gemv(super::WeightFormat::Ternary, false, super::DotIsa::current())
+        } else {
+            super::DotIsa::Portable
+        };
+        self.dot_row_isa(r, x, isa)
+    }
+
+    /// [`dot_row`](Self::dot_row) with the kernels of `isa` (AVX-512, AVX2
+    /// or portable), which the caller checked can run here.
+    pub fn dot_row_isa(&self, r: usize, x: &[i16], isa: super::DotIsa) -> i32 {
         let (p, m) = (
             &self.plus[r * self.words..(r + 1) * self.words],
             &self.minus[r * self.words..(r + 1) * self.words],
         );
         #[cfg(target_arch = "x86_64")]
-        if simd && super::has_avx512() {
+        if isa >= super::DotIsa::Avx512 {
             // SAFETY: the CPU has AVX-512 F and BW; slice lengths are checked inside.
             return unsafe { dot_avx512(p, m, x) };
         }
-        let _ = simd;
+        #[cfg(target_arch = "x86_64")]
+        if isa == super::DotIsa::Avx2 {
+            // SAFETY: the CPU has AVX2; slice lengths are checked inside.
+            return unsafe { super::avx2::ternary_dot(p, m, x) };
+        }
+        let _ = isa;
         dot_portable(p, m, x)
     }
 }
@@ -348,12 +365,18 @@ mod tests {
         for r in 0..rows {
             let naive: i32 = (0..cols).map(|i| codes[r * cols + i] as i32 * x[i] as i32).sum();
             assert_eq!(t.dot_row(r, &x, false), naive);
-            assert_eq!(t.dot_row(r, &x, true), naive);
+            for isa in super::super::DotIsa::available_all() {
+                assert_eq!(t.dot_row_isa(r, &x, isa), naive, "{isa:?}");
+            }
         }
-        // All +1 against all 127: the worst case for 16-bit lanes.
-        let t = TernaryMatrix::from_codes(&vec![1; cols], 1, cols, 1.0);
-        let x: Vec<i16> = (0..t.words * 64).map(|i| if i < cols { 127 } else { 0 }).collect();
-        assert_eq!(t.dot_row(0, &x, true), 127 * cols as i32);
+        // All +1 (and all -1) against all 127: the worst case for 16-bit lanes.
+        for c in [1, -1] {
+            let t = TernaryMatrix::from_codes(&vec![c; cols], 1, cols, 1.0);
+            let x: Vec<i16> = (0..t.words * 64).map(|i| if i < cols { 127 } else { 0 }).collect();
+            for isa in super::super::DotIsa::available_all() {
+                assert_eq!(t.dot_row_isa(0, &x, isa), 127 * c as i32 * cols as i32, "{isa:?}");
+            }
+        }
     }
 }
 

@@ -18,6 +18,7 @@
 //! ([`ActLayout`]), so one 64-byte load lines up with the unpacked nibbles
 //! of 64 code bytes.
 
+use super::DotIsa;
 pub use super::actq::ActQuant;
 use half::f16;
 
@@ -153,16 +154,17 @@ pub enum Q4Row<'a> {
     },
 }
 
-/// `out[t] = row . x^_t` for every token of `a` (at most 8), with VNNI when
-/// `vnni` is set (the caller checked [`super::Int8Path::Avx512Vnni`] is
-/// available), else the portable integer loop.
+/// `out[t] = row . x^_t` for every token of `a` (at most 8) with the
+/// kernels of `isa` ([`DotIsa::Avx512Vnni`]; [`DotIsa::Avx2`], which
+/// AVX-512 without VNNI runs too; else the portable integer loop). The
+/// caller checked that `isa` can run here ([`DotIsa::available`]).
 ///
 /// # Panics
 /// When `a` has more than 8 tokens or `out` is not one value per token.
-pub fn dot_row(row: Q4Row, a: &Q8Acts, vnni: bool, out: &mut [f32]) {
+pub fn dot_row(row: Q4Row, a: &Q8Acts, isa: DotIsa, out: &mut [f32]) {
     assert!(a.m <= 8 && out.len() == a.m, "dot_row: at most 8 tokens, one output each");
     #[cfg(target_arch = "x86_64")]
-    if vnni {
+    if isa == DotIsa::Avx512Vnni {
         macro_rules! go {
             ($f:ident) => {
                 // SAFETY: the caller checked AVX-512 F/BW/VL/VNNI, F16C and FMA;
@@ -188,7 +190,11 @@ pub fn dot_row(row: Q4Row, a: &Q8Acts, vnni: bool, out: &mut [f32]) {
         }
         return;
     }
-    let _ = vnni;
+    #[cfg(target_arch = "x86_64")]
+    if isa >= DotIsa::Avx2 {
+        // SAFETY: the caller checked AVX2, FMA and F16C; the row matches `a`.
+        return unsafe { super::avx2::act8::dot_q4_row(row, a, out) };
+    }
     out.fill(0.0);
     portable(row, a, 0, out);
 }
@@ -394,7 +400,6 @@ mod vnni512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::quant::Int8Path;
     use crate::kernels::quant::blocks::{BlockFormat, BlockTensor};
     use crate::kernels::quant::kquant::Q4KTensor;
 
@@ -429,20 +434,21 @@ mod tests {
         }
     }
 
-    /// Both paths against f64 dot products of x^ with the dequantized rows.
+    /// Every path this CPU can run (portable, AVX2, VNNI) against f64 dot
+    /// products of x^ with the dequantized rows.
     #[test]
-    fn vnni_and_portable_equal_the_dequantized_product() {
-        let vnni = Int8Path::Avx512Vnni.available();
+    fn every_available_path_equals_the_dequantized_product() {
+        let isas = DotIsa::available_all();
         // Block counts 1, 2, 17, 18 (SmolLM2's 576), 24 and 31: the Q4_0 /
         // Q4_1 VNNI kernel's masked last group with 1 to 15 blocks, alone
         // and after whole groups; Q4_K where k is whole super-blocks.
         for (k, m) in [(32, 1), (64, 3), (544, 2), (576, 1), (576, 8), (768, 1), (768, 3), (768, 8), (992, 5)]
         {
-            check_dot_rows(k, m, vnni);
+            check_dot_rows(k, m, &isas);
         }
     }
 
-    fn check_dot_rows(k: usize, m: usize, vnni: bool) {
+    fn check_dot_rows(k: usize, m: usize, isas: &[DotIsa]) {
         let n = 3;
         let w = data(n * k, 1);
         {
@@ -495,9 +501,9 @@ mod tests {
                         }
                         _ => unreachable!(),
                     };
-                    for use_vnni in [false, vnni] {
+                    for &isa in isas {
                         let mut out = vec![0.0f32; m];
-                        dot_row(row, &a, use_vnni, &mut out);
+                        dot_row(row, &a, isa, &mut out);
                         for (t, &got) in out.iter().enumerate() {
                             let xh = a.dequantized(t);
                             let (mut s, mut abs) = (0.0f64, 0.0f64);
@@ -520,7 +526,7 @@ mod tests {
                             let err = (got as f64 - s).abs();
                             assert!(
                                 err <= 1e-5 * abs,
-                                "format {which} k={k} m={m} row {r} tok {t} vnni={use_vnni}: {got} vs {s}"
+                                "format {which} k={k} m={m} row {r} tok {t} {isa:?}: {got} vs {s}"
                             );
                         }
                     }

@@ -10,6 +10,7 @@
 //! unsigned byte, and activation codes never reach -128 (they are clamped
 //! to +-127), so negating them cannot overflow.
 
+use super::DotIsa;
 use super::w4a8::{ActLayout, Q8Acts};
 use half::f16;
 
@@ -18,19 +19,20 @@ const QB: usize = 32;
 
 /// `out[t] = row . x^_t` for every token of `a` (at most 8; natural layout)
 /// with one Q8_0 row (`d`: its `k / 32` scales, `qs`: its `k` codes, bytes
-/// read as `i8`), with VNNI when `vnni` is set (the caller checked AVX-512
-/// F/BW/VL and VNNI), else the portable integer loop. Both sum the same
-/// integers; only the f32 accumulation order differs.
+/// read as `i8`), with the kernels of `isa` (VNNI; AVX2, which AVX-512
+/// without VNNI runs too; else the portable integer loop; the caller
+/// checked `isa` can run here). All sum the same integers; only the f32
+/// accumulation order differs.
 ///
 /// # Panics
 /// When `a` has more than 8 tokens or another layout, `out` is not one value
 /// per token, or the row is not `k` values long.
-pub fn dot_row(d: &[f16], qs: &[u8], a: &Q8Acts, vnni: bool, out: &mut [f32]) {
+pub fn dot_row(d: &[f16], qs: &[u8], a: &Q8Acts, isa: DotIsa, out: &mut [f32]) {
     assert!(a.m <= 8 && out.len() == a.m, "w8a8::dot_row: at most 8 tokens, one output each");
     assert_eq!(a.layout, ActLayout::Natural, "w8a8::dot_row: natural activation order");
     assert!(d.len() * QB == a.k && qs.len() == a.k, "w8a8::dot_row: the row is not k = {} values", a.k);
     #[cfg(target_arch = "x86_64")]
-    if vnni {
+    if isa == DotIsa::Avx512Vnni {
         // SAFETY: the caller checked the features; the row holds k / 32
         // scales and k codes, as `a` holds k values per token.
         unsafe {
@@ -48,7 +50,11 @@ pub fn dot_row(d: &[f16], qs: &[u8], a: &Q8Acts, vnni: bool, out: &mut [f32]) {
         }
         return;
     }
-    let _ = vnni;
+    #[cfg(target_arch = "x86_64")]
+    if isa >= DotIsa::Avx2 {
+        // SAFETY: the caller checked AVX2, FMA and F16C; the row matches `a`.
+        return unsafe { super::avx2::act8::dot_q8_0_row(d, qs, a, out) };
+    }
     let nb = a.k / QB;
     for (t, o) in out.iter_mut().enumerate() {
         let qa = &a.qs[t * a.stride..t * a.stride + a.k];
@@ -134,7 +140,6 @@ mod vnni512 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::quant::Int8Path;
 
     fn data(n: usize, seed: u64) -> Vec<f32> {
         let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
@@ -148,12 +153,12 @@ mod tests {
             .collect()
     }
 
-    /// Both paths against an f64 sum of dequantized weights times
+    /// Every path this CPU can run against an f64 sum of dequantized weights times
     /// dequantized activations, over block counts with every tail length
     /// class (1, 2, 17, 18 = SmolLM2's 576, 31, 48), including codes of -128.
     #[test]
-    fn vnni_and_portable_equal_the_dequantized_product() {
-        let vnni = Int8Path::Avx512Vnni.available() && crate::kernels::quant::has_avx512();
+    fn every_available_path_equals_the_dequantized_product() {
+        let isas = DotIsa::available_all();
         for (k, m) in [(32, 1), (64, 2), (544, 3), (576, 1), (576, 8), (992, 5), (1536, 4)] {
             let nb = k / QB;
             let rows = 3;
@@ -175,9 +180,9 @@ mod tests {
             let a = Q8Acts::new(&x, m, k, ActLayout::Natural, super::super::w4a8::ActQuant::Q8_0);
             for r in 0..rows {
                 let (dr, qr) = (&d[r * nb..(r + 1) * nb], &qs[r * k..(r + 1) * k]);
-                for use_vnni in [false, vnni] {
+                for &isa in &isas {
                     let mut out = vec![f32::NAN; m];
-                    dot_row(dr, qr, &a, use_vnni, &mut out);
+                    dot_row(dr, qr, &a, isa, &mut out);
                     for (t, &got) in out.iter().enumerate() {
                         let xh = a.dequantized(t);
                         let (mut s, mut abs) = (0.0f64, 0.0f64);
@@ -188,7 +193,7 @@ mod tests {
                         }
                         assert!(
                             (got as f64 - s).abs() <= 1e-5 * abs.max(1e-30),
-                            "k={k} m={m} row {r} tok {t} vnni={use_vnni}: {got} vs {s}"
+                            "k={k} m={m} row {r} tok {t} {isa:?}: {got} vs {s}"
                         );
                     }
                 }

@@ -109,3 +109,49 @@ fn formats_parse_with_valid_names_and_report_their_bits() {
     assert!(QMatrix::quantize(WeightFormat::Q4_0, &w[..63 * 64], 63, 64).is_ok());
     assert!(QMatrix::quantize(WeightFormat::Q8_0, &w[..40], 2, 20).is_err());
 }
+
+/// `matmul_many` on a mix of int8-decode formats (one quantization per
+/// activation rule, one parallel loop) and on a mix with an f32 part (one
+/// `matmul` each) gives every matrix its own product, under every ISA cap.
+#[test]
+fn matmul_many_matches_each_product_under_every_isa_cap() {
+    use crate::isa::{IsaLevel, with_cap};
+    let k = 512;
+    let formats =
+        [WeightFormat::Q4K, WeightFormat::Q6K, WeightFormat::Q4_1, WeightFormat::Q8_0, WeightFormat::Q4_0];
+    let qs: Vec<QMatrix> = formats
+        .iter()
+        .enumerate()
+        .map(|(i, &f)| QMatrix::quantize(f, &data((17 + 3 * i) * k, 5 + i), 17 + 3 * i, k).unwrap())
+        .collect();
+    let f32_part = QMatrix::quantize(WeightFormat::F32, &data(9 * k, 3), 9, k).unwrap();
+    for level in IsaLevel::ALL {
+        with_cap(level, || {
+            for m in [1, 3] {
+                let x = data(m * k, 40 + m);
+                for with_f32 in [false, true] {
+                    let mats: Vec<&QMatrix> = qs.iter().chain(with_f32.then_some(&f32_part)).collect();
+                    let mut ys: Vec<Vec<f32>> = mats.iter().map(|q| vec![f32::NAN; m * q.rows]).collect();
+                    {
+                        let mut parts: Vec<(&QMatrix, &mut [f32])> =
+                            mats.iter().zip(ys.iter_mut()).map(|(q, y)| (*q, &mut y[..])).collect();
+                        QMatrix::matmul_many(&mut parts, &x, m);
+                    }
+                    for (q, y) in mats.iter().zip(&ys) {
+                        let (want, tol) = reference(q, &x, m);
+                        for i in 0..y.len() {
+                            let err = (f64::from(y[i]) - f64::from(want[i])).abs();
+                            assert!(
+                                err <= tol[i],
+                                "{} m={m} f32 part {with_f32} at {level:?} [{i}]: {} vs {}",
+                                q.format().name(),
+                                y[i],
+                                want[i]
+                            );
+                        }
+                    }
+                }
+            }
+        });
+    }
+}

@@ -82,21 +82,21 @@ fn round_trip_error_is_within_one_step() {
 /// The integer dot on both paths against an f64 sum over the dequantized
 /// weights and the Q8 activations it multiplies.
 #[test]
-fn int8_dot_matches_the_dequantized_product_on_both_paths() {
+fn int8_dot_matches_the_dequantized_product_on_every_path() {
     let (n, k) = (5, 768);
     let w: Vec<f32> = (0..n * k).map(|i| ((i * 104_729 % 2003) as f32 / 1001.0 - 1.0).powi(3)).collect();
     let mut t = Q6KTensor::zeros(n, k).unwrap();
     t.quantize_from(&w);
     let mut deq = vec![0.0f32; n * k];
     t.dequantize_range(0, n * k / QK_K, &mut deq);
-    let vnni = crate::kernels::quant::Int8Path::Avx512Vnni.available() && crate::kernels::quant::has_avx512();
+    let isas = crate::kernels::quant::DotIsa::available_all();
     for m in [1, 3, 8] {
         let x: Vec<f32> = (0..m * k).map(|i| (i * 7919 % 997) as f32 / 498.0 - 1.0).collect();
         let a = Q8Acts::new(&x, m, k, ActLayout::Natural, crate::kernels::quant::w4a8::ActQuant::Q8K);
         for r in 0..n {
-            for simd in [false, vnni] {
+            for &isa in &isas {
                 let mut out = vec![0.0f32; m];
-                dot_row(&t, r, &a, simd, &mut out);
+                dot_row(&t, r, &a, isa, &mut out);
                 for (tok, &o) in out.iter().enumerate() {
                     let xa = a.dequantized(tok);
                     let (mut s, mut abs) = (0.0f64, 0.0f64);
@@ -105,10 +105,7 @@ fn int8_dot_matches_the_dequantized_product_on_both_paths() {
                         s += v;
                         abs += v.abs();
                     }
-                    assert!(
-                        (o as f64 - s).abs() <= 1e-5 * abs,
-                        "m={m} r={r} tok={tok} simd={simd}: {o} vs {s}"
-                    );
+                    assert!((o as f64 - s).abs() <= 1e-5 * abs, "m={m} r={r} tok={tok} {isa:?}: {o} vs {s}");
                 }
             }
         }
