@@ -59,37 +59,38 @@ pub struct LoadArgs {
     #[arg(long, value_name = "NAME")]
     pub served_model: Option<String>,
     /// Server scenario: the arrival rate (queries per second), or the search's start with --find-peak.
-    #[arg(long, value_name = "QPS", default_value_t = 1.0, value_parser = positive)]
+    #[arg(long, value_name = "QPS", default_value_t = 1.0, value_parser = positive, allow_negative_numbers = true)]
     pub qps: f64,
     /// Server scenario: search the highest valid rate (bracket, then bisect; LoadGen's FindPeakPerformance).
     #[arg(long)]
     pub find_peak: bool,
     /// The search stops when its bracket is narrower than PCT percent.
-    #[arg(long, value_name = "PCT", default_value_t = 5.0, value_parser = positive)]
+    #[arg(long, value_name = "PCT", default_value_t = 5.0, value_parser = positive, allow_negative_numbers = true)]
     pub search_tolerance: f64,
     /// The search makes at most N runs.
     #[arg(long, value_name = "N", default_value_t = 12, value_parser = clap::value_parser!(u32).range(1..))]
     pub search_steps: u32,
     /// Seconds of each run (server: of arrivals; single- and multi-stream: at least) [default: 10, --quick 5].
-    #[arg(long, value_name = "SECS", value_parser = positive)]
+    #[arg(long, value_name = "SECS", value_parser = positive, allow_negative_numbers = true)]
     pub duration: Option<f64>,
-    /// Queries at least (server, single- and multi-stream); offline: the queries sent [default: 16].
+    /// Queries at least (server, single- and multi-stream); offline: the queries sent [default: server 8,
+    /// others 16].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub queries: Option<u32>,
     /// Gamma shape of inter-arrival gaps (1: Poisson; below 1 burstier, above more regular).
-    #[arg(long, value_name = "B", default_value_t = 1.0, value_parser = positive)]
+    #[arg(long, value_name = "B", default_value_t = 1.0, value_parser = positive, allow_negative_numbers = true)]
     pub burstiness: f64,
     /// Multi-stream: samples per query.
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     pub streams: u32,
     /// Server validity: p99 end-to-end latency bound.
-    #[arg(long, value_name = "MS", value_parser = positive)]
+    #[arg(long, value_name = "MS", value_parser = positive, allow_negative_numbers = true)]
     pub latency_bound_ms: Option<f64>,
     /// Server validity (LLM): p99 time-to-first-token bound.
-    #[arg(long, value_name = "MS", value_parser = positive)]
+    #[arg(long, value_name = "MS", value_parser = positive, allow_negative_numbers = true)]
     pub ttft_bound_ms: Option<f64>,
     /// Server validity (LLM): p99 time-per-output-token bound.
-    #[arg(long, value_name = "MS", value_parser = positive)]
+    #[arg(long, value_name = "MS", value_parser = positive, allow_negative_numbers = true)]
     pub tpot_bound_ms: Option<f64>,
     /// Goodput SLOs, each KEY:VALUE with a unit (ttft:500ms tpot:200ms e2e:2s): requests meeting all.
     #[arg(long, value_name = "KEY:VALUE", num_args = 1.., value_parser = parse_slo)]
@@ -107,13 +108,13 @@ pub struct LoadArgs {
     #[arg(long, value_name = "N", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_batch: u32,
     /// Engine: KV-cache budget of the running requests (MiB); requests beyond it wait.
-    #[arg(long, value_name = "MIB", default_value_t = 1024.0, value_parser = positive)]
+    #[arg(long, value_name = "MIB", default_value_t = 1024.0, value_parser = positive, allow_negative_numbers = true)]
     pub kv_budget_mib: f64,
     /// Engine: worker threads [default: every logical CPU].
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,
     /// A request with no finish this many seconds after its scheduled time fails.
-    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = positive)]
+    #[arg(long, value_name = "SECS", default_value_t = 60.0, value_parser = positive, allow_negative_numbers = true)]
     pub timeout: f64,
     /// Seed of arrivals, lengths and prompts.
     #[arg(long, default_value_t = 1)]

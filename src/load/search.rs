@@ -48,8 +48,9 @@ pub fn find_peak(
     };
     let (mut lo, mut hi) = (None::<f64>, None::<f64>);
     let mut q = start;
-    // Bracket: 1/1024 of the start is the floor (a server that fails there
-    // fails everywhere this search would look).
+    // Bracket: 1/16 of the start is the floor (below it, a run of a few
+    // queries at such a rate takes minutes; a server invalid there needs a
+    // lower --qps to start from).
     while steps.len() < max_steps {
         if probe(q, &mut steps)? {
             lo = Some(q);
@@ -59,7 +60,7 @@ pub fn find_peak(
             q *= 2.0;
         } else {
             hi = Some(q);
-            if lo.is_some() || q < start / 1024.0 {
+            if lo.is_some() || q / 2.0 < start / 16.0 {
                 break;
             }
             q /= 2.0;

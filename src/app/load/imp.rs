@@ -75,7 +75,7 @@ fn settings(a: &LoadArgs) -> Result<Settings> {
     workload.check()?;
     Ok(Settings {
         duration: a.duration.unwrap_or(if a.quick { 5.0 } else { 10.0 }),
-        queries: a.queries.unwrap_or(16) as usize,
+        queries: a.queries.unwrap_or(if a.scenario == Scenario::Server { 8 } else { 16 }) as usize,
         tolerance: a.search_tolerance / 100.0,
         steps: if a.quick { a.search_steps.min(8) } else { a.search_steps } as usize,
         bounds,
@@ -266,6 +266,12 @@ fn loadavg() -> Option<String> {
 /// Runs `tfbench load`.
 pub fn load(a: &LoadArgs) -> Result<Outcome> {
     let s = settings(a)?;
+    if a.find_peak && s.bounds.ttft_ms.is_none() && s.bounds.latency_ms.is_none() {
+        eprintln!(
+            "note: a TPOT bound alone does not bound queueing (a batch cap keeps TPOT flat while requests wait); \
+             add --ttft-bound-ms (MLPerf's llama2 server scenario: TTFT 2 s, TPOT 200 ms)"
+        );
+    }
     let mut setup = build(a, &s)?;
     let env = crate::env::Environment::gather();
     let before = loadavg();
@@ -293,7 +299,7 @@ pub fn load(a: &LoadArgs) -> Result<Outcome> {
         Some(last) => check_tokens(a, &s, setup, last),
         None => None,
     };
-    let self_check = check.as_ref().map(|c| c.as_ref().ok().cloned()).unwrap_or(None);
+    let self_check = check.as_ref().and_then(|c| c.as_ref().ok().cloned());
     let cost = s.price.as_ref().map(|p| super::text::cost(p, wall_s, &runs));
     let settings = serde_json::json!({
         "qps": a.qps, "find_peak": a.find_peak, "duration_s": s.duration, "queries": s.queries,
@@ -345,16 +351,27 @@ fn check_tokens(a: &LoadArgs, s: &Settings, setup: Setup, last: &Run) -> Option<
     let Setup { target, model, tokenizer, vocab, engine, .. } = setup;
     // Stops the engine, so its thread lets go of the model.
     drop(target);
-    let (mut model, cfg) = (model?, engine?);
-    Some((|| {
-        let tok = tokenizer.as_deref().map(|t| t as &dyn Tokenize);
-        let ok = last.log.queries.iter().filter(|q| q.ok()).take(a.check as usize);
-        let reqs = ok.map(|q| s.workload.request(q.id, tok, vocab)).collect::<Result<Vec<_>>>()?;
-        Arc::get_mut(&mut model).context("the engine still holds the model")?.set_int8_activations(false);
-        let threads = cfg.threads;
-        let got = crate::load::engine::replay(model.clone(), cfg, &reqs, a.timeout)?;
-        let pairs: Vec<(&[u32], &[u32])> = reqs.iter().zip(&got).map(|(r, t)| (&r.ids[..], &t[..])).collect();
-        let ctx = crate::backend::cpu::Context::new(crate::backend::cpu::Threads::Exactly(threads))?;
-        ctx.install(|| crate::load::engine::self_check(&model, &pairs))
-    })())
+    let (model, cfg) = (model?, engine?);
+    Some(replay_check(a, s, model, cfg, tokenizer.as_deref(), vocab, last))
+}
+
+/// [`check_tokens`]'s replay and comparison.
+fn replay_check(
+    a: &LoadArgs,
+    s: &Settings,
+    mut model: Arc<Model>,
+    cfg: EngineConfig,
+    tokenizer: Option<&FileTokenizer>,
+    vocab: usize,
+    last: &Run,
+) -> Result<SelfCheck> {
+    let tok = tokenizer.map(|t| t as &dyn Tokenize);
+    let ok = last.log.queries.iter().filter(|q| q.ok()).take(a.check as usize);
+    let reqs = ok.map(|q| s.workload.request(q.id, tok, vocab)).collect::<Result<Vec<_>>>()?;
+    Arc::get_mut(&mut model).context("the engine still holds the model")?.set_int8_activations(false);
+    let threads = cfg.threads;
+    let got = crate::load::engine::replay(model.clone(), cfg, &reqs, a.timeout)?;
+    let pairs: Vec<(&[u32], &[u32])> = reqs.iter().zip(&got).map(|(r, t)| (&r.ids[..], &t[..])).collect();
+    let ctx = crate::backend::cpu::Context::new(crate::backend::cpu::Threads::Exactly(threads))?;
+    ctx.install(|| crate::load::engine::self_check(&model, &pairs))
 }
