@@ -173,13 +173,15 @@ pub fn run_with(
                 let why = "abandoned: the run had already missed its bounds";
                 d.log.iter_mut().filter(|q| q.pending()).for_each(|q| q.error = Some(why.into()));
                 // Never sent: in the log as abandoned, so the run counts every query.
-                for i in d.log.len()..times.len() {
+                let sent = d.log.len();
+                for (i, &at) in times.iter().enumerate().skip(sent) {
+                    let error = Some(why.into());
                     let q = QueryRecord {
                         id: i,
                         group: i,
-                        scheduled_s: times[i],
-                        sent_s: times[i],
-                        error: Some(why.into()),
+                        scheduled_s: at,
+                        sent_s: at,
+                        error,
                         ..Default::default()
                     };
                     d.log.push(q);

@@ -274,6 +274,7 @@ pub fn load(a: &LoadArgs) -> Result<Outcome> {
     }
     let mut setup = build(a, &s)?;
     let env = crate::env::Environment::gather();
+    let started = crate::probe::now_rfc3339();
     let before = loadavg();
     let meter = Meter::start(a.server_pid);
     let t0 = Instant::now();
@@ -311,7 +312,7 @@ pub fn load(a: &LoadArgs) -> Result<Outcome> {
     });
     let res = Results {
         tool: format!("tfbench {}", env!("CARGO_PKG_VERSION")),
-        date_utc: crate::probe::now_rfc3339(),
+        date_utc: started,
         scenario: format!("{:?}", a.scenario),
         target: label,
         cpu: env.cpu_model.clone(),
