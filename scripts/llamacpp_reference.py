@@ -46,7 +46,7 @@ LLAMA_POOLING_TYPE_NONE = 0
 # ggml-cpu's vec_dot_type of each weight type (ggml/src/ggml-cpu/ggml-cpu.c,
 # `type_traits_cpu`): what the activations are converted to before a matmul.
 VEC_DOT = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q8_0": "Q8_0", "Q4_0": "Q8_0",
-           "Q4_1": "Q8_1", "Q4_K": "Q8_K", "Q6_K": "Q8_K"}
+           "Q4_1": "Q8_1", "Q4_K": "Q8_K", "Q6_K": "Q8_K", "Q5_0": "Q8_0"}
 
 
 def load_bindings(package):

@@ -31,10 +31,27 @@ into DATA/arch/, with the gguf, numpy and safetensors PyPI packages):
   it (Q and K rows permuted for ggml's adjacent-pair RoPE, as
   `LlamaModel.permute` in conversion/llama.py does).
 
+- qwen2-tiny.f32.gguf, qwen3-tiny.f32.gguf, phi3-tiny.f32.gguf,
+  gemma3-tiny.{f16,q5_0}.gguf: seeded random decoders of the LLaMA family's
+  other GGUF architectures (2 layers, 6 for gemma3; width 64), each with
+  llama.cpp's tensor names and the parts its graph reads: qwen2's Q/K/V
+  biases; qwen3's QK norms and a head width (32) that is not width/heads;
+  phi3's fused `attn_qkv` and gate+up `ffn_up`; gemma3's QK norms, post-
+  attention and post-FFN norms, head width 48, sliding window of 8 on
+  layers 0-4 (the default pattern of 6) with its own RoPE base, a final
+  logit soft-cap of 30, GeGLU, embedding scaled by sqrt(64) (done by
+  llama.cpp, not stored). Each carries a real tokenizer, copied whole
+  (every `tokenizer.*` key) from a file of its family: llama.cpp's
+  ggml-vocab-qwen2.gguf and ggml-vocab-phi-3.gguf (DATA/arch, copied there
+  by scripts/fetch-test-data.sh), and Gemma 3 270M (DATA/gemma3), so the vocabulary is the real one and the
+  embedding as wide. gemma3-tiny.q5_0.gguf stores the matrices in Q5_0 and
+  the (tied) embedding in Q8_0, as llama.cpp's Q4_K_M mix does for Gemma 3
+  270M's 640-wide rows.
+
 Deterministic: the same bytes every run, so the llama.cpp fixtures
 (tests/fixtures/llamacpp_*.json) stay valid.
 
-    python3 scripts/make_arch_models.py DATA
+    python3 scripts/make_arch_models.py DATA [family]   # family: only those five files
 """
 import json
 import os
@@ -47,7 +64,7 @@ from gguf.quants import quantize
 from safetensors.numpy import load_file, save_file
 from tokref import byte_chars, merge_pair
 
-TYPES = {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_1": T.Q4_1}
+TYPES = {"f32": T.F32, "f16": T.F16, "q8_0": T.Q8_0, "q4_1": T.Q4_1, "q5_0": T.Q5_0}
 
 
 def put(w, name, a, ty):
@@ -290,9 +307,117 @@ def llama_tiny(dst):
     finish(w, path)
 
 
-def main(data):
+def copy_tokenizer(w, src):
+    """Every `tokenizer.*` key of the GGUF file `src`, as it is there; the
+    vocabulary size."""
+    from gguf import GGUFReader, GGUFValueType
+
+    r = GGUFReader(src)
+    n = 0
+    for k, f in r.fields.items():
+        if not k.startswith("tokenizer."):
+            continue
+        vt = f.types[0]
+        if vt == GGUFValueType.ARRAY:
+            w.add_key_value(k, f.contents(), vt, sub_type=f.types[-1])
+        else:
+            w.add_key_value(k, f.contents(), vt)
+        if k == "tokenizer.ggml.tokens":
+            n = len(f.data)
+    return n
+
+
+FAMILY = {
+    # name: arch, tokenizer source, layers, hidden, heads, kv heads, head width, ffn
+    "qwen2": ("qwen2", "arch/ggml-vocab-qwen2.gguf", 2, 64, 4, 2, 16, 128),
+    "qwen3": ("qwen3", "arch/ggml-vocab-qwen2.gguf", 2, 64, 4, 2, 32, 128),
+    "phi3": ("phi3", "arch/ggml-vocab-phi-3.gguf", 2, 64, 4, 4, 16, 128),
+    "gemma3": ("gemma3", "gemma3/gemma-3-270m-q4_k_m.gguf", 6, 64, 2, 1, 48, 128),
+}
+
+
+def family_tiny(data, dst, name, tyname, seed):
+    """One tiny decoder of FAMILY; False when its tokenizer source is absent."""
+    arch, tok, layers, h, heads, kvh, hd, f = FAMILY[name]
+    src = os.path.join(data, tok)
+    if not os.path.exists(src):
+        print(f"make_arch_models: {src} absent, no {name}-tiny", file=sys.stderr)
+        return False
+    ty = TYPES[tyname]
+    rng = np.random.default_rng(seed)
+    n = lambda *s, sd=1.0: (rng.standard_normal(s) * sd).astype(np.float32)  # noqa: E731
+    path = os.path.join(dst, f"{name}-tiny.{tyname}.gguf")
+    w = GGUFWriter(path + ".partial", arch)
+    w.add_name(f"{name}-tiny {tyname.upper()} (tfbench test file)")
+    v = copy_tokenizer(w, src)
+    qd, kvd = heads * hd, kvh * hd
+    w.add_context_length(256)
+    w.add_embedding_length(h)
+    w.add_feed_forward_length(f)
+    w.add_block_count(layers)
+    w.add_head_count(heads)
+    w.add_head_count_kv(kvh)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1e6 if arch == "gemma3" else 10000.0)
+    if qd != h:
+        w.add_key_length(hd)
+        w.add_value_length(hd)
+    w.add_rope_dimension_count(hd)
+    if arch == "gemma3":
+        w.add_sliding_window(8)
+        w.add_rope_freq_base_swa(10000.0)
+        w.add_final_logit_softcapping(30.0)
+    # The embedding (tied output) spreads logits over several units. A
+    # Gemma multiplies it by sqrt(64) on the way in: drawn at 0.3, the input
+    # token's own row would dominate its logits (a greedy run repeating one
+    # token), so it is drawn at 0.05 and the final norm's scale is 6x.
+    emb_ty = T.Q8_0 if ty == T.Q5_0 else ty
+    gemma = arch == "gemma3"
+    put(w, "token_embd.weight", n(v, h, sd=0.05 if gemma else 0.3), emb_ty)
+    put(w, "output_norm.weight", (6.0 if gemma else 1.0) * (1 + n(h, sd=0.1)), T.F32)
+    mat = lambda out, inp: n(out, inp, sd=2.0 / np.sqrt(inp))  # noqa: E731
+    for i in range(layers):
+        p = f"blk.{i}."
+        if arch == "phi3":
+            put(w, p + "attn_qkv.weight", mat(qd + 2 * kvd, h), ty)
+            put(w, p + "ffn_up.weight", mat(2 * f, h), ty)
+        else:
+            put(w, p + "attn_q.weight", mat(qd, h), ty)
+            put(w, p + "attn_k.weight", mat(kvd, h), ty)
+            put(w, p + "attn_v.weight", mat(kvd, h), ty)
+            put(w, p + "ffn_gate.weight", mat(f, h), ty)
+            put(w, p + "ffn_up.weight", mat(f, h), ty)
+        if arch == "qwen2":
+            for nm, d in [("attn_q", qd), ("attn_k", kvd), ("attn_v", kvd)]:
+                put(w, p + nm + ".bias", n(d, sd=0.5), T.F32)
+        put(w, p + "attn_output.weight", mat(h, qd), ty)
+        put(w, p + "ffn_down.weight", mat(h, f), ty)
+        put(w, p + "attn_norm.weight", 1 + n(h, sd=0.1), T.F32)
+        put(w, p + "ffn_norm.weight", 1 + n(h, sd=0.1), T.F32)
+        if arch in ("qwen3", "gemma3"):
+            put(w, p + "attn_q_norm.weight", 1 + n(hd, sd=0.1), T.F32)
+            put(w, p + "attn_k_norm.weight", 1 + n(hd, sd=0.1), T.F32)
+        if arch == "gemma3":
+            put(w, p + "post_attention_norm.weight", 1 + n(h, sd=0.1), T.F32)
+            put(w, p + "post_ffw_norm.weight", 1 + n(h, sd=0.1), T.F32)
+    finish(w, path)
+    return True
+
+
+def family(data, dst, only=None):
+    """The tiny decoders of FAMILY."""
+    for name, tyname, seed in [("qwen2", "f32", 20261128), ("qwen3", "f32", 20261129), ("phi3", "f32", 20261130),
+                               ("gemma3", "f16", 20261131), ("gemma3", "q5_0", 20261131)]:
+        if only is None or name == only:
+            family_tiny(data, dst, name, tyname, seed)
+
+
+def main(data, only_family=False):
     dst = os.path.join(data, "arch")
     os.makedirs(dst, exist_ok=True)
+    if only_family:
+        family(data, dst)
+        return
     src = os.path.join(data, "minilm")
     if os.path.exists(os.path.join(src, "model.safetensors")):
         for ty in ["f32", "f16", "q8_0"]:
@@ -304,6 +429,7 @@ def main(data):
         gpt2_gguf(dst, ty, t)
     gpt2_hf(dst, t)
     llama_tiny(dst)
+    family(data, dst)
     bpe = bpe512()
     for d in ["gpt2-tiny-hf", "llama-tiny-hf"]:
         write_tokenizer(os.path.join(dst, d), bpe)
@@ -311,4 +437,4 @@ def main(data):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2:] == ["family"])

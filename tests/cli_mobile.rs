@@ -60,3 +60,44 @@ fn a_profile_runs_capped_and_says_it_is_emulated() {
         assert!(why.contains("wasmtime feature"), "{why}");
     }
 }
+
+/// The user's own device profile: `NAME.toml` in a folder of
+/// `$TFBENCH_DEVICE_PROFILES`, chosen by a config file as `NAME-emulated`,
+/// runs capped like a shipped one; an unknown name stops the run before
+/// anything runs, naming the known profiles (the user's among them).
+#[test]
+fn a_users_own_profile_file_runs_and_a_typo_is_refused() {
+    let dir = scratch("mobile-user-profile");
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/configs/devices/rpi5.toml"))
+        .expect("shipped profile");
+    write(&dir, "my-board.toml", &shipped.replace("name = \"rpi5\"", "name = \"my-board\""));
+    let env = [("TFBENCH_DEVICE_PROFILES", dir.to_str().unwrap())];
+    let config = |profile: &str| {
+        write(
+            &dir,
+            "mobile.toml",
+            &format!(
+                "[suites.mobile.benchmarks.capped]\nprofile = \"{profile}\"\nshape = \"1x64x32\"\nthreads = 1\npowersave = 0\n"
+            ),
+        )
+    };
+    let cfg = config("my-board-emulated");
+    let args =
+        ["run", "--suite", "mobile", "--quick", "--no-probe", "--sample-size", "3", "--format", "json"];
+    let mut with = args.to_vec();
+    with.extend(["--config", &cfg, "mobile/capped/"]);
+    let r = tfbench_env(&env, &with);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let v = json(&r);
+    let ids: Vec<&str> = cases(&v).iter().filter_map(|c| c["id"].as_str()).collect();
+    assert_eq!(ids, ["mobile/capped/powersave=0,profile=my-board-emulated,shape=1x64x32,threads=1"]);
+    let c = &cases(&v)[0];
+    assert_eq!(c["status"]["state"], "ok", "{}", c["status"]);
+    assert!(c["verification"]["reference"].as_str().unwrap().contains("my-board-emulated"));
+
+    let cfg = config("my-bord-emulated");
+    let mut with = args.to_vec();
+    with.extend(["--config", &cfg, "mobile/capped/"]);
+    let r = tfbench_env(&env, &with);
+    assert_usage_error(&r, &["mobile.toml", "my-bord-emulated", "my-board-emulated", "pixel8-emulated"]);
+}

@@ -60,6 +60,46 @@ pub struct ModelConfig {
     pub norm_eps: f32,
     /// RoPE base frequency (LLaMA).
     pub rope_theta: f32,
+    /// Where a LLaMA-family decoder departs from LLaMA (the GGUF
+    /// architectures `qwen2`, `qwen3`, `gemma3`, `phi3`); the default for
+    /// every catalogue model.
+    #[serde(default, skip_serializing_if = "Variant::is_plain")]
+    pub variant: Variant,
+}
+
+/// A LLaMA-family decoder's departures from LLaMA, as the GGUF files of
+/// other architectures carry them (the per-block parts, QK norms and
+/// post-norms, are the block's optional tensors).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Variant {
+    /// The file's architecture name (`gemma3`); empty: the family's own.
+    pub name: String,
+    /// Head width when it is not `hidden / heads` (a file's
+    /// `attention.key_length`); 0: `hidden / heads`.
+    pub head_dim: usize,
+    /// Token embeddings are multiplied by this (Gemma: sqrt(hidden)); 0: by 1.
+    pub embed_scale: f32,
+    /// The gated FFN's activation is tanh-GELU (Gemma's GeGLU), not SiLU.
+    pub gelu_gate: bool,
+    /// Keys a sliding-window layer sees: positions `p - window + 1 ..= p`; 0: no window.
+    pub window: usize,
+    /// Which layers attend through the window (empty: none).
+    pub window_layers: Vec<bool>,
+    /// RoPE base of the sliding-window layers.
+    pub rope_theta_window: f32,
+    /// `c * tanh(logits / c)` on the output logits; 0: none.
+    pub final_softcap: f32,
+}
+
+impl Variant {
+    /// Whether nothing departs from the family (what serialization skips).
+    pub fn is_plain(&self) -> bool {
+        *self == Self::default()
+    }
+    /// Whether layer `l` attends through the sliding window.
+    pub fn windowed(&self, l: usize) -> bool {
+        self.window > 0 && self.window_layers.get(l).copied().unwrap_or(false)
+    }
 }
 
 /// One weight tensor: its name (Hugging Face style) and shape.
@@ -117,6 +157,7 @@ impl ModelConfig {
             type_vocab: 2,
             norm_eps: 1e-12,
             rope_theta: 0.0,
+            variant: Variant::default(),
         };
         let gpt2 = |layers, hidden, heads, ffn, vocab| Self {
             name: name.to_string(),
@@ -131,6 +172,7 @@ impl ModelConfig {
             type_vocab: 0,
             norm_eps: 1e-5,
             rope_theta: 0.0,
+            variant: Variant::default(),
         };
         let llama = |layers, hidden, heads, kv_heads, ffn, vocab| Self {
             name: name.to_string(),
@@ -145,6 +187,7 @@ impl ModelConfig {
             type_vocab: 0,
             norm_eps: 1e-5,
             rope_theta: 10000.0,
+            variant: Variant::default(),
         };
         Ok(match name {
             "bert-tiny" => bert(2, 128, 2, 512, 30522),
@@ -162,7 +205,18 @@ impl ModelConfig {
 
     /// Width of one attention head.
     pub fn head_dim(&self) -> usize {
-        self.hidden / self.heads
+        if self.variant.head_dim > 0 { self.variant.head_dim } else { self.hidden / self.heads }
+    }
+
+    /// Width of the queries (and of attention's output): `heads * head_dim`,
+    /// the model width unless the file sets its own head width.
+    pub fn q_dim(&self) -> usize {
+        self.heads * self.head_dim()
+    }
+
+    /// The architecture's name: a file's own (`qwen3`) or the family's.
+    pub fn arch_name(&self) -> &str {
+        if self.variant.name.is_empty() { self.arch.name() } else { &self.variant.name }
     }
 
     /// Checks the shape is internally consistent (heads divide the width,
@@ -174,7 +228,7 @@ impl ModelConfig {
         {
             bail!("model {name}: layers, hidden, heads, kv_heads, ffn, vocab and max_positions must be > 0");
         }
-        if !self.hidden.is_multiple_of(self.heads) {
+        if self.variant.head_dim == 0 && !self.hidden.is_multiple_of(self.heads) {
             bail!("model {name}: hidden {} is not a multiple of heads {}", self.hidden, self.heads);
         }
         if !self.heads.is_multiple_of(self.kv_heads) {
@@ -192,7 +246,7 @@ impl ModelConfig {
     /// Every weight tensor of the model, in a fixed order. Linear weights
     /// are `[out, in]`.
     pub fn weights(&self) -> Vec<WeightSpec> {
-        let (h, f, v) = (self.hidden, self.ffn, self.vocab);
+        let (h, f, v, qd) = (self.hidden, self.ffn, self.vocab, self.q_dim());
         let kv = self.kv_heads * self.head_dim();
         let mut w = vec![WeightSpec::new("embed.tokens", &[v, h])];
         match self.arch {
@@ -214,10 +268,10 @@ impl ModelConfig {
                     w.push(WeightSpec::new(p(&format!("{name}.bias")), &[out]));
                 }
             };
-            linear("attn.q", h, h);
+            linear("attn.q", qd, h);
             linear("attn.k", kv, h);
             linear("attn.v", kv, h);
-            linear("attn.o", h, h);
+            linear("attn.o", h, qd);
             if self.arch == Arch::Llama {
                 linear("ffn.gate", f, h);
             }

@@ -39,6 +39,8 @@ impl Model {
                 n2: l
                     .norm(&p(b))?
                     .ok_or_else(|| anyhow::anyhow!("model {}: layer {i} lacks {b}", cfg.name))?,
+                qk_norm: None,
+                post_norms: None,
             });
         }
         let final_norm = l.norm("final_norm")?;
@@ -57,6 +59,7 @@ impl Model {
             lm_head,
             pooler,
             rope,
+            rope_window: None,
         })
     }
 }

@@ -45,7 +45,13 @@ pub fn layer_norm_into(x: &[f32], out: &mut [f32], w: &[f32], b: &[f32], eps: f3
 /// `out = x / sqrt(mean(x^2) + eps) * w` per row (LLaMA's RMSNorm).
 pub fn rms_norm_into(x: &[f32], out: &mut [f32], w: &[f32], eps: f32) {
     out.copy_from_slice(x);
-    rows_mut(out, w.len(), |_, r| rms_norm_row_inplace(r, w, eps));
+    rms_norm(out, w, eps);
+}
+
+/// RMSNorm in place over rows of `w.len()` values (per attention head for
+/// the QK norms of qwen3 and gemma3).
+pub fn rms_norm(x: &mut [f32], w: &[f32], eps: f32) {
+    rows_mut(x, w.len(), |_, r| rms_norm_row_inplace(r, w, eps));
 }
 
 simd_dispatch! {
@@ -63,6 +69,21 @@ simd_dispatch! {
 simd_dispatch! {
     fn swiglu_row(g: &mut [f32], u: &[f32]) {
         g.iter_mut().zip(u).for_each(|(g, &u)| *g = silu_f32(*g) * u);
+    }
+}
+
+simd_dispatch! {
+    fn geglu_row(g: &mut [f32], u: &[f32]) {
+        g.iter_mut().zip(u).for_each(|(g, &u)| *g = gelu_f32(*g) * u);
+    }
+}
+
+/// GeGLU (Gemma's gated FFN): `gate = gelu_tanh(gate) * up`, in place in `gate`.
+pub fn geglu(gate: &mut [f32], up: &[f32], width: usize) {
+    if gate.len() / width.max(1) >= PAR_ROWS {
+        gate.par_chunks_mut(width).zip(up.par_chunks(width)).for_each(|(g, u)| geglu_row(g, u));
+    } else {
+        geglu_row(gate, up);
     }
 }
 
@@ -167,6 +188,9 @@ pub struct AttnShape {
     pub capacity: usize,
     /// Causal: query `i` sees keys `0..=keys-queries+i`; else all keys.
     pub causal: bool,
+    /// Sliding window (causal only): query at position `p` sees keys
+    /// `p - window + 1 ..= p`, as llama.cpp's standard SWA; 0: no window.
+    pub window: usize,
 }
 
 /// Per-thread scratch of [`attention`], allocated once so the timed loop
@@ -248,7 +272,11 @@ pub fn attention(
             let mask = key_mask.map_or(&[][..], |m| &m[b * s.keys..(b + 1) * s.keys]);
             for i in 0..s.queries {
                 let visible = if s.causal { past + i + 1 } else { s.keys };
-                masked_softmax_row(&mut sc[i * s.keys..(i + 1) * s.keys], mask, visible);
+                let row = &mut sc[i * s.keys..(i + 1) * s.keys];
+                if s.window > 0 && visible > s.window {
+                    row[..visible - s.window].fill(f32::NEG_INFINITY);
+                }
+                masked_softmax_row(row, mask, visible);
             }
             head_matmul((s.queries, s.keys, hd), sc, vh, Layout::KxN, oh);
             for i in 0..s.queries {
@@ -287,20 +315,22 @@ pub(crate) mod naive {
         v: &[f64],
         hd: usize,
         causal_past: Option<usize>,
+        window: usize,
     ) -> Vec<f64> {
         let (nq, nk) = (q.len() / hd, k.len() / hd);
         let mut out = vec![0.0; nq * hd];
         for i in 0..nq {
             let vis = causal_past.map_or(nk, |p| p + i + 1);
-            let sc: Vec<f64> = (0..vis)
+            let first = if window > 0 { vis.saturating_sub(window) } else { 0 };
+            let sc: Vec<f64> = (first..vis)
                 .map(|j| (0..hd).map(|d| q[i * hd + d] * k[j * hd + d]).sum::<f64>() / (hd as f64).sqrt())
                 .collect();
             let m = sc.iter().cloned().fold(f64::MIN, f64::max);
             let e: Vec<f64> = sc.iter().map(|x| (x - m).exp()).collect();
             let z: f64 = e.iter().sum();
-            for j in 0..vis {
+            for j in first..vis {
                 for d in 0..hd {
-                    out[i * hd + d] += e[j] / z * v[j * hd + d];
+                    out[i * hd + d] += e[j - first] / z * v[j * hd + d];
                 }
             }
         }
@@ -419,7 +449,8 @@ mod tests {
         let kt = randn(batch * nk * kvh * hd, 8);
         let vt = randn(batch * nk * kvh * hd, 9);
         let (k, v) = (head_major(&kt, batch, nk, kvh, hd), head_major(&vt, batch, nk, kvh, hd));
-        for causal in [true, false] {
+        // A sliding window of 3 keys: the first query (position 4) sees keys 2..=4.
+        for (causal, window) in [(true, 0), (false, 0), (true, 3)] {
             let s = AttnShape {
                 batch,
                 heads,
@@ -429,6 +460,7 @@ mod tests {
                 keys: nk,
                 capacity: nk,
                 causal,
+                window,
             };
             for threads in [1, 3] {
                 let mut out = vec![f32::NAN; q.len()];
@@ -448,6 +480,7 @@ mod tests {
                             &pick(&vt, nk, kvh * hd, g),
                             hd,
                             causal.then_some(nk - nq),
+                            window,
                         );
                         let got: Vec<f32> = pick(&out, nq, heads * hd, h).iter().map(|&x| x as f32).collect();
                         close(&got, &want, 1e-5);
@@ -466,6 +499,7 @@ mod tests {
             keys: nk,
             capacity: nk,
             causal: false,
+            window: 0,
         };
         let mut masked = vec![0.0; q.len()];
         attention(s, &q, &k, &v, Some(&mask), &mut masked, &mut AttnScratch::new(2, nq, nk, hd));
@@ -482,7 +516,7 @@ mod tests {
                 // Only the first 5 keys of each sequence are unmasked.
                 let kk: Vec<f64> = take(kr, nk, kvh * hd, g)[..5 * hd].to_vec();
                 let vv: Vec<f64> = take(vr, nk, kvh * hd, g)[..5 * hd].to_vec();
-                let want = naive::attention_head(&take(qr, nq, heads * hd, h), &kk, &vv, hd, None);
+                let want = naive::attention_head(&take(qr, nq, heads * hd, h), &kk, &vv, hd, None, 0);
                 let got: Vec<f32> = take(&masked, nq, heads * hd, h).iter().map(|&x| x as f32).collect();
                 close(&got, &want, 1e-5);
             }
@@ -504,6 +538,7 @@ mod tests {
             keys: n,
             capacity: n,
             causal: true,
+            window: 0,
         };
         let mut scratch = AttnScratch::new(2, n, n, hd);
         let mut a = vec![0.0; q.len()];

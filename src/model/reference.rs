@@ -70,7 +70,8 @@ fn rope(x: &mut [f64], heads: usize, hd: usize, pos: usize, theta: f32) {
 /// every position `[seq x vocab]`.
 pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
     let cfg = &model.cfg;
-    let (h, hd, s) = (cfg.hidden, cfg.head_dim(), ids.len());
+    let (h, hd, s, var) = (cfg.hidden, cfg.head_dim(), ids.len(), &cfg.variant);
+    let emb_scale = if var.embed_scale != 0.0 { var.embed_scale as f64 } else { 1.0 };
     let group = cfg.heads / cfg.kv_heads;
     let tok = model.tokens.w.to_f32();
     let mut x: Vec<Vec<f64>> = ids
@@ -79,7 +80,7 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
         .map(|(t, &id)| {
             (0..h)
                 .map(|i| {
-                    tok[id as usize * h + i] as f64
+                    tok[id as usize * h + i] as f64 * emb_scale
                         + model.positions.as_ref().map_or(0.0, |p| p[t * h + i] as f64)
                         + model.types.as_ref().map_or(0.0, |p| p[i] as f64)
                 })
@@ -91,7 +92,7 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
         x = x.iter().map(|r| norm(n, r, cfg.norm_eps)).collect();
     }
     let encoder = cfg.arch == Arch::Bert;
-    for blk in &model.blocks {
+    for (l, blk) in model.blocks.iter().enumerate() {
         let w = |l: &Linear| l.w.to_f32();
         let (wq, wk, wv, wo, wu, wd) = (w(&blk.q), w(&blk.k), w(&blk.v), w(&blk.o), w(&blk.up), w(&blk.down));
         let wg = blk.gate.as_ref().map(w);
@@ -100,18 +101,34 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
         let mut q: Vec<Vec<f64>> = inp.iter().map(|r| dense(&blk.q, r, &wq)).collect();
         let mut k: Vec<Vec<f64>> = inp.iter().map(|r| dense(&blk.k, r, &wk)).collect();
         let v: Vec<Vec<f64>> = inp.iter().map(|r| dense(&blk.v, r, &wv)).collect();
+        if let Some((qn, kn)) = &blk.qk_norm {
+            let heads = |r: &mut Vec<f64>, n: &Norm| {
+                *r = r.chunks(hd).flat_map(|c| norm(n, c, cfg.norm_eps)).collect()
+            };
+            q.iter_mut().for_each(|r| heads(r, qn));
+            k.iter_mut().for_each(|r| heads(r, kn));
+        }
+        let windowed = var.windowed(l);
         if cfg.arch == Arch::Llama {
+            let theta =
+                if windowed && var.rope_theta_window > 0.0 { var.rope_theta_window } else { cfg.rope_theta };
             for t in 0..s {
-                rope(&mut q[t], cfg.heads, hd, t, cfg.rope_theta);
-                rope(&mut k[t], cfg.kv_heads, hd, t, cfg.rope_theta);
+                rope(&mut q[t], cfg.heads, hd, t, theta);
+                rope(&mut k[t], cfg.kv_heads, hd, t, theta);
             }
         }
         for t in 0..s {
-            let mut att = vec![0.0; h];
+            let mut att = vec![0.0; cfg.q_dim()];
             for head in 0..cfg.heads {
                 let kvh = head / group;
                 let keys: Vec<usize> = (0..s)
-                    .filter(|&j| if encoder { mask.is_none_or(|m| m[j] != 0) } else { j <= t })
+                    .filter(|&j| {
+                        if encoder {
+                            mask.is_none_or(|m| m[j] != 0)
+                        } else {
+                            j <= t && (!windowed || t - j < var.window)
+                        }
+                    })
                     .collect();
                 let scores: Vec<f64> = keys
                     .iter()
@@ -129,7 +146,10 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
                     }
                 }
             }
-            let o = dense(&blk.o, &att, &wo);
+            let mut o = dense(&blk.o, &att, &wo);
+            if let Some((post, _)) = &blk.post_norms {
+                o = norm(post, &o, cfg.norm_eps);
+            }
             x[t].iter_mut().zip(&o).for_each(|(a, b)| *a += b);
         }
         if encoder {
@@ -139,21 +159,20 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
             let inp = if encoder { xt.clone() } else { norm(&blk.n2, xt, cfg.norm_eps) };
             let up = dense(&blk.up, &inp, &wu);
             let act: Vec<f64> = match (&blk.gate, &wg) {
+                (Some(g), Some(wg)) if var.gelu_gate => {
+                    dense(g, &inp, wg).iter().zip(&up).map(|(&g, u)| gelu_tanh(g) * u).collect()
+                }
                 (Some(g), Some(wg)) => {
                     let gate = dense(g, &inp, wg);
                     gate.iter().zip(&up).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect()
                 }
                 _ if encoder => up.iter().map(|&u| 0.5 * u * (1.0 + erf64(u / 2f64.sqrt()))).collect(),
-                _ => up
-                    .iter()
-                    .map(|&u| {
-                        0.5 * u
-                            * (1.0
-                                + ((2.0 / std::f64::consts::PI).sqrt() * (u + 0.044715 * u.powi(3))).tanh())
-                    })
-                    .collect(),
+                _ => up.iter().map(|&u| gelu_tanh(u)).collect(),
             };
-            let down = dense(&blk.down, &act, &wd);
+            let mut down = dense(&blk.down, &act, &wd);
+            if let Some((_, post)) = &blk.post_norms {
+                down = norm(post, &down, cfg.norm_eps);
+            }
             xt.iter_mut().zip(&down).for_each(|(a, b)| *a += b);
             if encoder {
                 *xt = norm(&blk.n2, xt, cfg.norm_eps);
@@ -166,7 +185,16 @@ pub fn forward(model: &Model, ids: &[u32], mask: Option<&[u8]>) -> Vec<f64> {
     let head = model.lm_head.as_ref().unwrap_or(&model.tokens);
     let wh = head.w.to_f32();
     let fnorm = model.final_norm.as_ref().expect("decoders have a final norm");
-    x.iter().flat_map(|r| dense(head, &norm(fnorm, r, cfg.norm_eps), &wh)).collect()
+    let c = var.final_softcap as f64;
+    x.iter()
+        .flat_map(|r| dense(head, &norm(fnorm, r, cfg.norm_eps), &wh))
+        .map(|z| if c > 0.0 { c * (z / c).tanh() } else { z })
+        .collect()
+}
+
+/// GPT-2's tanh GELU in f64.
+fn gelu_tanh(u: f64) -> f64 {
+    0.5 * u * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (u + 0.044715 * u.powi(3))).tanh())
 }
 
 #[cfg(test)]

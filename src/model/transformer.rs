@@ -1,6 +1,9 @@
 //! One transformer implementation configured by shape: BERT (post-norm
 //! encoder), GPT-2 (pre-norm decoder, tied LM head) and LLaMA (RMSNorm, RoPE,
 //! SwiGLU, grouped-query attention, untied head), with a KV cache for decoding.
+//! The LLaMA family's variants from GGUF files (`config::Variant`: QK norms,
+//! post-norms, GeGLU, sliding-window layers, soft-capped logits, a head
+//! width of their own) are optional parts of the same pass.
 //!
 //! All tokens of a call go through each projection as one GEMM (prefill is
 //! `batch * prompt` rows, a decode step `batch` rows: a batch decodes through
@@ -45,6 +48,12 @@ pub struct Block {
     pub n1: Norm,
     /// Norm before the FFN (pre-norm) or after it (BERT).
     pub n2: Norm,
+    /// RMSNorms of each query and key head (over `head_dim`) before RoPE
+    /// (qwen3, gemma3).
+    pub qk_norm: Option<(Norm, Norm)>,
+    /// RMSNorms of the attention and FFN outputs before their residual
+    /// additions (gemma3's post-norms).
+    pub post_norms: Option<(Norm, Norm)>,
 }
 
 /// A model with its weights.
@@ -71,6 +80,9 @@ pub struct Model {
     pub pooler: Option<Linear>,
     /// Rotary tables (LLaMA).
     pub rope: Option<Rope>,
+    /// Rotary tables of the sliding-window layers, when their base differs
+    /// (gemma3: 10^4 against the global layers' 10^6).
+    pub rope_window: Option<Rope>,
 }
 
 /// Copies token-major `[batch*n x kv_heads*hd]` rows into head-major
@@ -123,6 +135,7 @@ impl Model {
         for b in &self.blocks {
             n += [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].iter().map(|l| lin(l)).sum::<usize>();
             n += b.gate.as_ref().map_or(0, lin) + norm(&b.n1) + norm(&b.n2);
+            n += b.qk_norm.iter().chain(&b.post_norms).map(|(x, y)| norm(x) + norm(y)).sum::<usize>();
         }
         n
     }
@@ -141,8 +154,10 @@ impl Model {
         for b in &self.blocks {
             n += [&b.q, &b.k, &b.v, &b.o, &b.up, &b.down].iter().map(|l| l.bytes()).sum::<f64>();
             n += b.gate.as_ref().map_or(0.0, Linear::bytes) + norm(&b.n1) + norm(&b.n2);
+            n += b.qk_norm.iter().chain(&b.post_norms).map(|(x, y)| norm(x) + norm(y)).sum::<f64>();
         }
-        n + self.rope.as_ref().map_or(0, Rope::bytes) as f64
+        let rope = self.rope.iter().chain(&self.rope_window).map(Rope::bytes).sum::<usize>();
+        n + rope as f64
     }
 
     /// Bytes of weights one decode step streams from memory: every block
@@ -178,6 +193,10 @@ impl Model {
         for (r, &id) in ids.iter().enumerate() {
             let row = &mut ws.x[r * h..(r + 1) * h];
             self.tokens.w.row_into(id as usize * h, row);
+            let scale = self.cfg.variant.embed_scale;
+            if scale != 0.0 {
+                row.iter_mut().for_each(|v| *v *= scale);
+            }
             if let Some(p) = &self.positions {
                 let pos = start + r % n;
                 ops::add_into(row, &p[pos * h..(pos + 1) * h]);
@@ -210,6 +229,7 @@ impl Model {
             keys: seq,
             capacity: seq,
             causal: false,
+            window: 0,
         };
         for blk in &self.blocks {
             let x = &ws.x[..rows * h];
@@ -291,7 +311,7 @@ impl Model {
             cache.capacity,
             past + n
         );
-        let (hd, kvd, f) = (cfg.head_dim(), cfg.kv_heads * cfg.head_dim(), cfg.ffn);
+        let (hd, kvd, f, qd) = (cfg.head_dim(), cfg.kv_heads * cfg.head_dim(), cfg.ffn, cfg.q_dim());
         self.embed(ws, ids, n, past);
         let shape = AttnShape {
             batch,
@@ -302,6 +322,7 @@ impl Model {
             keys: past + n,
             capacity: cache.capacity,
             causal: true,
+            window: 0,
         };
         let ll = cache.layer_len();
         let norm = |nm: &Norm, x: &[f32], out: &mut [f32]| match &nm.b {
@@ -312,27 +333,29 @@ impl Model {
             norm(&blk.n1, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
             let xn = &ws.xn[..rows * h];
             let qkv: &mut [(&Linear, &mut [f32])] = &mut [
-                (&blk.q, &mut ws.q[..rows * h]),
+                (&blk.q, &mut ws.q[..rows * qd]),
                 (&blk.k, &mut ws.k[..rows * kvd]),
                 (&blk.v, &mut ws.v[..rows * kvd]),
             ];
             Linear::forward_many(t, xn, rows, qkv, &mut ws.lin);
-            if let Some(rope) = &self.rope {
-                rope.apply(&mut ws.q[..rows * h], h, |r| past + r % n);
+            if let Some((qn, kn)) = &blk.qk_norm {
+                ops::rms_norm(&mut ws.q[..rows * qd], &qn.w, cfg.norm_eps);
+                ops::rms_norm(&mut ws.k[..rows * kvd], &kn.w, cfg.norm_eps);
+            }
+            let windowed = cfg.variant.windowed(l);
+            let rope =
+                if windowed { self.rope_window.as_ref().or(self.rope.as_ref()) } else { self.rope.as_ref() };
+            if let Some(rope) = rope {
+                rope.apply(&mut ws.q[..rows * qd], qd, |r| past + r % n);
                 rope.apply(&mut ws.k[..rows * kvd], kvd, |r| past + r % n);
             }
             let (kc, vc) = (&mut cache.k[l * ll..(l + 1) * ll], &mut cache.v[l * ll..(l + 1) * ll]);
             scatter_heads(&ws.k[..rows * kvd], kc, batch, n, cfg.kv_heads, hd, cache.capacity, past);
             scatter_heads(&ws.v[..rows * kvd], vc, batch, n, cfg.kv_heads, hd, cache.capacity, past);
-            ops::attention(shape, &ws.q[..rows * h], kc, vc, None, &mut ws.att[..rows * h], &mut ws.attn);
-            blk.o.forward_add(
-                t,
-                &ws.att[..rows * h],
-                rows,
-                &mut ws.x[..rows * h],
-                &mut ws.tmp[..rows * h],
-                &mut ws.lin,
-            );
+            let shape = AttnShape { window: if windowed { cfg.variant.window } else { 0 }, ..shape };
+            ops::attention(shape, &ws.q[..rows * qd], kc, vc, None, &mut ws.att[..rows * qd], &mut ws.attn);
+            let post = blk.post_norms.as_ref();
+            self.residual(ws, &blk.o, Input::Att, rows, post.map(|p| &p.0));
             norm(&blk.n2, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
             let xn = &ws.xn[..rows * h];
             match &blk.gate {
@@ -340,21 +363,18 @@ impl Model {
                     let gate_up: &mut [(&Linear, &mut [f32])] =
                         &mut [(&blk.up, &mut ws.f2[..rows * f]), (g, &mut ws.f1[..rows * f])];
                     Linear::forward_many(t, xn, rows, gate_up, &mut ws.lin);
-                    ops::swiglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
+                    if cfg.variant.gelu_gate {
+                        ops::geglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
+                    } else {
+                        ops::swiglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
+                    }
                 }
                 None => {
                     blk.up.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
                     ops::gelu_tanh(&mut ws.f1[..rows * f], f)
                 }
             }
-            blk.down.forward_add(
-                t,
-                &ws.f1[..rows * f],
-                rows,
-                &mut ws.x[..rows * h],
-                &mut ws.tmp[..rows * h],
-                &mut ws.lin,
-            );
+            self.residual(ws, &blk.down, Input::Ffn, rows, post.map(|p| &p.1));
         }
         cache.len += n;
         let head = self.lm_head.as_ref().unwrap_or(&self.tokens);
@@ -367,6 +387,7 @@ impl Model {
         }
         norm(fnorm, &ws.tmp[..batch * h], &mut ws.last[..batch * h]);
         head.forward(t, &ws.last[..batch * h], batch, &mut ws.logits[..batch * cfg.vocab], &mut ws.lin);
+        softcap(&mut ws.logits[..batch * cfg.vocab], cfg.variant.final_softcap);
         all_logits.then(|| {
             let mut normed = vec![0.0; rows * h];
             norm(fnorm, &ws.x[..rows * h], &mut normed);
@@ -374,8 +395,45 @@ impl Model {
             let mut scratch =
                 LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype.needs_scratch());
             head.forward(t, &normed, rows, &mut out, &mut scratch);
+            softcap(&mut out, cfg.variant.final_softcap);
             out
         })
+    }
+
+    /// `x += proj(input)`, the projection's output first RMS-normed by
+    /// `post` where the block has post-norms (gemma3).
+    fn residual(&self, ws: &mut Workspace, proj: &Linear, input: Input, rows: usize, post: Option<&Norm>) {
+        let (h, t) = (self.cfg.hidden, ws.threads);
+        let x_in = match input {
+            Input::Att => &ws.att[..rows * proj.inp],
+            Input::Ffn => &ws.f1[..rows * proj.inp],
+        };
+        match post {
+            None => {
+                proj.forward_add(t, x_in, rows, &mut ws.x[..rows * h], &mut ws.tmp[..rows * h], &mut ws.lin)
+            }
+            Some(nm) => {
+                proj.forward(t, x_in, rows, &mut ws.tmp[..rows * h], &mut ws.lin);
+                ops::rms_norm_into(&ws.tmp[..rows * h], &mut ws.xn[..rows * h], &nm.w, self.cfg.norm_eps);
+                ops::add_into(&mut ws.x[..rows * h], &ws.xn[..rows * h]);
+            }
+        }
+    }
+}
+
+/// Which workspace buffer feeds a residual projection.
+#[derive(Clone, Copy)]
+enum Input {
+    /// Attention's output (`ws.att`), into the output projection.
+    Att,
+    /// The FFN's activations (`ws.f1`), into the down projection.
+    Ffn,
+}
+
+/// Gemma's final logit soft-capping, `c * tanh(x / c)` (nothing for `c = 0`).
+fn softcap(x: &mut [f32], c: f32) {
+    if c > 0.0 {
+        x.iter_mut().for_each(|v| *v = c * (*v / c).tanh());
     }
 }
 

@@ -121,6 +121,7 @@ pub fn bert_config(file: &Path) -> Result<ModelConfig> {
         type_vocab: num("type_vocab_size")?,
         norm_eps: v["layer_norm_eps"].as_f64().unwrap_or(1e-12) as f32,
         rope_theta: 0.0,
+        variant: Default::default(),
     };
     cfg.validate()?;
     Ok(cfg)

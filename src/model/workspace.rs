@@ -50,16 +50,16 @@ impl WorkspaceSize {
     /// estimate and the allocation share this list.
     fn buffers(&self, cfg: &ModelConfig, encoder: bool) -> [usize; 13] {
         let rows = self.batch * self.tokens;
-        let (h, kvd) = (cfg.hidden, cfg.kv_heads * cfg.head_dim());
+        let (h, kvd, qd) = (cfg.hidden, cfg.kv_heads * cfg.head_dim(), cfg.q_dim());
         let f2 = if cfg.arch == Arch::Llama { rows * cfg.ffn } else { 0 };
         let enc = if encoder { self.batch * self.tokens * kvd } else { 0 };
         [
             rows * h,
             rows * h,
-            rows * h,
+            rows * qd,
             rows * kvd,
             rows * kvd,
-            rows * h,
+            rows * qd,
             rows * h,
             rows * cfg.ffn,
             f2,
@@ -75,7 +75,7 @@ impl WorkspaceSize {
         let encoder = cfg.arch == Arch::Bert;
         let vals: usize = self.buffers(cfg, encoder).iter().sum::<usize>() + self.batch * cfg.hidden;
         let attn = self.threads.max(1) * AttnScratch::slot_len(self.tokens, self.keys, cfg.head_dim()) * 4;
-        let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab);
+        let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab).max(cfg.q_dim());
         let lin = LinearScratch::bytes_for(
             self.threads,
             self.batch * self.tokens,
@@ -93,7 +93,7 @@ impl Workspace {
         let cfg = &model.cfg;
         let b = size.buffers(cfg, cfg.arch == Arch::Bert).map(|n| vec![0.0f32; n]);
         let [x, xn, q, k, v, att, tmp, f1, f2, enc_k, enc_v, last, logits] = b;
-        let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab);
+        let max_dim = cfg.hidden.max(cfg.ffn).max(cfg.vocab).max(cfg.q_dim());
         Self {
             threads: size.threads.max(1),
             rows: size.batch * size.tokens,

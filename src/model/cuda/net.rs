@@ -13,8 +13,8 @@ use crate::backend::cuda::Gpu;
 use crate::backend::cuda::kernels::gemm as cugemm;
 use crate::backend::cuda::kernels::transformer::{self as tk, ATTN_BLOCK, ELEM_BLOCK, ROW_BLOCK};
 use crate::backend::ops::GemmDtype;
-use crate::model::config::{Arch, ModelConfig};
-use crate::model::transformer::{Model, Norm};
+use crate::model::config::ModelConfig;
+use crate::model::transformer::Model;
 use anyhow::{Context, Result, bail};
 use cudarc::cublas::CudaBlas;
 use cudarc::driver::{CudaFunction, CudaSlice, DevicePtr, LaunchConfig, PushKernelArg};
@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 mod forward;
+mod upload;
 
 /// Device allocations of one case, owned here, addressed by raw pointers.
 pub(super) struct Arena {
@@ -199,119 +200,14 @@ impl Net {
         cap: Capacity,
     ) -> Result<(Self, std::time::Duration)> {
         let cfg = model.cfg.clone();
-        let hd = cfg.head_dim();
-        if hd > tk::MAX_HEAD_DIM {
-            bail!("head dimension {hd} exceeds the GPU attention kernel's {}", tk::MAX_HEAD_DIM);
-        }
-        let smem = tk::attention_smem_bytes(hd, cap.keys);
-        if smem > tk::DEFAULT_SMEM_LIMIT || cfg.hidden * 4 > tk::DEFAULT_SMEM_LIMIT {
-            bail!(
-                "{} keys of head dimension {hd} (or width {}) exceed the 48 KiB of shared memory the GPU kernels use",
-                cap.keys,
-                cfg.hidden
-            );
-        }
-        let (module, compile) = gpu.module(tk::TRANSFORMER_MODULE, tk::TRANSFORMER)?;
-        let suffix = match dt {
-            GemmDtype::F32 | GemmDtype::Tf32 => "f32",
-            GemmDtype::F16 => "f16",
-            GemmDtype::Bf16 => "bf16",
-        };
-        let mut funcs = BTreeMap::new();
-        for &k in KERNELS {
-            let name = format!("{k}_{suffix}");
-            let f = module.load_function(&name).map_err(|e| gpu.err(&format!("function {name}"), e))?;
-            funcs.insert(k, f);
-        }
-        let reset = module.load_function("reset_decode").map_err(|e| gpu.err("function reset_decode", e))?;
-        funcs.insert("reset_decode", reset);
-        let blas = gpu.blas()?;
+        upload::check_fits(&cfg, cap)?;
+        let (funcs, compile) = upload::load_kernels(&gpu, dt)?;
         let mut arena = Arena::new(gpu.clone());
-        let ws = arena.zeros(super::BLAS_WORKSPACE)?;
-        // SAFETY: the workspace lives in the arena as long as the handle (both
-        // in this Net); cuBLAS then never allocates, also not under capture.
-        let st = unsafe {
-            cudarc::cublas::sys::cublasSetWorkspace_v2(
-                *blas.handle(),
-                ws as *mut std::ffi::c_void,
-                super::BLAS_WORKSPACE,
-            )
-        };
-        if st != cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS {
-            bail!("cublasSetWorkspace: {st:?}");
-        }
-
-        let el = dt.bytes();
-        let mat = |arena: &mut Arena, v: &[f32]| arena.upload(&to_device_bytes(dt, v));
-        let opt_f32 =
-            |arena: &mut Arena, v: Option<&Vec<f32>>| -> Result<u64> { v.map_or(Ok(0), |v| arena.f32s(v)) };
-        let norm = |arena: &mut Arena, n: &Norm| -> Result<NormP> {
-            Ok(NormP { w: arena.f32s(&n.w)?, b: opt_f32(arena, n.b.as_ref())? })
-        };
-        let lin = |arena: &mut Arena, parts: &[&crate::model::linear::Linear]| -> Result<Lin> {
-            let mut w = Vec::new();
-            let mut b = Vec::new();
-            let has_bias = parts.iter().any(|l| l.bias.is_some());
-            for l in parts {
-                w.extend(l.w.to_f32());
-                b.extend(l.bias.clone().unwrap_or_else(|| vec![0.0; l.out]));
-            }
-            let out = parts.iter().map(|l| l.out).sum();
-            let bias = if has_bias { arena.f32s(&b)? } else { 0 };
-            Ok(Lin { w: mat(arena, &w)?, b: bias, out, inp: parts[0].inp })
-        };
-        let tok = mat(&mut arena, &model.tokens.w.to_f32())?;
-        let positions = opt_f32(&mut arena, model.positions.as_ref())?;
-        let types = opt_f32(&mut arena, model.types.as_ref())?;
-        let emb_norm = model.emb_norm.as_ref().map(|n| norm(&mut arena, n)).transpose()?;
-        let mut blocks = Vec::with_capacity(model.blocks.len());
-        for b in &model.blocks {
-            let up = match &b.gate {
-                Some(g) => lin(&mut arena, &[g, &b.up])?,
-                None => lin(&mut arena, &[&b.up])?,
-            };
-            blocks.push(BlockP {
-                qkv: lin(&mut arena, &[&b.q, &b.k, &b.v])?,
-                o: lin(&mut arena, &[&b.o])?,
-                up,
-                down: lin(&mut arena, &[&b.down])?,
-                n1: norm(&mut arena, &b.n1)?,
-                n2: norm(&mut arena, &b.n2)?,
-                gated: b.gate.is_some(),
-            });
-        }
-        let final_norm = model.final_norm.as_ref().map(|n| norm(&mut arena, n)).transpose()?;
-        let head = match &model.lm_head {
-            Some(l) => lin(&mut arena, &[l])?,
-            None => Lin { w: tok, b: 0, out: cfg.vocab, inp: cfg.hidden },
-        };
-        let pooler = model.pooler.as_ref().map(|p| lin(&mut arena, &[p])).transpose()?;
-        let (cos, sin) = match &model.rope {
-            Some(r) => {
-                let (c, s) = r.tables();
-                (arena.f32s(c)?, arena.f32s(s)?)
-            }
-            None => (0, 0),
-        };
-        let (h, kvd, rows, batch) = (cfg.hidden, cfg.kv_heads * hd, cap.rows, cap.batch);
-        let ffn_out = if cfg.arch == Arch::Llama { 2 * cfg.ffn } else { cfg.ffn };
-        let x = arena.zeros(rows * h * el)?;
-        let xn = arena.zeros(rows * h * el)?;
-        let qkv = arena.zeros(rows * (h + 2 * kvd) * el)?;
-        let att = arena.zeros(rows * h * el)?;
-        let y = arena.zeros(rows * h * el)?;
-        let f = arena.zeros(rows * ffn_out * el)?;
-        let g = arena.zeros(if cfg.arch == Arch::Llama { rows * cfg.ffn * el } else { 1 })?;
-        let last = arena.zeros(batch * h * el)?;
-        let pooled = arena.zeros(batch * h * el)?;
-        let logits = arena.zeros(batch * cfg.vocab * el)?;
-        let ids = arena.zeros(rows * 4)?;
-        let next = arena.zeros(batch * 4)?;
-        let pos = arena.zeros(4)?;
-        let mask = arena.zeros(rows * 4)?;
-        let kv_bytes = cfg.kv_cache_bytes(batch, cap.cache, el) as usize / 2;
-        let kc = arena.zeros(kv_bytes)?;
-        let vc = arena.zeros(kv_bytes)?;
+        let blas = upload::blas_with_workspace(&gpu, &mut arena)?;
+        let upload::Weights { tok, positions, types, emb_norm, blocks, final_norm, head, pooler, cos, sin } =
+            upload::weights(&mut arena, model, dt)?;
+        let upload::Buffers { x, xn, qkv, att, y, f, g, last, pooled, logits, ids, next, pos, mask, kc, vc } =
+            upload::buffers(&mut arena, &cfg, dt, cap)?;
         gpu.sync()?;
         let net = Self {
             gpu,

@@ -1,21 +1,24 @@
-//! A [`Model`] from a GGUF file: the `llama` architecture read from the
-//! file's own metadata (grouped-query attention, RoPE base and dimension,
-//! RMSNorm epsilon, SwiGLU, tied or untied output), each matrix kept in the
-//! file's type through the kernel library's [`QMatrix`] (codes copied, never
-//! dequantized to f32 for the timed path). `gpt2` and `bert` are read with
-//! the same [`Loader`] in `gguf_arch.rs`.
+//! A [`Model`] from a GGUF file: its shape read from the file's own
+//! metadata (grouped-query attention, head width, RoPE base and dimension,
+//! norm epsilon, tied or untied output) and checked against its tensors,
+//! each matrix kept in the file's type through the kernel library's
+//! [`QMatrix`] (codes copied, never dequantized to f32 for the timed path;
+//! Q5_0 rewritten exactly as Q8_0, `q5_0.rs`). The LLaMA family (`llama`,
+//! `qwen2`, `qwen3`, `gemma3`, `phi3`) is built in `gguf_llama.rs`, `gpt2`
+//! and `bert` in `gguf_arch.rs`, all with the same [`Loader`].
 
+use super::gguf_arch::{KINDS, Kind};
 use crate::kernels::quant::{QMatrix, WeightFormat, ggml_row_bytes};
-use crate::model::config::{Arch, ModelConfig};
+use crate::model::config::{Arch, ModelConfig, Variant};
 use crate::model::gguf::{GgufFile, Header, TensorInfo, Value};
 use crate::model::linear::{DType, Linear, Weights};
-use crate::model::ops::Rope;
-use crate::model::transformer::{Block, Model, Norm};
+use crate::model::transformer::Model;
 use anyhow::{Result, bail};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 /// Architectures this loader runs.
-pub const ARCHITECTURES: &[&str] = &["llama", "gpt2", "bert"];
+pub const ARCHITECTURES: &[&str] = &["llama", "gpt2", "bert", "qwen2", "qwen3", "gemma3", "phi3"];
 
 /// What the header says about a model, checked before anything is loaded.
 #[derive(Debug, Clone)]
@@ -49,13 +52,14 @@ fn id_safe(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '-' }).collect()
 }
 
-/// The kernels' format for a tensor, or an error naming it and its type.
+/// The kernels' format for a tensor as the [`Loader`] stores it, or an
+/// error naming it and its type (Q5_0 is stored as Q8_0, `q5_0.rs`).
 pub fn format_of(t: &TensorInfo) -> Result<WeightFormat> {
     Ok(match t.ty.name {
         "F32" => WeightFormat::F32,
         "F16" => WeightFormat::F16,
         "BF16" => WeightFormat::Bf16,
-        "Q8_0" => WeightFormat::Q8_0,
+        "Q8_0" | "Q5_0" => WeightFormat::Q8_0,
         "Q4_0" => WeightFormat::Q4_0,
         "Q4_1" => WeightFormat::Q4_1,
         "Q4_K" => WeightFormat::Q4K,
@@ -90,7 +94,8 @@ fn dims<'h>(h: &'h Header, name: &str) -> Result<&'h [u64]> {
 /// loader list 36x10^9 tensor names before checking one). A llama's
 /// `context_length` is backed by no tensor and sizes nothing: RoPE's tables
 /// follow the cases' own positions, which it only bounds.
-fn shape(h: &Header, arch: &str, family: Arch) -> Result<ModelConfig> {
+fn shape(h: &Header, arch: &str, kind: Kind) -> Result<ModelConfig> {
+    let family = kind.family();
     let k = |s: &str| format!("{arch}.{s}");
     let emb = dims(h, "token_embd.weight")?;
     let (hk, bk, fk) = (k("embedding_length"), k("block_count"), k("feed_forward_length"));
@@ -108,19 +113,28 @@ fn shape(h: &Header, arch: &str, family: Arch) -> Result<ModelConfig> {
     }
     let (qk, kvk) = (k("attention.head_count"), k("attention.head_count_kv"));
     let heads = meta_u64(h, &qk)?;
-    if heads == 0 || !hidden.is_multiple_of(heads) {
+    // A head width of the file's own (qwen3, gemma3), when it is not hidden / heads.
+    let klk = k("attention.key_length");
+    let key_length = match h.get(&klk).and_then(Value::as_u64) {
+        Some(kl) if heads.checked_mul(kl) != Some(hidden) => Some(kl),
+        _ => None,
+    };
+    if heads == 0 || (key_length.is_none() && !hidden.is_multiple_of(heads)) {
         bail!("metadata `{qk}` is {heads}: it must divide `{hk}` ({hidden})");
     }
     let kv_heads = h.get(&kvk).and_then(Value::as_u64).unwrap_or(heads);
     if kv_heads == 0 || !heads.is_multiple_of(kv_heads) {
         bail!("metadata `{kvk}` is {kv_heads}: it must divide `{qk}` ({heads})");
     }
+    if let Some(kl) = key_length {
+        head_width(h, arch, kind, [hidden, heads, kv_heads, kl])?;
+    }
     // Named first: a file missing one gets its name, not a block count error.
-    if let Some(n) = super::gguf_arch::outside_blocks(family).into_iter().find(|n| h.tensor(n).is_none()) {
+    if let Some(n) = super::gguf_arch::outside_blocks(kind).into_iter().find(|n| h.tensor(n).is_none()) {
         bail!("no tensor `{n}`, which the `{arch}` architecture needs");
     }
     let blocks = meta_u64(h, &bk)?;
-    let per = super::gguf_arch::block_tensors(family, 0, |_| true).len() as u64;
+    let per = super::gguf_arch::block_tensors(kind, 0, |_| true).len() as u64;
     let present = h.tensors.iter().filter(|t| t.name.starts_with("blk.")).count() as u64;
     if blocks == 0 || blocks.checked_mul(per).is_none_or(|n| n > present) {
         bail!(
@@ -129,12 +143,14 @@ fn shape(h: &Header, arch: &str, family: Arch) -> Result<ModelConfig> {
         );
     }
     let ffn = meta_u64(h, &fk)?;
+    // phi3's `ffn_up` holds the gate's rows too.
+    let (up_rows, up_what) = if kind == Kind::Phi3 { (ffn.checked_mul(2), "2 x ") } else { (Some(ffn), "") };
     // A missing blk.0.ffn_up is named with the other required tensors.
     if let Some(up) = h.tensor("blk.0.ffn_up.weight")
-        && (up.dims.get(1) != Some(&ffn) || ffn == 0)
+        && (up.dims.get(1).copied() != up_rows || ffn == 0)
     {
         bail!(
-            "metadata `{fk}` is {ffn}, but tensor `blk.0.ffn_up.weight` has dims {:?} (ggml's [{hk}, {fk}])",
+            "metadata `{fk}` is {ffn}, but tensor `blk.0.ffn_up.weight` has dims {:?} (ggml's [{hk}, {up_what}{fk}])",
             up.dims
         );
     }
@@ -168,7 +184,37 @@ fn shape(h: &Header, arch: &str, family: Arch) -> Result<ModelConfig> {
         type_vocab: size(type_vocab),
         norm_eps: meta_f64(h, &k(&format!("attention.{eps_key}")))? as f32,
         rope_theta: h.get(&k("rope.freq_base")).and_then(Value::as_f64).unwrap_or(10000.0) as f32,
+        variant: Variant { head_dim: key_length.map_or(0, size), ..Variant::default() },
     })
+}
+
+/// Checks a head width of the file's own (`attention.key_length` = `kl`,
+/// with `heads * kl` not the model width) against block 0's Q rows (or
+/// fused QKV rows), which bound it before it sizes a buffer.
+fn head_width(h: &Header, arch: &str, kind: Kind, [hidden, heads, kv_heads, kl]: [u64; 4]) -> Result<()> {
+    let (klk, vlk) = (format!("{arch}.attention.key_length"), format!("{arch}.attention.value_length"));
+    if kind.family() != Arch::Llama || kl == 0 || kl % 2 != 0 {
+        bail!(
+            "metadata `{klk}` is {kl}: a head width other than `{arch}.embedding_length` / heads ({hidden} / {heads}) must be even and is only run for LLaMA-family architectures"
+        );
+    }
+    if let Some(vl) = h.get(&vlk).and_then(Value::as_u64)
+        && vl != kl
+    {
+        bail!("metadata `{vlk}` is {vl}, `{klk}` {kl}: different key and value widths are not supported");
+    }
+    let (q, qkv) = ("blk.0.attn_q.weight", "blk.0.attn_qkv.weight");
+    let (name, rows) = match h.tensor(qkv) {
+        Some(_) => (qkv, heads.checked_add(kv_heads.saturating_mul(2)).and_then(|n| n.checked_mul(kl))),
+        None => (q, heads.checked_mul(kl)),
+    };
+    let d = dims(h, name)?;
+    if rows.is_none() || d != [hidden, rows.unwrap_or(0)] {
+        bail!(
+            "metadata `{arch}.attention.head_count` is {heads}, `{arch}.attention.head_count_kv` is {kv_heads} and `{klk}` is {kl}, but tensor `{name}` has dims {d:?}"
+        );
+    }
+    Ok(())
 }
 
 /// Reads and checks the header's model description: architecture, shape
@@ -177,19 +223,27 @@ fn shape(h: &Header, arch: &str, family: Arch) -> Result<ModelConfig> {
 pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     let h = &file.header;
     let arch = h.get("general.architecture").and_then(Value::as_str).unwrap_or("(none)");
-    let family = match arch {
-        "llama" => Arch::Llama,
-        "gpt2" => Arch::Gpt2,
-        "bert" => Arch::Bert,
-        _ => bail!(
+    let Some(kind) = Kind::parse(arch) else {
+        bail!(
             "architecture `{arch}` is not one tfbench runs from GGUF; supported: {}",
             ARCHITECTURES.join(", ")
-        ),
+        )
     };
+    debug_assert_eq!(KINDS.len(), ARCHITECTURES.len());
+    let family = kind.family();
     let k = |s: &str| format!("{arch}.{s}");
     let llama = family == Arch::Llama;
-    let cfg = shape(h, arch, family)?;
+    let mut cfg = shape(h, arch, kind)?;
+    if llama {
+        cfg.variant = super::gguf_llama::variant(h, kind, &cfg)?;
+    }
     cfg.validate()?;
+    if let Some(t) = ["rope_factors_long.weight", "rope_factors_short.weight", "rope_freqs.weight"]
+        .into_iter()
+        .find(|n| h.tensor(n).is_some() && kind != Kind::Llama)
+    {
+        bail!("tensor `{t}`: RoPE frequency factors (LongRoPE, LLaMA 3 scaling) are not supported");
+    }
     if family == Arch::Bert && matches!(h.get(&k("attention.causal")), Some(Value::Bool(true))) {
         bail!("a causal `bert` (bert.attention.causal = true) is not supported");
     }
@@ -210,7 +264,7 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     // unsupported one before anything is loaded. The block count is bounded
     // by the tensors present ([`shape`]), so the list is too.
     let names: HashSet<&str> = h.tensors.iter().map(|t| t.name.as_str()).collect();
-    for n in super::gguf_arch::required(&cfg, |n| names.contains(n)) {
+    for n in super::gguf_arch::required(&cfg, kind, |n| names.contains(n)) {
         if !names.contains(n.as_str()) {
             // A block's tensor: the count may be what is wrong.
             let count = if n.starts_with("blk.") {
@@ -232,7 +286,6 @@ pub fn describe(file: &GgufFile) -> Result<FileInfo> {
     let ty = by_type.iter().max_by_key(|e| e.1).map_or("f32".into(), |e| e.0.to_ascii_lowercase());
     let stem = file.path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
     let name = id_safe(h.get("general.name").and_then(Value::as_str).unwrap_or(&stem));
-    let mut cfg = cfg;
     cfg.name = format!("{name}.{ty}");
     Ok(FileInfo { cfg, name, ty, params: h.params(), bytes: h.data_bytes() })
 }
@@ -286,12 +339,29 @@ impl<'a> Loader<'a> {
         if t.numel() != len as u64 {
             bail!("tensor `{name}` has {} values, expected {len}", t.numel());
         }
-        let q = QMatrix::from_ggml(format_of(t)?, self.file.data(t), 1, len)?;
+        let q = QMatrix::from_ggml(format_of(t)?, &self.data(t, 0, 1, len)?, 1, len)?;
         Ok(q.dequantize())
     }
 
-    fn norm(&self, name: &str, len: usize) -> Result<Norm> {
-        Ok(Norm { w: self.vector(name, len)?, b: None })
+    /// Rows `start..start + rows` of `t` (rows of `cols` values; the caller
+    /// has checked its dims) in the format [`format_of`] names: the file's
+    /// bytes, or Q5_0 rewritten as Q8_0.
+    fn data(&self, t: &TensorInfo, start: usize, rows: usize, cols: usize) -> Result<Cow<'a, [u8]>> {
+        let raw = self.file.data(t);
+        let rb = t.ty.size_of(cols as u64).map(size).unwrap_or(usize::MAX);
+        let part =
+            rb.checked_mul(start + rows).and_then(|end| raw.get(rb * start..end)).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "tensor `{}`: rows {start}..{} of {cols} values lie outside its data",
+                    t.name,
+                    start + rows
+                )
+            })?;
+        Ok(if t.ty.name == "Q5_0" {
+            Cow::Owned(super::q5_0::to_q8_0(part).map_err(|e| anyhow::anyhow!("tensor `{}`: {e}", t.name))?)
+        } else {
+            Cow::Borrowed(part)
+        })
     }
 
     /// A `[rows, cols]` matrix (ggml dims `[cols, rows]`); `heads` un-permutes Q/K.
@@ -300,14 +370,14 @@ impl<'a> Loader<'a> {
         if t.dims != [cols as u64, rows as u64] {
             bail!("tensor `{name}` has dims {:?}, expected [{cols}, {rows}]", t.dims);
         }
-        let raw = self.file.data(t);
+        let raw = self.data(t, 0, rows, cols)?;
         let permuted;
         let bytes = match heads {
             Some(h) => {
-                permuted = unpermute_rows(raw, rows, h);
+                permuted = unpermute_rows(&raw, rows, h);
                 &permuted[..]
             }
-            None => raw,
+            None => &raw[..],
         };
         self.matrix(name, format_of(t)?, bytes, rows, cols)
     }
@@ -319,9 +389,7 @@ impl<'a> Loader<'a> {
         if t.dims != [cols as u64, total as u64] || start + rows > total {
             bail!("tensor `{name}` has dims {:?}, expected [{cols}, {total}]", t.dims);
         }
-        let f = format_of(t)?;
-        let rb = ggml_row_bytes(f, cols).map_err(|e| anyhow::anyhow!("tensor `{name}`: {e}"))?;
-        self.matrix(name, f, &self.file.data(t)[start * rb..(start + rows) * rb], rows, cols)
+        self.matrix(name, format_of(t)?, &self.data(t, start, rows, cols)?, rows, cols)
     }
 
     fn matrix(&self, name: &str, f: WeightFormat, bytes: &[u8], rows: usize, cols: usize) -> Result<Linear> {
@@ -348,36 +416,13 @@ impl<'a> Loader<'a> {
 pub fn load(file: &GgufFile, info: &FileInfo, positions: usize) -> Result<Model> {
     let cfg = &info.cfg;
     let l = Loader::new(file);
-    match cfg.arch {
-        Arch::Gpt2 => return super::gguf_arch::gpt2(&l, cfg),
-        Arch::Bert => return super::gguf_arch::bert(&l, cfg),
-        Arch::Llama => {}
+    let kind = Kind::parse(cfg.arch_name())
+        .ok_or_else(|| anyhow::anyhow!("architecture `{}` is not one tfbench runs", cfg.arch_name()))?;
+    match kind {
+        Kind::Gpt2 => super::gguf_arch::gpt2(&l, cfg),
+        Kind::Bert => super::gguf_arch::bert(&l, cfg),
+        _ => super::gguf_llama::load(&l, cfg, kind, positions),
     }
-    let (h, f, v, hd) = (cfg.hidden, cfg.ffn, cfg.vocab, cfg.head_dim());
-    let kvd = cfg.kv_heads * hd;
-    let tokens = l.linear("token_embd.weight", v, h, None)?;
-    let mut blocks = Vec::with_capacity(cfg.layers);
-    for i in 0..cfg.layers {
-        let p = |s: &str| format!("blk.{i}.{s}.weight");
-        blocks.push(Block {
-            q: l.linear(&p("attn_q"), h, h, Some(cfg.heads))?,
-            k: l.linear(&p("attn_k"), kvd, h, Some(cfg.kv_heads))?,
-            v: l.linear(&p("attn_v"), kvd, h, None)?,
-            o: l.linear(&p("attn_output"), h, h, None)?,
-            gate: Some(l.linear(&p("ffn_gate"), f, h, None)?),
-            up: l.linear(&p("ffn_up"), f, h, None)?,
-            down: l.linear(&p("ffn_down"), h, f, None)?,
-            n1: l.norm(&p("attn_norm"), h)?,
-            n2: l.norm(&p("ffn_norm"), h)?,
-        });
-    }
-    let final_norm = Some(l.norm("output_norm.weight", h)?);
-    // Tied output (SmolLM2): no `output.weight`, the LM head is the embedding.
-    let lm_head = if l.has("output.weight") { Some(l.linear("output.weight", v, h, None)?) } else { None };
-    let rope = Some(Rope::new(positions.clamp(1, cfg.max_positions), hd, cfg.rope_theta));
-    let mut m = super::gguf_arch::model(cfg, tokens, blocks);
-    (m.final_norm, m.lm_head, m.rope) = (final_norm, lm_head, rope);
-    Ok(m)
 }
 
 #[cfg(test)]

@@ -16,6 +16,9 @@
 //! Each matrix stays in the file's type through the kernel library, as for
 //! `llama`; a fused QKV is split by rows, which moves whole rows and is
 //! exact for every row-wise format.
+//!
+//! [`Kind`] names every GGUF architecture tfbench runs, with the tensors
+//! each needs ([`required`]); the LLaMA family is built in `gguf_llama.rs`.
 
 use super::gguf::Loader;
 use crate::model::config::{Arch, ModelConfig};
@@ -31,7 +34,8 @@ impl Loader<'_> {
         Ok(l)
     }
 
-    fn bias(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
+    /// `{name}.bias` as `len` values, when the file has it.
+    pub(super) fn bias(&self, name: &str, len: usize) -> Result<Option<Vec<f32>>> {
         let b = format!("{name}.bias");
         Ok(if self.has(&b) { Some(self.vector(&b, len)?) } else { None })
     }
@@ -56,18 +60,18 @@ impl Loader<'_> {
 
     /// Q, K and V of block `i`: a fused `attn_qkv` split by rows (and its
     /// bias by values), or three tensors.
-    fn qkv(&self, i: usize, cfg: &ModelConfig) -> Result<[Linear; 3]> {
-        let (h, kvd) = (cfg.hidden, cfg.kv_heads * cfg.head_dim());
+    pub(super) fn qkv(&self, i: usize, cfg: &ModelConfig) -> Result<[Linear; 3]> {
+        let (h, qd, kvd) = (cfg.hidden, cfg.q_dim(), cfg.kv_heads * cfg.head_dim());
         let fused = format!("blk.{i}.attn_qkv");
         if !self.has(&format!("{fused}.weight")) {
             let p = |s: &str| format!("blk.{i}.{s}");
             return Ok([
-                self.biased(&p("attn_q"), h, h)?,
+                self.biased(&p("attn_q"), qd, h)?,
                 self.biased(&p("attn_k"), kvd, h)?,
                 self.biased(&p("attn_v"), kvd, h)?,
             ]);
         }
-        let total = h + 2 * kvd;
+        let total = qd + 2 * kvd;
         let bias = self.bias(&fused, total)?;
         let w = format!("{fused}.weight");
         let part = |start: usize, rows: usize| -> Result<Linear> {
@@ -75,27 +79,76 @@ impl Loader<'_> {
             l.bias = bias.as_ref().map(|b| b[start..start + rows].to_vec());
             Ok(l)
         };
-        Ok([part(0, h)?, part(h, kvd)?, part(h + kvd, kvd)?])
+        Ok([part(0, qd)?, part(qd, kvd)?, part(qd + kvd, kvd)?])
+    }
+}
+
+/// A GGUF architecture tfbench runs (`general.architecture`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `llama` (and Mistral's files, which are `llama` ones).
+    Llama,
+    /// `gpt2`.
+    Gpt2,
+    /// `bert`.
+    Bert,
+    /// `qwen2`: LLaMA with Q/K/V biases.
+    Qwen2,
+    /// `qwen3`: LLaMA with QK norms and its own head width.
+    Qwen3,
+    /// `gemma3` (`gguf_llama.rs` lists its parts).
+    Gemma3,
+    /// `phi3`: fused QKV and gate/up.
+    Phi3,
+}
+
+/// Every architecture tfbench runs, by its GGUF name.
+pub const KINDS: &[(&str, Kind)] = &[
+    ("llama", Kind::Llama),
+    ("gpt2", Kind::Gpt2),
+    ("bert", Kind::Bert),
+    ("qwen2", Kind::Qwen2),
+    ("qwen3", Kind::Qwen3),
+    ("gemma3", Kind::Gemma3),
+    ("phi3", Kind::Phi3),
+];
+
+impl Kind {
+    /// The architecture named `name`, if tfbench runs it.
+    pub fn parse(name: &str) -> Option<Self> {
+        KINDS.iter().find(|k| k.0 == name).map(|k| k.1)
+    }
+    /// Its GGUF name.
+    pub fn name(self) -> &'static str {
+        KINDS.iter().find(|k| k.1 == self).map_or("llama", |k| k.0)
+    }
+    /// The runtime's family: every decoder with RMSNorm and RoPE is [`Arch::Llama`].
+    pub fn family(self) -> Arch {
+        match self {
+            Self::Gpt2 => Arch::Gpt2,
+            Self::Bert => Arch::Bert,
+            _ => Arch::Llama,
+        }
     }
 }
 
 /// Every tensor the architecture needs (optional ones left out), so a file
 /// missing one is refused by name before anything is loaded. `cfg.layers`
 /// must already be bounded by the tensors present (`gguf::shape` does).
-pub(super) fn required(cfg: &ModelConfig, has: impl Fn(&str) -> bool) -> Vec<String> {
-    let mut out = outside_blocks(cfg.arch);
+pub(super) fn required(cfg: &ModelConfig, kind: Kind, has: impl Fn(&str) -> bool) -> Vec<String> {
+    let mut out = outside_blocks(kind);
     for i in 0..cfg.layers {
-        out.extend(block_tensors(cfg.arch, i, &has));
+        out.extend(block_tensors(kind, i, &has));
     }
     out
 }
 
 /// The tensors the architecture needs outside its blocks.
-pub(super) fn outside_blocks(arch: Arch) -> Vec<String> {
+pub(super) fn outside_blocks(kind: Kind) -> Vec<String> {
     let w = |n: &str| format!("{n}.weight");
     let wb = |n: &str| [format!("{n}.weight"), format!("{n}.bias")];
     let mut out = vec![w("token_embd")];
-    match arch {
+    match kind.family() {
         Arch::Llama => out.push(w("output_norm")),
         Arch::Gpt2 => {
             out.push(w("position_embd"));
@@ -109,21 +162,29 @@ pub(super) fn outside_blocks(arch: Arch) -> Vec<String> {
     out
 }
 
-/// The tensors block `i` needs: a fused `attn_qkv` (gpt2, bert) when `has`
-/// says the file holds one, else separate Q, K and V. With `has` always
-/// true, the fewest any block of the architecture needs.
-pub(super) fn block_tensors(arch: Arch, i: usize, has: impl Fn(&str) -> bool) -> Vec<String> {
+/// The tensors block `i` needs: a fused `attn_qkv` (every architecture but
+/// `llama`, whose Q/K rows are un-permuted one by one) when `has` says the
+/// file holds one, else separate Q, K and V. With `has` always true, the
+/// fewest any block of the architecture needs.
+pub(super) fn block_tensors(kind: Kind, i: usize, has: impl Fn(&str) -> bool) -> Vec<String> {
     let w = |n: &str| format!("{n}.weight");
     let wb = |n: &str| [format!("{n}.weight"), format!("{n}.bias")];
     let p = |s: &str| format!("blk.{i}.{s}");
     let mut out = Vec::new();
-    if arch != Arch::Llama && has(&w(&p("attn_qkv"))) {
+    if kind != Kind::Llama && has(&w(&p("attn_qkv"))) {
         out.push(w(&p("attn_qkv")));
     } else {
         out.extend(["attn_q", "attn_k", "attn_v"].map(|n| w(&p(n))));
     }
     out.extend(["attn_output", "ffn_up", "ffn_down"].map(|n| w(&p(n))));
-    match arch {
+    let extra: &[&str] = match kind {
+        Kind::Qwen3 => &["attn_q_norm", "attn_k_norm"],
+        Kind::Gemma3 => &["attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm"],
+        _ => &[],
+    };
+    out.extend(extra.iter().map(|n| w(&p(n))));
+    match kind.family() {
+        Arch::Llama if kind == Kind::Phi3 => out.extend(["attn_norm", "ffn_norm"].map(|n| w(&p(n)))),
         Arch::Llama => out.extend(["ffn_gate", "attn_norm", "ffn_norm"].map(|n| w(&p(n)))),
         Arch::Gpt2 => ["attn_norm", "ffn_norm"].iter().for_each(|n| out.extend(wb(&p(n)))),
         Arch::Bert => ["attn_output_norm", "layer_output_norm"].iter().for_each(|n| out.extend(wb(&p(n)))),
@@ -146,6 +207,7 @@ pub(super) fn model(cfg: &ModelConfig, tokens: Linear, blocks: Vec<Block>) -> Mo
         lm_head: None,
         pooler: None,
         rope: None,
+        rope_window: None,
     }
 }
 
@@ -168,6 +230,8 @@ fn biased_blocks(l: &Loader, cfg: &ModelConfig, norms: [&str; 2]) -> Result<Vec<
                 down: l.biased(&p("ffn_down"), h, f)?,
                 n1: l.layer_norm(&p(norms[0]), h)?,
                 n2: l.layer_norm(&p(norms[1]), h)?,
+                qk_norm: None,
+                post_norms: None,
             })
         })
         .collect()

@@ -154,6 +154,7 @@ impl HfDir {
                     type_vocab: 0,
                     norm_eps: v["rms_norm_eps"].as_f64().unwrap_or(1e-6) as f32,
                     rope_theta: v["rope_theta"].as_f64().unwrap_or(10000.0) as f32,
+                    variant: Default::default(),
                 }
             }
             "gpt2" => {
@@ -178,6 +179,7 @@ impl HfDir {
                     type_vocab: 0,
                     norm_eps: v["layer_norm_epsilon"].as_f64().unwrap_or(1e-5) as f32,
                     rope_theta: 0.0,
+                    variant: Default::default(),
                 }
             }
             "bert" => crate::model::weights::bert_config(&self.dir.join("config.json"))?,

@@ -1,5 +1,6 @@
-//! Hostile counts in model files, in process: tiny `llama`, `gpt2` and
-//! `bert` GGUF files and Hugging Face directories, each count set beyond
+//! Hostile counts in model files, in process: tiny `llama`, `qwen3`,
+//! `gemma3` (head width 8 of their own, twice the width's 4 per head),
+//! `gpt2` and `bert` GGUF files and Hugging Face directories, each count set beyond
 //! what the tensors back (refused naming the key and value, allocating
 //! almost nothing), and seeded mutations of each (loaded or refused, never a
 //! panic, never a peak of memory out of proportion to the files).
@@ -26,7 +27,16 @@ fn values(name: &str, n: u64) -> Vec<f32> {
 /// A tiny GGUF model of `arch` (metadata as u64 counts) with `over`
 /// replacing the count of the same key.
 fn gguf(arch: &str, over: &[(&str, u64)]) -> Vec<u8> {
-    let llama = arch == "llama";
+    let llama = ["llama", "qwen3", "gemma3"].contains(&arch);
+    // qwen3 and gemma3 have heads of 8 values (the queries 16 wide).
+    let wide = arch != "llama" && llama;
+    let (qd, kv) = if wide {
+        (2 * H, H)
+    } else if llama {
+        (H, H / 2)
+    } else {
+        (H, H)
+    };
     let mut counts: Vec<(String, u64)> = [
         ("embedding_length", H),
         ("attention.head_count", 2),
@@ -39,6 +49,9 @@ fn gguf(arch: &str, over: &[(&str, u64)]) -> Vec<u8> {
     .collect();
     if llama {
         counts.push((format!("{arch}.attention.head_count_kv"), 1));
+    }
+    if wide {
+        counts.push((format!("{arch}.attention.key_length"), H));
     }
     for (k, v) in over {
         match counts.iter_mut().find(|(c, _)| c == k) {
@@ -53,13 +66,12 @@ fn gguf(arch: &str, over: &[(&str, u64)]) -> Vec<u8> {
     }
     let eps = if llama { "layer_norm_rms_epsilon" } else { "layer_norm_epsilon" };
     w.kv_f32(&format!("{arch}.attention.{eps}"), 1e-5);
-    let kv = if llama { H / 2 } else { H };
     let mut t: Vec<(String, Vec<u64>)> = vec![("token_embd.weight".into(), vec![H, V])];
     let wb = |n: &str, d: &[u64]| {
         [(format!("{n}.weight"), d.to_vec()), (format!("{n}.bias"), vec![*d.last().unwrap()])]
     };
     match arch {
-        "llama" => t.push(("output_norm.weight".into(), vec![H])),
+        _ if llama => t.push(("output_norm.weight".into(), vec![H])),
         "gpt2" => {
             t.push(("position_embd.weight".into(), vec![H, P]));
             t.push(("output_norm.weight".into(), vec![H]));
@@ -75,11 +87,11 @@ fn gguf(arch: &str, over: &[(&str, u64)]) -> Vec<u8> {
     for i in 0..2 {
         let p = |n: &str| format!("blk.{i}.{n}");
         let mats: Vec<(&str, [u64; 2])> = match arch {
-            "llama" => vec![
-                ("attn_q", [H, H]),
+            _ if llama => vec![
+                ("attn_q", [H, qd]),
                 ("attn_k", [H, kv]),
                 ("attn_v", [H, kv]),
-                ("attn_output", [H, H]),
+                ("attn_output", [qd, H]),
                 ("ffn_gate", [H, F]),
                 ("ffn_up", [H, F]),
                 ("ffn_down", [F, H]),
@@ -107,7 +119,8 @@ fn gguf(arch: &str, over: &[(&str, u64)]) -> Vec<u8> {
             }
         }
         let norms: &[&str] = match arch {
-            "llama" => &["attn_norm", "ffn_norm"],
+            "gemma3" => &["attn_norm", "ffn_norm", "post_attention_norm", "post_ffw_norm"],
+            _ if llama => &["attn_norm", "ffn_norm"],
             "gpt2" => &["attn_norm", "ffn_norm"],
             _ => &["attn_output_norm", "layer_output_norm"],
         };
@@ -117,6 +130,10 @@ fn gguf(arch: &str, over: &[(&str, u64)]) -> Vec<u8> {
             } else {
                 t.extend(wb(&p(n), &[H]));
             }
+        }
+        if wide {
+            t.push((p("attn_q_norm.weight"), vec![H]));
+            t.push((p("attn_k_norm.weight"), vec![H]));
         }
     }
     for (name, dims) in &t {
@@ -151,7 +168,7 @@ fn peak<T>(f: impl FnOnce() -> T) -> (T, usize) {
 fn each_gguf_count_the_tensors_cannot_back_is_refused_naming_it() {
     let dir = scratch("gguf-counts");
     let path = dir.join("m.gguf");
-    for arch in ["llama", "gpt2", "bert"] {
+    for arch in ["llama", "qwen3", "gemma3", "gpt2", "bert"] {
         std::fs::write(&path, gguf(arch, &[])).unwrap();
         gguf_outcome(&path).unwrap_or_else(|e| panic!("the valid {arch} file: {e}"));
         let mut keys = vec![
@@ -161,8 +178,11 @@ fn each_gguf_count_the_tensors_cannot_back_is_refused_naming_it() {
             "feed_forward_length",
             "vocab_size",
         ];
-        if arch == "llama" {
+        if ["llama", "qwen3", "gemma3"].contains(&arch) {
             keys.push("attention.head_count_kv");
+        }
+        if ["qwen3", "gemma3"].contains(&arch) {
+            keys.push("attention.key_length");
         }
         for key in keys {
             for v in [0, 3, 4_000_000_000, 1 << 40, u64::MAX] {
@@ -211,9 +231,9 @@ fn mutated_gguf_models_load_or_fail_never_panic() {
     let keys =
         ["block_count", "embedding_length", "attention.head_count", "feed_forward_length", "context_length"];
     let (mut ok, mut bad) = (0, 0);
-    for i in 0..360 {
-        let arch = ["llama", "gpt2", "bert"][i % 3];
-        let mut b = match (i / 3) % 3 {
+    for i in 0..500 {
+        let arch = ["llama", "gpt2", "bert", "qwen3", "gemma3"][i % 5];
+        let mut b = match (i / 5) % 3 {
             // A count set to an extreme or random value.
             0 => {
                 let k = format!("{arch}.{}", keys[(rng.next() % keys.len() as u64) as usize]);
@@ -227,7 +247,7 @@ fn mutated_gguf_models_load_or_fail_never_panic() {
             _ => gguf(arch, &[]),
         };
         // Then bytes: overwritten with extremes, flipped, or cut off.
-        for _ in 0..(i / 3) % 3 {
+        for _ in 0..(i / 5) % 3 {
             let at = (rng.next() as usize) % (b.len() - 8);
             match rng.next() % 3 {
                 0 => b[at..at + 8].copy_from_slice(&EXTREMES[(rng.next() % 10) as usize].to_le_bytes()),

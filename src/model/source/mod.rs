@@ -12,7 +12,9 @@ use std::path::Path;
 
 pub mod gguf;
 mod gguf_arch;
+mod gguf_llama;
 pub mod hf_dir;
+mod q5_0;
 
 /// An opened model: header read and checked, no tensor page touched.
 pub enum Source {
@@ -87,7 +89,8 @@ fn decode_copy_bytes(h: &crate::model::gguf::Header) -> u64 {
         .filter(|t| t.dims.len() == 2)
         .map(|t| {
             let format = match t.ty.name {
-                "Q8_0" => BlockFormat::Q8_0,
+                // Q5_0 is stored as Q8_0 (q5_0.rs), and so copied.
+                "Q8_0" | "Q5_0" => BlockFormat::Q8_0,
                 "Q4_0" => BlockFormat::Q4_0,
                 "Q4_1" => BlockFormat::Q4_1,
                 _ => return 0,

@@ -14,7 +14,9 @@ type Cases = Vec<(String, Vec<u32>)>;
 
 /// One vocabulary's inputs and llama.cpp's ids, or the reason to skip.
 fn load(name: &str) -> Result<(FileTokenizer, Cases), String> {
-    let path = crate::data::find(&format!("llama-vocab/ggml-vocab-{name}.gguf"))?;
+    // The qwen2 and phi-3 vocabularies sit with the tiny models made from them.
+    let path = crate::data::find(&format!("llama-vocab/ggml-vocab-{name}.gguf"))
+        .or_else(|_| crate::data::find(&format!("arch/ggml-vocab-{name}.gguf")))?;
     let read = |ext: &str| {
         let p = path.with_extension(format!("gguf.{ext}"));
         std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))
@@ -84,4 +86,31 @@ fn bert_bge_ids_equal_llama_cpp() {
 #[test]
 fn gpt_2_ids_equal_llama_cpp() {
     check("gpt-2", "gpt2/gpt-2");
+}
+
+#[test]
+fn qwen2_ids_equal_llama_cpp() {
+    check("qwen2", "gpt2/qwen2");
+}
+
+#[test]
+fn phi_3_ids_equal_llama_cpp() {
+    check("phi-3", "llama/spm");
+}
+
+/// Gemma 3's 262144-token SentencePiece vocabulary (the 270M file): the ids
+/// `llama-tokenize` gives (llama.cpp 0c1e570, through llama-cpp-python's
+/// `Llama.tokenize`, special tokens parsed, BOS 2 dropped here).
+#[test]
+fn gemma3_ids_equal_llama_cpp() {
+    let Ok(path) = crate::data::find("gemma3/gemma-3-270m-q4_k_m.gguf") else {
+        eprintln!(
+            "skipped: gemma3/gemma-3-270m-q4_k_m.gguf not in the data folder (bash scripts/fetch-test-data.sh)"
+        );
+        return;
+    };
+    let f = GgufFile::open(&path, None).unwrap();
+    let t = super::from_header(&f.header).unwrap();
+    let ids = t.encode("In the beginning God created the heaven and the earth.").unwrap();
+    assert_eq!(ids, [902, 506, 6534, 3803, 4464, 506, 20808, 532, 506, 7764, 236761]);
 }

@@ -15,6 +15,7 @@
 mod charts;
 mod comparison;
 mod labels;
+mod over_time;
 mod svg;
 mod tables;
 #[cfg(test)]
@@ -151,6 +152,9 @@ fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
         sections.push(("trends", "Trends"));
     }
     sections.extend([("throughput", "Throughput"), ("distributions", "Distributions")]);
+    if over_time::any(&input.reports) {
+        sections.push(("overtime", "Over time"));
+    }
     for (anchor, name) in &sections {
         let _ = write!(out, "<a href=\"#{anchor}\">{name}</a>");
     }
@@ -180,6 +184,9 @@ fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
     }
     throughput_section(&mut out, &input.reports);
     distribution_section(&mut out, &input.reports);
+    if over_time::any(&input.reports) {
+        over_time::section(&mut out, &input.reports);
+    }
     if let Some(s) = served {
         let _ = write!(out, "<script>{}</script>", s.script);
     }

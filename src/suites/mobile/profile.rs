@@ -22,6 +22,65 @@ const FILES: &[(&str, &str)] = &[
 pub const NAMES: &[&str] =
     &["pixel8-emulated", "galaxy-a54-emulated", "rpi5-emulated", "browser-tab-emulated"];
 
+/// Extra folders of the user's profiles, `:`-separated, searched before
+/// `./configs/devices`.
+pub const DIRS_VAR: &str = "TFBENCH_DEVICE_PROFILES";
+
+/// Folders searched for a user's profile `NAME.toml`: `$TFBENCH_DEVICE_PROFILES`,
+/// then `./configs/devices` (a project's own profiles beside its configs).
+pub fn user_dirs() -> Vec<std::path::PathBuf> {
+    let mut dirs: Vec<std::path::PathBuf> = std::env::var_os(DIRS_VAR)
+        .map(|v| std::env::split_paths(&v).filter(|p| !p.as_os_str().is_empty()).collect())
+        .unwrap_or_default();
+    let local = std::path::PathBuf::from("configs/devices");
+    if local.is_dir() {
+        dirs.push(local);
+    }
+    dirs
+}
+
+/// Every profile name a `profile` parameter can take: the shipped ones,
+/// then the user's (`NAME-emulated` for each readable `NAME.toml` in
+/// [`user_dirs`] that is not a shipped name).
+pub fn known_names() -> Vec<String> {
+    known_names_in(&user_dirs())
+}
+
+/// [`known_names`] with the user's folders given.
+pub fn known_names_in(dirs: &[std::path::PathBuf]) -> Vec<String> {
+    let mut names: Vec<String> = NAMES.iter().map(|n| n.to_string()).collect();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let mut found: Vec<String> = entries
+            .filter_map(|e| {
+                let path = e.ok()?.path();
+                (path.extension()? == "toml").then_some(())?;
+                path.file_stem()?.to_str().map(str::to_string)
+            })
+            .filter(|stem| is_profile_name(stem))
+            .map(|stem| format!("{stem}-emulated"))
+            .filter(|n| !names.contains(n))
+            .collect();
+        found.sort();
+        names.extend(found);
+    }
+    names
+}
+
+/// The `profile` parameter's rule: a known profile, checked when the plan
+/// is built (so a typo stops the run before anything runs).
+pub fn check_param(v: &crate::plan::ParamValue) -> Result<(), String> {
+    match v {
+        crate::plan::ParamValue::Str(s) => Profile::find(s).map(|_| ()).map_err(|e| format!("{e:#}")),
+        _ => Err(format!("must be a profile name; known: {}", known_names().join(", "))),
+    }
+}
+
+/// Lower-case letters, digits and `-`: what a case id can carry unquoted.
+fn is_profile_name(s: &str) -> bool {
+    !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+}
+
 /// A device profile.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -94,9 +153,9 @@ pub struct Thermal {
 pub const POWERSAVE: &[&str] = &["0", "1", "2"];
 
 impl Profile {
-    /// Parses and checks one profile file.
+    /// Parses and checks one profile file; `file` is the path errors name.
     pub fn parse(file: &str, text: &str) -> Result<Profile> {
-        let p: Profile = toml::from_str(text).with_context(|| format!("configs/devices/{file}"))?;
+        let p: Profile = toml::from_str(text).with_context(|| file.to_string())?;
         let t = &p.thermal;
         let ok = p.cores.big + p.cores.little >= 1
             && p.memory.budget_bytes >= 1
@@ -111,23 +170,56 @@ impl Profile {
             && t.throttled_duty <= 1.0;
         if !ok {
             bail!(
-                "configs/devices/{file}: needs at least one core, 0 < budget <= total memory, widest_bits 128/256/512, positive R and C, max power >= idle power >= 0, release < throttle temperature, 0 < throttled_duty <= 1"
+                "{file}: needs at least one core, 0 < budget <= total memory, widest_bits 128/256/512, positive R and C, max power >= idle power >= 0, release < throttle temperature, 0 < throttled_duty <= 1"
+            );
+        }
+        if !is_profile_name(&p.name) {
+            bail!(
+                "{file}: name {:?} must be lower-case letters, digits and `-` (it is part of case ids)",
+                p.name
             );
         }
         Ok(p)
     }
 
-    /// The profile a `profile` parameter names (`pixel8-emulated`); an
-    /// unknown name is an error listing the known ones.
+    /// The profile a `profile` parameter names (`pixel8-emulated`): a
+    /// shipped one, else the user's `NAME.toml` in a profile folder
+    /// ([`user_dirs`]). An unknown name is an error listing the known ones.
     pub fn find(param: &str) -> Result<Profile> {
+        Profile::find_in(param, &user_dirs())
+    }
+
+    /// [`Profile::find`] with the user's folders given.
+    pub fn find_in(param: &str, dirs: &[std::path::PathBuf]) -> Result<Profile> {
         let name = param.strip_suffix("-emulated").unwrap_or("");
         for (file, text) in FILES {
-            let p = Profile::parse(file, text)?;
+            let p = Profile::parse(&format!("configs/devices/{file} (shipped)"), text)?;
             if p.name == name {
                 return Ok(p);
             }
         }
-        bail!("unknown device profile `{param}`; known: {}", NAMES.join(", "))
+        if is_profile_name(name) {
+            for dir in dirs {
+                let path = dir.join(format!("{name}.toml"));
+                if let Ok(text) = std::fs::read_to_string(&path) {
+                    let p = Profile::parse(&path.display().to_string(), &text)?;
+                    if p.name != name {
+                        bail!(
+                            "{}: its name is {:?}; a profile file is named after its profile",
+                            path.display(),
+                            p.name
+                        );
+                    }
+                    return Ok(p);
+                }
+            }
+        }
+        let shown: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+        bail!(
+            "unknown device profile `{param}`; known: {} (a profile of your own: NAME.toml in {} or a folder in ${DIRS_VAR}, used as `NAME-emulated`)",
+            known_names_in(dirs).join(", "),
+            if shown.is_empty() { "./configs/devices".to_string() } else { shown.join(", ") },
+        )
     }
 
     /// The cores `powersave` selects (ncnn's 0 = all, 1 = little, 2 = big);
@@ -256,5 +348,32 @@ mod tests {
         assert!(Profile::parse("x.toml", &bad).is_err());
         let unknown = format!("{}\nclock_ghz = 3.0\n", FILES[0].1);
         assert!(Profile::parse("x.toml", &unknown).is_err(), "unknown keys are refused");
+    }
+
+    #[test]
+    fn a_users_profile_file_is_found_by_name_and_checked() {
+        let dir = std::env::temp_dir().join(format!("tfbench-profiles-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mine = FILES[2].1.replace("name = \"rpi5\"", "name = \"my-board\"");
+        std::fs::write(dir.join("my-board.toml"), &mine).unwrap();
+        std::fs::write(dir.join("wrong-name.toml"), FILES[2].1).unwrap();
+        std::fs::write(dir.join("broken.toml"), "name = \"broken\"\n").unwrap();
+        std::fs::write(dir.join("notes.txt"), "not a profile").unwrap();
+        let dirs = vec![dir.clone()];
+        let p = Profile::find_in("my-board-emulated", &dirs).unwrap();
+        assert_eq!((p.name.as_str(), p.cores(0).unwrap()), ("my-board", 4));
+        assert!(p.note(1).starts_with("my-board-emulated"));
+        let known = known_names_in(&dirs);
+        assert!(
+            known.contains(&"my-board-emulated".to_string()) && known.contains(&"pixel8-emulated".into())
+        );
+        assert!(!known.iter().any(|n| n.contains("notes")), "{known:?}");
+        let e = format!("{:#}", Profile::find_in("wrong-name-emulated", &dirs).unwrap_err());
+        assert!(e.contains("wrong-name.toml") && e.contains("\"rpi5\""), "{e}");
+        let e = format!("{:#}", Profile::find_in("broken-emulated", &dirs).unwrap_err());
+        assert!(e.contains("broken.toml"), "the file is named: {e}");
+        let e = format!("{:#}", Profile::find_in("nothing-emulated", &dirs).unwrap_err());
+        assert!(e.contains("my-board-emulated") && e.contains(&dir.display().to_string()), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

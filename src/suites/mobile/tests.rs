@@ -227,3 +227,63 @@ fn levels_run_on_the_model_runtime_with_accuracy_against_o0() {
         case("levels", &[("level", s("O9")), ("model", s("gpt2-tiny")), ("depth", i(4)), ("gen", i(2))]);
     assert!(prepare_standalone(&MobileSuite, &bad).err().unwrap().to_string().contains("O0, O1, O2, O3"));
 }
+
+fn adapt_case(latency_ms: f64, memory_mib: f64) -> Case {
+    case(
+        "adapt",
+        &[
+            ("profile", s("rpi5-emulated")),
+            ("model", s("gpt2-tiny")),
+            ("depth", i(8)),
+            ("gen", i(2)),
+            ("latency_ms", ParamValue::Float(latency_ms)),
+            ("memory_mib", ParamValue::Float(memory_mib)),
+            ("min_cosine", ParamValue::Float(0.9)),
+        ],
+    )
+}
+
+#[test]
+fn adaptation_chooses_a_measured_configuration_and_lists_every_candidate() {
+    let c = adapt_case(10_000.0, 0.0);
+    let mut w = match prepare_standalone(&MobileSuite, &c) {
+        Err(e) if e.downcast_ref::<SkipCase>().is_some() && !cfg!(feature = "models") => return,
+        other => other.unwrap(),
+    };
+    let v = w.verify().unwrap();
+    assert!(v.passed, "{}", v.detail);
+    assert!(
+        v.reference.contains("adaptation chose") && v.reference.contains("rpi5-emulated"),
+        "{}",
+        v.reference
+    );
+    let (have, _) = profile::machine();
+    let n = adapt::candidates(4.min(have)).len();
+    assert_eq!(v.detail.matches("threads=").count(), n, "every candidate listed: {}", v.detail);
+    assert_eq!(v.detail.matches(": chosen").count(), 1, "{}", v.detail);
+    w.run(1).unwrap();
+    let m = w.metrics();
+    assert_eq!(metric(&m, "candidates"), n as f64);
+    assert_eq!(metric(&m, "candidates_rejected"), 0.0, "a 10 s target rejects nothing");
+    let level = metric(&m, "chosen_level");
+    assert!((1.0..=3.0).contains(&level) && metric(&m, "chosen_threads") <= have as f64);
+}
+
+#[test]
+fn adaptation_with_unreachable_targets_skips_naming_each_rejection() {
+    for (latency, memory, says) in
+        [(1e-6, 0.0, "over the 0.00 ms target"), (10_000.0, 0.001, "not allocated")]
+    {
+        let err = match prepare_standalone(&MobileSuite, &adapt_case(latency, memory)) {
+            Err(e) => e,
+            Ok(_) => panic!("latency {latency} ms, memory {memory} MiB: nothing can meet it"),
+        };
+        let skip = err.downcast_ref::<SkipCase>().unwrap_or_else(|| panic!("a skip, not {err:#}"));
+        if !cfg!(feature = "models") {
+            continue;
+        }
+        let why = skip.to_string();
+        assert!(why.contains("no configuration meets") && why.contains(says), "{why}");
+        assert!(why.contains("O1 threads=1 batch=1") && why.contains("O3"), "{why}");
+    }
+}

@@ -45,18 +45,34 @@ fn percentile_index(n: usize) -> usize {
     ((PERCENTILE / 100.0 * n as f64).ceil() as usize).clamp(1, n.max(1)) - 1
 }
 
+/// Independent partial sums per chunk: enough to fill one AVX-512 register.
+const LANES: usize = 16;
+
 /// Sum of squared round-trip errors of symmetric int8 with `scale`.
+///
+/// Each chunk keeps `LANES` partial sums instead of one: a single f32
+/// accumulator is a serial chain of dependent adds that LLVM may not
+/// reorder (float addition is not associative), so the loop ran scalar at
+/// one add latency per element, and its speed moved by 20% with code
+/// layout alone between builds. Lane sums vectorise at the baseline ISA
+/// and round no worse.
 fn sse(x: &[f32], scale: f32) -> f64 {
     let inv = 1.0 / scale;
+    let err = |v: f32| {
+        let e = v - rne((v * inv).clamp(-127.0, 127.0)) * scale;
+        e * e
+    };
     x.par_chunks(1 << 16)
         .map(|c| {
-            let mut s = 0.0f32;
-            for &v in c {
-                let q = rne((v * inv).clamp(-127.0, 127.0));
-                let e = v - q * scale;
-                s += e * e;
+            let mut lanes = [0.0f32; LANES];
+            let mut blocks = c.chunks_exact(LANES);
+            for b in &mut blocks {
+                for (s, &v) in lanes.iter_mut().zip(b) {
+                    *s += err(v);
+                }
             }
-            s as f64
+            let tail: f64 = blocks.remainder().iter().map(|&v| err(v) as f64).sum();
+            lanes.iter().map(|&s| s as f64).sum::<f64>() + tail
         })
         .sum()
 }
@@ -188,5 +204,28 @@ impl Workload for Calibrate {
         m.push(Metric::new("scale", self.scale as f64, ""));
         m.push(Metric::new("clipped", 100.0 * clipped as f64 / self.x.len() as f64, "%"));
         m
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The lane-split sum against a naive f64 loop, on a length with a tail
+    /// and more than one parallel chunk.
+    #[test]
+    fn sse_matches_an_f64_reference() {
+        let x = crate::util::randn((1 << 16) + 1000 + 7, 3);
+        let scale = 3.0 / 127.0;
+        let want: f64 = x
+            .iter()
+            .map(|&v| {
+                let q = ((v as f64 / scale as f64).clamp(-127.0, 127.0)).round_ties_even();
+                let e = v as f64 - q * scale as f64;
+                e * e
+            })
+            .sum();
+        let got = sse(&x, scale);
+        assert!((got - want).abs() <= 1e-5 * want, "sse {got}, f64 reference {want}");
     }
 }

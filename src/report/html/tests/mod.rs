@@ -523,3 +523,27 @@ fn comparison_has_a_key_memory_columns_and_a_chart_per_benchmark() {
     let summary = doc.all(&|e| e.attr("id") == Some("summary"))[0].all_text();
     assert!(summary.contains("1 regressed") && summary.contains("2 inconclusive"), "{summary}");
 }
+
+/// A sustained-load case's windows and a throttling case's simulated
+/// deciles are drawn in their own section, linked from the navigation, as
+/// well-formed SVG, the simulated ones titled so.
+#[test]
+fn figures_over_time_get_their_section() {
+    let mut report = fixture();
+    assert!(!page(vec![("a.json".into(), &report)], &[]).contains("id=\"overtime\""));
+    let c = &mut report.cases[0];
+    c.metrics = (0..6)
+        .map(|i| crate::workload::Metric::new(format!("window_{i}_flops_per_s"), 1e9, "FLOP/s"))
+        .collect();
+    for q in 1..=10 {
+        c.metrics.push(crate::workload::Metric::new(format!("simulated_temp_c_at_{}pct", q * 10), 30.0, "C"));
+    }
+    let html = page(vec![("a.json".into(), &report)], &[]);
+    let doc = parse(&html);
+    assert!(html.contains("href=\"#overtime\""));
+    let figs = doc.all(&|e| e.name == "figure" && e.has_class("overtime"));
+    assert_eq!(figs.len(), 1);
+    let charts = figs[0].named("svg");
+    assert_eq!(charts.len(), 2, "windows and modelled temperature");
+    assert!(charts[1].attr("aria-label").unwrap().contains("simulated"));
+}
