@@ -6,6 +6,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
 mod compare;
+pub mod load;
 pub mod model;
 
 pub use compare::{
@@ -54,6 +55,9 @@ pub enum Command {
     /// The measuring side of `tfbench ab` (driven over stdin/stdout; not for people).
     #[command(hide = true)]
     AbWorker(Box<AbWorkerArgs>),
+    /// Serving under load: LoadGen's scenarios (single-stream, multi-stream, server with a peak-QPS
+    /// search, offline) against tfbench's continuous-batching engine or an OpenAI-compatible server.
+    Load(Box<load::LoadArgs>),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completions(CompletionsArgs),
     /// Print the man page (roff), or write one page per subcommand with --dir.

@@ -118,6 +118,9 @@ pub mod isa;
 pub mod kernels;
 #[doc(hidden)]
 pub mod live;
+/// Serving under load: LoadGen's scenarios, the continuous-batching engine, the OpenAI-compatible client.
+#[cfg(feature = "models")]
+pub mod load;
 #[doc(hidden)]
 pub mod merge;
 #[doc(hidden)]

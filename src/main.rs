@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Command::Merge(a) => app::merge(a).map(|t| eprint!("{t}")).map(|_| Outcome::Success),
         Command::Serve(a) => app::serve(a),
         Command::Ab(a) => app::ab(a),
+        Command::Load(a) => app::load(a),
         Command::AbWorker(a) => app::ab_worker(a),
         Command::Completions(a) => {
             app::completions(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success)

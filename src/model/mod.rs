@@ -11,6 +11,7 @@
 //! | `ops.rs`, `linear.rs` | attention, norms, activations, RoPE; linear layers over every weight storage |
 //! | `workspace.rs` | the buffers of a forward pass and the KV cache, sized once |
 //! | `generate.rs` | prefill in bounded chunks and greedy decoding on the CPU |
+//! | `ragged.rs` | one decode step of sequences at different positions (continuous batching) |
 //! | `loader.rs`, `weights.rs` | a model from named tensors: seeded random or a BERT safetensors file; the memory plan |
 //! | `reference.rs` | the independent f64 forward pass results are checked against |
 //! | `steps.rs` | per-step latencies (time to first token, time per output token) |
@@ -35,6 +36,8 @@ pub mod linear;
 pub mod loader;
 #[cfg(feature = "models")]
 pub mod ops;
+#[cfg(feature = "models")]
+pub mod ragged;
 #[cfg(feature = "models")]
 pub mod reference;
 #[cfg(feature = "models")]
