@@ -33,6 +33,7 @@ fn main() -> ExitCode {
         Command::Serve(a) => app::serve(a),
         Command::Ab(a) => app::ab(a),
         Command::AbWorker(a) => app::ab_worker(a),
+        Command::CountWorker(a) => app::count_worker(a),
         Command::Completions(a) => {
             app::completions(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success)
         }

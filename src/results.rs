@@ -381,6 +381,10 @@ pub struct CaseResult {
     /// per-step latencies); empty for most cases.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub metrics: Vec<Metric>,
+    /// A look inside the case (issue 50): instruction counts, hardware
+    /// counters, a profile's files; absent when none was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<crate::inside::Inside>,
 }
 
 /// One performance target the run can check, with the measured ratio.

@@ -122,6 +122,15 @@ fn change_cell(c: &CaseChange) -> String {
     format!("{} [{}, {}]", signed_change(r.point), signed_change(r.lower), signed_change(r.upper))
 }
 
+/// A side's figure in the unit of the case's measure: a time, or
+/// instructions per iteration.
+fn value_cell(c: &CaseChange, v: f64) -> String {
+    match c.measure {
+        crate::inside::Measure::Time => units::format_time_ns(v),
+        crate::inside::Measure::Instructions => format!("{} instr", crate::inside::si(v)),
+    }
+}
+
 /// `<0.001`, `0.034`, `1.000`.
 fn p_cell(p: f64) -> String {
     if !p.is_finite() {
@@ -259,8 +268,8 @@ pub fn render_table(c: &Comparison, color: bool) -> String {
             let memory_colour = ch.memory.as_ref().filter(|m| m.regressed).map(|_| Color::Red);
             table.add_row(vec![
                 Cell::new(&ch.id),
-                Cell::new(units::format_time_ns(ch.old_median_ns)),
-                Cell::new(units::format_time_ns(ch.new_median_ns)),
+                Cell::new(value_cell(ch, ch.old_median_ns)),
+                Cell::new(value_cell(ch, ch.new_median_ns)),
                 paint(change_cell(ch), verdict_colour),
                 Cell::new(band_cell(ch)),
                 Cell::new(p_cell(ch.p_value)),
@@ -323,8 +332,8 @@ pub fn render_markdown(c: &Comparison) -> String {
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 md_code(&ch.id),
-                units::format_time_ns(ch.old_median_ns),
-                units::format_time_ns(ch.new_median_ns),
+                value_cell(ch, ch.old_median_ns),
+                value_cell(ch, ch.new_median_ns),
                 change_cell(ch),
                 band_cell(ch),
                 p_cell(ch.p_value),

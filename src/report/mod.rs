@@ -357,6 +357,7 @@ mod fixture_cases {
             bound: Some(Bound::Compute),
             notes: vec![],
             metrics: vec![],
+            inside: None,
         }
     }
 
@@ -414,6 +415,7 @@ mod fixture_cases {
                 crate::results::Metric::new("max_abs_error", 2.5e-7, ""),
                 crate::results::Metric::new("working_set", 6291456.0, "B"),
             ],
+            inside: None,
         }
     }
 
@@ -442,6 +444,7 @@ mod fixture_cases {
             bound: None,
             notes: vec![],
             metrics: vec![],
+            inside: None,
         }
     }
 
