@@ -9,13 +9,14 @@
 //! call, then the counted call of `--count-iterations` iterations between
 //! client requests that zero the counts and stop instrumentation, and writes
 //! what it found to a JSON file; the parent reads callgrind's totals from
-//! its output file. A case that runs past `--max-time` under Valgrind is
-//! cut (skipped, saying so) and the others go on.
+//! its output file. A case that runs past `--max-time` (given on the
+//! command line; else [`DEFAULT_COUNT_LIMIT`]) under Valgrind is cut
+//! (skipped, saying so) and the others go on.
 
 use super::Outcome;
 use crate::backend::Device;
 use crate::cli::{CountWorkerArgs, RunArgs, WorkerPlan};
-use crate::config::{Resolved, Settings};
+use crate::config::Resolved;
 use crate::harness::inject::{self, Injection};
 use crate::harness::runner::Observer;
 use crate::inside::callgrind::{self, Counts};
@@ -99,8 +100,7 @@ pub(super) fn execute(
     let mut out = Vec::with_capacity(n);
     for (i, case) in plan.cases.iter().enumerate() {
         obs.case_started(&case.id, 0, i, n);
-        let settings = plan.settings.get(&case.suite).cloned().unwrap_or_default();
-        let r = count_case(args, case, &settings, instructions);
+        let r = count_case(args, case, instructions);
         obs.case_finished(&r);
         out.push(r);
     }
@@ -116,13 +116,13 @@ enum Ran {
 
 /// The result of counting `case`: once, or twice when the instruction-
 /// burning hook applies (plain, to learn the count; then burning).
-fn count_case(args: &RunArgs, case: &Case, s: &Settings, instructions: Option<&Injection>) -> CaseResult {
+fn count_case(args: &RunArgs, case: &Case, instructions: Option<&Injection>) -> CaseResult {
     let burn = instructions.filter(|i| i.applies_to(&case.id));
-    let mut ran = run_worker(args, case, s, 0);
+    let mut ran = run_worker(args, case, 0);
     let mut notes = Vec::new();
     if let (Some(i), Ran::Counted(_, c)) = (burn, &ran) {
         let steps = inject::burn_steps(i.factor, c.instructions);
-        ran = run_worker(args, case, s, steps);
+        ran = run_worker(args, case, steps);
         notes.push(format!(
             "INJECTED EXTRA INSTRUCTIONS x{} ({} test hook): not a real measurement",
             i.factor,
@@ -160,14 +160,14 @@ fn count_case(args: &RunArgs, case: &Case, s: &Settings, instructions: Option<&I
 }
 
 /// Runs the worker for `case` under callgrind and reads what it found.
-fn run_worker(args: &RunArgs, case: &Case, s: &Settings, burn_steps: u64) -> Ran {
+fn run_worker(args: &RunArgs, case: &Case, burn_steps: u64) -> Ran {
     let dir = std::env::temp_dir().join(format!("tfbench-count-{}-{}", std::process::id(), rand::random::<u32>()));
-    let ran = run_worker_in(&dir, args, case, s, burn_steps);
+    let ran = run_worker_in(&dir, args, case, burn_steps);
     let _ = std::fs::remove_dir_all(&dir);
     ran.unwrap_or_else(|e| Ran::Failed("count".into(), format!("{e:#}")))
 }
 
-fn run_worker_in(dir: &Path, args: &RunArgs, case: &Case, s: &Settings, burn_steps: u64) -> Result<Ran> {
+fn run_worker_in(dir: &Path, args: &RunArgs, case: &Case, burn_steps: u64) -> Result<Ran> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let (out_file, report, log) = (dir.join("callgrind.out"), dir.join("worker.json"), dir.join("valgrind.log"));
     let exe = std::env::current_exe().context("finding tfbench's own executable")?;
@@ -184,18 +184,18 @@ fn run_worker_in(dir: &Path, args: &RunArgs, case: &Case, s: &Settings, burn_ste
         cmd.env(crate::data::ENV, &place.dir);
     }
     let mut child = cmd.spawn().context("starting valgrind")?;
-    let limit = s.max_time.map(Duration::from_secs_f64);
+    let limit = Duration::from_secs_f64(count_limit(args));
     let started = Instant::now();
     let status = loop {
         if let Some(st) = child.try_wait().context("waiting for valgrind")? {
             break st;
         }
-        if limit.is_some_and(|l| started.elapsed() > l) {
+        if started.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
             return Ok(Ran::Skipped(format!(
-                "cut at --max-time ({:.0} s) under Valgrind, which runs code 20-100x slower: raise --max-time or count fewer iterations",
-                limit.map_or(0.0, |l| l.as_secs_f64())
+                "cut at --max-time ({} s) under Valgrind, which runs code 20-100x slower: raise --max-time or count fewer iterations",
+                limit.as_secs_f64()
             )));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -221,6 +221,17 @@ fn run_worker_in(dir: &Path, args: &RunArgs, case: &Case, s: &Settings, burn_ste
     let counts = Counts::from_totals(&totals, w.iterations, w.isa.clone(), w.features.clone(), w.threads);
     Ok(Ran::Counted(Box::new(w), counts))
 }
+
+/// Seconds a case may run under Valgrind before it is cut: `--max-time`
+/// when given on the command line, else [`DEFAULT_COUNT_LIMIT`] (a config's
+/// `max_time` is sized for timed runs, and Valgrind runs code 20-100x
+/// slower, its start-up on tfbench's binary alone about 1-2 s).
+fn count_limit(args: &RunArgs) -> f64 {
+    args.timing.max_time.unwrap_or(DEFAULT_COUNT_LIMIT)
+}
+
+/// The budget of one counted case when `--max-time` is not given, seconds.
+pub const DEFAULT_COUNT_LIMIT: f64 = 300.0;
 
 /// The worker's command line: the run's plan narrowed to `case` (one
 /// thread unless `-j` says otherwise, one round).

@@ -87,7 +87,9 @@ pub fn write(folded: &[String], title: &str, svg: &Path, folded_path: &Path) -> 
     std::fs::write(folded_path, text).map_err(|e| format!("writing {}: {e}", folded_path.display()))?;
     let drawn = flamegraph(folded, title)?;
     std::fs::write(svg, drawn).map_err(|e| format!("writing {}: {e}", svg.display()))?;
-    Ok(ProfileFiles { svg: svg.display().to_string(), folded: folded_path.display().to_string(), samples })
+    // Absolute, so the HTML report links them from wherever it is written.
+    let abs = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string();
+    Ok(ProfileFiles { svg: abs(svg), folded: abs(folded_path), samples })
 }
 
 /// A running sampler; [`Sampler::finish`] stops it and returns the stacks.
