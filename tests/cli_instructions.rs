@@ -78,11 +78,21 @@ fn counts_are_positive_deterministic_and_an_injected_two_percent_is_flagged() {
     assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
     let v = json(&r);
     for ch in v["changes"].as_array().expect("changes") {
-        let want = if ch["id"].as_str().is_some_and(|i| i.ends_with("randn")) { "regressed" } else { "unchanged" };
+        let want =
+            if ch["id"].as_str().is_some_and(|i| i.ends_with("randn")) { "regressed" } else { "unchanged" };
         assert_eq!(ch["verdict"], want, "{ch}");
     }
     // A 3% band lets the 2% through.
-    let r = tfbench(&["compare", "--baseline", &sa, "--against", &sc, "--fail-on-regression", "--count-band", "3"]);
+    let r = tfbench(&[
+        "compare",
+        "--baseline",
+        &sa,
+        "--against",
+        &sc,
+        "--fail-on-regression",
+        "--count-band",
+        "3",
+    ]);
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
 }
 
@@ -97,7 +107,18 @@ fn counts_and_timings_are_not_compared() {
     count(&counted, &[]);
     let timed = dir.join("timed.json").display().to_string();
     let r = tfbench(&[
-        "run", "--suite", "tensor", "--quick", "--no-probe", "--no-live", "--sample-size", "5", "-q", "-o", &timed, CASES,
+        "run",
+        "--suite",
+        "tensor",
+        "--quick",
+        "--no-probe",
+        "--no-live",
+        "--sample-size",
+        "5",
+        "-q",
+        "-o",
+        &timed,
+        CASES,
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let r = tfbench(&["compare", "--baseline", &counted.display().to_string(), "--against", &timed]);
@@ -109,7 +130,17 @@ fn what_cannot_be_counted_is_refused_before_anything_runs() {
     // A device Valgrind cannot count (exit 2 whether or not valgrind is here:
     // the device is checked first only when valgrind exists, so accept both
     // messages).
-    let r = tfbench(&["run", "--suite", "tensor", "--measure", "instructions", "--device", "cuda", "--no-live", CASES]);
+    let r = tfbench(&[
+        "run",
+        "--suite",
+        "tensor",
+        "--measure",
+        "instructions",
+        "--device",
+        "cuda",
+        "--no-live",
+        CASES,
+    ]);
     assert_eq!(r.code, 2, "{}", r.stderr);
     assert!(r.stderr.contains("CPU cases only") || r.stderr.contains("no case matches"), "{}", r.stderr);
     // No valgrind on PATH: the error names it.
@@ -120,7 +151,15 @@ fn what_cannot_be_counted_is_refused_before_anything_runs() {
     assert_usage_error(&r, &["no `valgrind` is on PATH"]);
     // --profile with counts.
     let r = tfbench(&[
-        "run", "--suite", "tensor", "--measure", "instructions", "--profile", "/tmp/x.svg", "--no-live", CASES,
+        "run",
+        "--suite",
+        "tensor",
+        "--measure",
+        "instructions",
+        "--profile",
+        "/tmp/x.svg",
+        "--no-live",
+        CASES,
     ]);
     assert_usage_error(&r, &["--profile"]);
 }
@@ -134,7 +173,17 @@ fn a_case_too_long_under_valgrind_is_cut_and_the_others_go_on() {
     // Valgrind's start-up alone takes longer than 0.2 s: every case is cut,
     // each says so, and the run still ends with its results (exit 0).
     let r = tfbench(&[
-        "run", "--suite", "tensor", "--measure", "instructions", "--max-time", "0.2", "--no-live", "-f", "json", CASES,
+        "run",
+        "--suite",
+        "tensor",
+        "--measure",
+        "instructions",
+        "--max-time",
+        "0.2",
+        "--no-live",
+        "-f",
+        "json",
+        CASES,
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let v = json(&r);

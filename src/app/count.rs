@@ -58,7 +58,9 @@ struct WorkerReport {
 /// requests.
 pub(super) fn check(args: &RunArgs, plan: &Resolved) -> Result<()> {
     if !callgrind::SUPPORTED {
-        bail!("--measure instructions needs x86-64 or arm64 (Valgrind's client requests); this build is for another architecture");
+        bail!(
+            "--measure instructions needs x86-64 or arm64 (Valgrind's client requests); this build is for another architecture"
+        );
     }
     if args.inside.profile.is_some() {
         bail!("--profile samples a timed run; it cannot be combined with --measure instructions");
@@ -161,7 +163,8 @@ fn count_case(args: &RunArgs, case: &Case, instructions: Option<&Injection>) -> 
 
 /// Runs the worker for `case` under callgrind and reads what it found.
 fn run_worker(args: &RunArgs, case: &Case, burn_steps: u64) -> Ran {
-    let dir = std::env::temp_dir().join(format!("tfbench-count-{}-{}", std::process::id(), rand::random::<u32>()));
+    let dir =
+        std::env::temp_dir().join(format!("tfbench-count-{}-{}", std::process::id(), rand::random::<u32>()));
     let ran = run_worker_in(&dir, args, case, burn_steps);
     let _ = std::fs::remove_dir_all(&dir);
     ran.unwrap_or_else(|e| Ran::Failed("count".into(), format!("{e:#}")))
@@ -169,7 +172,8 @@ fn run_worker(args: &RunArgs, case: &Case, burn_steps: u64) -> Ran {
 
 fn run_worker_in(dir: &Path, args: &RunArgs, case: &Case, burn_steps: u64) -> Result<Ran> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let (out_file, report, log) = (dir.join("callgrind.out"), dir.join("worker.json"), dir.join("valgrind.log"));
+    let (out_file, report, log) =
+        (dir.join("callgrind.out"), dir.join("worker.json"), dir.join("valgrind.log"));
     let exe = std::env::current_exe().context("finding tfbench's own executable")?;
     let mut cmd = Command::new(valgrind_path()?);
     cmd.args(["--tool=callgrind", "--instr-atstart=no", "--cache-sim=yes", "--dump-instr=no", "-q"])
@@ -180,7 +184,9 @@ fn run_worker_in(dir: &Path, args: &RunArgs, case: &Case, burn_steps: u64) -> Re
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).context("creating the Valgrind log")?);
-    if let Some(place) = crate::data::lookup().places.first().filter(|p| p.source == crate::data::Source::Flag) {
+    if let Some(place) =
+        crate::data::lookup().places.first().filter(|p| p.source == crate::data::Source::Flag)
+    {
         cmd.env(crate::data::ENV, &place.dir);
     }
     let mut child = cmd.spawn().context("starting valgrind")?;
@@ -204,8 +210,19 @@ fn run_worker_in(dir: &Path, args: &RunArgs, case: &Case, burn_steps: u64) -> Re
         Ok(text) => serde_json::from_str(&text).context("reading the worker's report")?,
         Err(_) => {
             let tail = std::fs::read_to_string(&log).unwrap_or_default();
-            let tail: String = tail.lines().rev().take(6).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
-            return Ok(Ran::Failed("count".into(), format!("the counted worker exited with {status} and wrote no report: {tail}")));
+            let tail: String = tail
+                .lines()
+                .rev()
+                .take(6)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<Vec<_>>()
+                .join(" | ");
+            return Ok(Ran::Failed(
+                "count".into(),
+                format!("the counted worker exited with {status} and wrote no report: {tail}"),
+            ));
         }
     };
     match w.status.as_str() {

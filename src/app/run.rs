@@ -390,10 +390,19 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
 fn inside_warnings(ctx: &Checked, counted: bool) {
     use crate::harness::inject;
     if counted && let Some(i) = &ctx.injection {
-        eprintln!("warning: {}={} is ignored when counting instructions (use {})", inject::VAR, i.spec, inject::INSTRUCTIONS_VAR);
+        eprintln!(
+            "warning: {}={} is ignored when counting instructions (use {})",
+            inject::VAR,
+            i.spec,
+            inject::INSTRUCTIONS_VAR
+        );
     }
     if !counted && let Some(i) = &ctx.instructions {
-        eprintln!("warning: {}={} applies to --measure instructions only; ignored", inject::INSTRUCTIONS_VAR, i.spec);
+        eprintln!(
+            "warning: {}={} applies to --measure instructions only; ignored",
+            inject::INSTRUCTIONS_VAR,
+            i.spec
+        );
     }
     if counted && let Some(i) = &ctx.instructions {
         eprintln!(
@@ -403,7 +412,10 @@ fn inside_warnings(ctx: &Checked, counted: bool) {
             i.factor
         );
     }
-    if !counted && !ctx.quiet() && let Err(why) = crate::inside::counters::availability() {
+    if !counted
+        && !ctx.quiet()
+        && let Err(why) = crate::inside::counters::availability()
+    {
         eprintln!("note: no hardware counters: {why}");
     }
 }

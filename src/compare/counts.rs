@@ -13,7 +13,7 @@
 //! on different thread counts are not compared: [`check`] refuses them,
 //! and [`compare`] leaves such a case out with a note if asked anyway.
 
-use super::{CaseChange, Comparison, CompareOptions, Method, Verdict, matching, notes};
+use super::{CaseChange, CompareOptions, Comparison, Method, Verdict, matching, notes};
 use crate::inside::Measure;
 use crate::inside::callgrind::Counts;
 use crate::results::{CaseResult, Estimate, RunReport};
@@ -39,7 +39,8 @@ pub fn check(old: &[RunReport], new: &[RunReport]) -> Result<(), String> {
     match (is_counted(old), is_counted(new)) {
         (false, false) => return Ok(()),
         (true, false) | (false, true) => {
-            let (counted, timed) = if is_counted(old) { ("baseline", "candidate") } else { ("candidate", "baseline") };
+            let (counted, timed) =
+                if is_counted(old) { ("baseline", "candidate") } else { ("candidate", "baseline") };
             return Err(format!(
                 "cannot compare instruction counts with timings: the {counted} was counted (--measure instructions), the {timed} was timed; measure both sides the same way"
             ));
@@ -189,7 +190,8 @@ mod tests {
                 c.id = id.to_string();
                 c.samples.clear();
                 c.estimates = None;
-                c.inside = Some(crate::inside::Inside { counts: Some(counts(*ir, isa)), ..Default::default() });
+                c.inside =
+                    Some(crate::inside::Inside { counts: Some(counts(*ir, isa)), ..Default::default() });
                 c
             })
             .collect();
@@ -215,18 +217,25 @@ mod tests {
         let c = compare("old", &[old], "new", &[new], &opts);
         assert_eq!(c.changes.len(), 2);
         let a = &c.changes[0];
-        assert_eq!((a.id.as_str(), a.verdict, a.beyond_limit, a.measure), ("a", Verdict::Regressed, true, Measure::Instructions));
+        assert_eq!(
+            (a.id.as_str(), a.verdict, a.beyond_limit, a.measure),
+            ("a", Verdict::Regressed, true, Measure::Instructions)
+        );
         assert!((a.ratio.point - 1.02).abs() < 1e-12 && a.ratio.lower == a.ratio.upper);
         assert_eq!(c.changes[1].verdict, Verdict::Unchanged);
         assert!(c.has_gating_failure());
-        assert_eq!((c.only_in_baseline.clone(), c.only_in_candidate.clone()), (vec!["gone".to_string()], vec!["new".to_string()]));
+        assert_eq!(
+            (c.only_in_baseline.clone(), c.only_in_candidate.clone()),
+            (vec!["gone".to_string()], vec!["new".to_string()])
+        );
         assert!(c.notes[0].contains("instructions") && c.notes.iter().any(|n| n.contains("avx2")));
     }
 
     #[test]
     fn an_a_a_of_counts_flags_nothing() {
         let r = run(&[("a", 100_000, "avx2"), ("b", 5_000, "avx2")]);
-        let c = compare("a", std::slice::from_ref(&r), "b", std::slice::from_ref(&r), &CompareOptions::default());
+        let c =
+            compare("a", std::slice::from_ref(&r), "b", std::slice::from_ref(&r), &CompareOptions::default());
         assert!(c.changes.iter().all(|ch| ch.verdict == Verdict::Unchanged && !ch.beyond_limit));
         assert!(!c.has_gating_failure());
     }

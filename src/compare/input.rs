@@ -20,7 +20,10 @@ pub fn validate(source: &str, report: &RunReport) -> Result<()> {
             bail!("{source}: case `{}` appears twice (duplicate id in `cases`)", case.id);
         }
         let counts = case.inside.as_ref().and_then(|i| i.counts.as_ref());
-        if matches!(case.status, crate::results::CaseStatus::Ok) && case.samples.is_empty() && counts.is_none() {
+        if matches!(case.status, crate::results::CaseStatus::Ok)
+            && case.samples.is_empty()
+            && counts.is_none()
+        {
             bail!("{source}: case `{}` has status ok but no `samples` (nor instruction counts)", case.id);
         }
         // A counted case (--measure instructions) is judged on its counts.

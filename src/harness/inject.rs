@@ -209,7 +209,9 @@ impl Burned {
 impl Workload for Burned {
     /// Refused, as [`Slowed::verify`].
     fn verify(&mut self) -> Result<Verification> {
-        bail!("internal error: a case was verified through the {INSTRUCTIONS_VAR} wrapper; verify first, then wrap")
+        bail!(
+            "internal error: a case was verified through the {INSTRUCTIONS_VAR} wrapper; verify first, then wrap"
+        )
     }
     fn throughput(&self) -> Vec<Throughput> {
         self.inner.throughput()

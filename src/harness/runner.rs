@@ -174,7 +174,8 @@ fn execute_quietly(
             order.shuffle(&mut crate::util::rng(seed.wrapping_add(round as u64)));
         }
         for i in order {
-            let profile = hooks.profile.filter(|_| round == 0).map(|f| crate::inside::profile::paths_for(f, i, n));
+            let profile =
+                hooks.profile.filter(|_| round == 0).map(|f| crate::inside::profile::paths_for(f, i, n));
             let last_round = round + 1 == plan.rounds;
             let o = &mut outcomes[i];
             if o.failure.is_some() || o.skipped.is_some() {
@@ -445,8 +446,9 @@ fn run_one(
     }
     if inside.counters && crate::inside::counters::availability().is_ok() {
         let iters = m.iterations_per_sample;
-        m.inside.counters = guarded(|| crate::backend::cpu::on_pool_of(width, || counted_pass(w.as_mut(), iters)))
-            .map_err(|e| ("counters", e))?;
+        m.inside.counters =
+            guarded(|| crate::backend::cpu::on_pool_of(width, || counted_pass(w.as_mut(), iters)))
+                .map_err(|e| ("counters", e))?;
     }
     m.prepare_ns = prepare_ns;
     m.verify_ns = verify_ns;
@@ -458,7 +460,10 @@ fn run_one(
 
 /// Hardware counters of one untimed call of a sample's iterations (the
 /// case's fixed count when it has one), `None` when they cannot be read.
-fn counted_pass(w: &mut dyn Workload, iters: u64) -> anyhow::Result<Option<crate::inside::counters::HwCounters>> {
+fn counted_pass(
+    w: &mut dyn Workload,
+    iters: u64,
+) -> anyhow::Result<Option<crate::inside::counters::HwCounters>> {
     let n = w.fixed_iterations().map_or(iters.max(1), |f| f.max(1));
     w.before_sample()?;
     let counted = crate::inside::counters::count(|| w.run(n).and_then(|()| w.sync()));

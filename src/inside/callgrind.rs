@@ -152,7 +152,8 @@ pub fn parse(text: &str) -> Result<Totals, String> {
         return Err(format!("{} totals for {} events", values.len(), names.len()));
     }
     // Trailing zero columns may be left out (callgrind's compression).
-    let events = names.into_iter().enumerate().map(|(i, n)| (n, values.get(i).copied().unwrap_or(0))).collect();
+    let events =
+        names.into_iter().enumerate().map(|(i, n)| (n, values.get(i).copied().unwrap_or(0))).collect();
     Ok(Totals { creator, events })
 }
 
@@ -189,7 +190,13 @@ pub struct Counts {
 
 impl Counts {
     /// The per-iteration figures of `t`, counted over `iterations`.
-    pub fn from_totals(t: &Totals, iterations: u64, isa: String, features: Vec<String>, threads: usize) -> Self {
+    pub fn from_totals(
+        t: &Totals,
+        iterations: u64,
+        isa: String,
+        features: Vec<String>,
+        threads: usize,
+    ) -> Self {
         let n = iterations.max(1) as f64;
         let ir = t.get("Ir") as f64;
         let accesses = (t.get("Dr") + t.get("Dw")) as f64;

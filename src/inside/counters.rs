@@ -106,7 +106,10 @@ pub fn reason_for(errno: i32) -> String {
             "this machine exposes no hardware performance counters (perf_event_open: {}; usual on cloud VMs)",
             errno_name(errno)
         ),
-        libc::EACCES | libc::EPERM => "perf_event_open is not permitted (kernel.perf_event_paranoid > 2, or a seccomp filter)".to_string(),
+        libc::EACCES | libc::EPERM => {
+            "perf_event_open is not permitted (kernel.perf_event_paranoid > 2, or a seccomp filter)"
+                .to_string()
+        }
         libc::ENOSYS => "this kernel has no perf_event_open".to_string(),
         e => format!("perf_event_open failed with errno {e}"),
     }
@@ -195,7 +198,11 @@ mod sys {
         let fd = unsafe {
             libc::syscall(libc::SYS_perf_event_open, &attr as *const Attr, tid, -1i32, -1i32, 0u64)
         };
-        if fd < 0 { Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0)) } else { Ok(Fd(fd as i32)) }
+        if fd < 0 {
+            Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(0))
+        } else {
+            Ok(Fd(fd as i32))
+        }
     }
 
     pub(super) fn probe() -> Result<(), String> {

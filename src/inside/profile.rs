@@ -61,12 +61,22 @@ pub fn fold(stacks: impl IntoIterator<Item = (String, Vec<String>, u64)>) -> Vec
 }
 
 /// A frame name as one field of a folded line (no `;`, no newline, no
-/// trailing spaces that would be taken for the count).
+/// trailing spaces that would be taken for the count), its generic
+/// arguments left out (`gemm<f32>` is `gemm`: Rust's monomorphised names
+/// run to hundreds of characters and bloat the SVG) and at most
+/// [`MAX_FRAME`] characters.
 fn clean(s: &str) -> String {
     let t: String = s.chars().map(|c| if c == ';' || c == '\n' { ':' } else { c }).collect();
-    let t = t.trim();
-    if t.is_empty() { "[unknown]".into() } else { t.to_string() }
+    let mut t = t.trim();
+    if let Some(i) = t.find('<').filter(|&i| i > 0) {
+        t = &t[..i];
+    }
+    let t: String = t.chars().take(MAX_FRAME).collect();
+    if t.is_empty() { "[unknown]".into() } else { t }
 }
+
+/// Longest frame name kept in a folded line, in characters.
+const MAX_FRAME: usize = 100;
 
 /// Draws `folded` lines as a flamegraph SVG titled `title`.
 pub fn flamegraph(folded: &[String], title: &str) -> Result<Vec<u8>, String> {
@@ -152,7 +162,7 @@ mod tests {
     #[test]
     fn folding_is_sorted_and_clean() {
         let lines = fold([
-            ("main".to_string(), vec!["a".into(), "b;c".into()], 3),
+            ("main".to_string(), vec!["a<T, U>".into(), "b;c".into()], 3),
             ("main".to_string(), vec!["a".into()], 0),
             ("w 1".to_string(), vec!["".into(), "x".into()], 2),
         ]);

@@ -28,8 +28,13 @@ pub(super) fn ab_counted(
     let (base, head) = counted?;
     let (old, new) = (std::slice::from_ref(&base), std::slice::from_ref(&head));
     compare::counts::check(old, new).map_err(anyhow::Error::msg)?;
-    let mut c =
-        compare::counts::compare(&args.base.display().to_string(), old, &args.head.display().to_string(), new, opts);
+    let mut c = compare::counts::compare(
+        &args.base.display().to_string(),
+        old,
+        &args.head.display().to_string(),
+        new,
+        opts,
+    );
     c.notes.push(format!(
         "each build counted every case once under callgrind (tfbench {} base, tfbench {} head)",
         base.tfbench_version, head.tfbench_version
@@ -39,7 +44,13 @@ pub(super) fn ab_counted(
 
 /// Runs `exe run --measure instructions` on the plan, writing `out`, and
 /// reads it back.
-fn count_with(label: &str, exe: &Path, env: &[(String, String)], args: &AbArgs, out: &Path) -> Result<RunReport> {
+fn count_with(
+    label: &str,
+    exe: &Path,
+    env: &[(String, String)],
+    args: &AbArgs,
+    out: &Path,
+) -> Result<RunReport> {
     let mut words = vec![
         "run".to_string(),
         "--measure".into(),
