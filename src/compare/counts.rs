@@ -151,7 +151,11 @@ pub fn compare(
         notes.push(format!("counts taken at ISA {isa} (what dispatch chose under Valgrind)"));
     }
     notes::side_notes(old, new, [false, false], &mut notes);
-    let vacuous = matching::vacuous_reason(old, new, &changes, &failed, &skipped);
+    // Two counted runs of one build hold the same (empty) samples and, by
+    // design, the same counts: that is an A/A, not a run compared with
+    // itself (the same run id on both sides still is).
+    let vacuous = matching::vacuous_reason(old, new, &changes, &failed, &skipped)
+        .filter(|why| !why.starts_with("both sides hold identical samples"));
     Comparison {
         baseline: baseline_name.to_string(),
         candidate: candidate_name.to_string(),
@@ -238,6 +242,12 @@ mod tests {
             compare("a", std::slice::from_ref(&r), "b", std::slice::from_ref(&r), &CompareOptions::default());
         assert!(c.changes.iter().all(|ch| ch.verdict == Verdict::Unchanged && !ch.beyond_limit));
         assert!(!c.has_gating_failure());
+        // Another counted run of the same build: identical counts are no
+        // reason to call the comparison vacuous; the same run twice is.
+        let mut other = r.clone();
+        other.run_id = "another run".into();
+        let c = compare("a", std::slice::from_ref(&r), "b", &[other], &CompareOptions::default());
+        assert_eq!(c.vacuous, None);
     }
 
     #[test]
