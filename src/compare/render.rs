@@ -60,14 +60,26 @@ fn gating(c: &Comparison) -> String {
     if time == 0 && memory == 0 {
         return "no regression beyond the limits".into();
     }
-    let limit = percent(c.options.max_regression);
+    // Counts gate on their band (`compare::counts`), times on the limit.
+    let counted = c.changes.iter().any(|ch| ch.measure == crate::inside::Measure::Instructions);
+    let limit = if counted {
+        format!("±{} instruction-count band", percent(c.options.count_band))
+    } else {
+        format!("{} regression limit", percent(c.options.max_regression))
+    };
     let plural = if memory == 1 { "" } else { "s" };
-    format!("{time} over the {limit} regression limit, {memory} memory regression{plural}")
+    format!("{time} over the {limit}, {memory} memory regression{plural}")
 }
 
 /// The settings behind the verdicts, one line.
 fn settings(c: &Comparison) -> String {
     let o = &c.options;
+    if c.changes.iter().any(|ch| ch.measure == crate::inside::Measure::Instructions) {
+        return format!(
+            "instructions per iteration under callgrind, a change beyond ±{} is a change (--count-band); no statistics: counts are deterministic",
+            percent(o.count_band)
+        );
+    }
     let interval = match c.method {
         crate::compare::Method::Stored => format!(
             "{} hierarchical bootstrap CI of the median ratio ({} resamples; runs {} vs {})",
