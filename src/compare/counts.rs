@@ -217,7 +217,7 @@ mod tests {
         let old = run(&[("a", 100_000, "avx2"), ("b", 5_000, "avx2"), ("gone", 1, "avx2")]);
         let new = run(&[("a", 102_000, "avx2"), ("b", 5_000, "avx2"), ("new", 1, "avx2")]);
         let opts = CompareOptions::default();
-        assert!(check(&[old.clone()], &[new.clone()]).is_ok());
+        assert!(check(std::slice::from_ref(&old), std::slice::from_ref(&new)).is_ok());
         let c = compare("old", &[old], "new", &[new], &opts);
         assert_eq!(c.changes.len(), 2);
         let a = &c.changes[0];
@@ -254,9 +254,9 @@ mod tests {
     fn other_isas_and_mixed_measures_are_refused() {
         let a = run(&[("a", 100, "avx2")]);
         let b = run(&[("a", 100, "avx512")]);
-        let e = check(&[a.clone()], &[b.clone()]).unwrap_err();
+        let e = check(std::slice::from_ref(&a), std::slice::from_ref(&b)).unwrap_err();
         assert!(e.contains("different ISAs") && e.contains("avx512"), "{e}");
-        let c = compare("a", &[a.clone()], "b", &[b], &CompareOptions::default());
+        let c = compare("a", std::slice::from_ref(&a), "b", &[b], &CompareOptions::default());
         assert!(c.changes.is_empty() && c.failed == vec!["a".to_string()]);
         let timed = crate::report::fixture();
         let e = check(&[a], &[timed]).unwrap_err();

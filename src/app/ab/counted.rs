@@ -11,10 +11,13 @@ use anyhow::{Context, Result, bail};
 use std::path::Path;
 use std::process::Command;
 
+/// `KEY=VALUE` pairs set in one build's environment.
+type Env = [(String, String)];
+
 /// Counts the plan with both builds and compares the counts.
 pub(super) fn ab_counted(
     args: &AbArgs,
-    (base_env, head_env): (&[(String, String)], &[(String, String)]),
+    (base_env, head_env): (&Env, &Env),
     opts: &CompareOptions,
 ) -> Result<Comparison> {
     let dir = std::env::temp_dir().join(format!("tfbench-ab-counted-{}", std::process::id()));
