@@ -58,10 +58,34 @@ pub enum Command {
     /// Serving under load: LoadGen's scenarios (single-stream, multi-stream, server with a peak-QPS
     /// search, offline) against tfbench's continuous-batching engine or an OpenAI-compatible server.
     Load(Box<load::LoadArgs>),
+    /// The counted side of `run --measure instructions`: one case under callgrind (not for people).
+    #[command(hide = true)]
+    CountWorker(Box<CountWorkerArgs>),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completions(CompletionsArgs),
     /// Print the man page (roff), or write one page per subcommand with --dir.
     Man(ManArgs),
+}
+
+/// `tfbench count-worker`: what `run --measure instructions` runs under
+/// Valgrind for one case.
+#[derive(Debug, Args)]
+pub struct CountWorkerArgs {
+    /// The plan, as `run` passes it on.
+    #[command(flatten)]
+    pub plan: WorkerPlan,
+    /// The case to count.
+    #[arg(long, value_name = "ID")]
+    pub case: String,
+    /// Iterations counted.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub iterations: u64,
+    /// Steps of the instruction-burning test hook per iteration (0: none).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub burn_steps: u64,
+    /// Where to write what the worker found (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub report: PathBuf,
 }
 
 /// `tfbench completions`.
@@ -303,6 +327,27 @@ pub struct RunArgs {
     /// (default: fit the terminal or COLUMNS, long reasons and notes shortened, whole in footnotes).
     #[arg(long)]
     pub wide: bool,
+    /// What to measure: wall time, or instructions per iteration counted under Valgrind's
+    /// callgrind (deterministic; needs `valgrind` on PATH; CPU cases only; 1 thread unless -j).
+    #[command(flatten)]
+    pub inside: InsideArgs,
+}
+
+/// `run`'s look inside the cases (issue 50): instruction counts, profiles.
+#[derive(Debug, Args, Clone, Default)]
+pub struct InsideArgs {
+    /// What each case is measured by: `time` (sampled wall time) or
+    /// `instructions` (counted under callgrind; see docs/inside.md).
+    #[arg(long, value_enum, value_name = "MEASURE", default_value_t = crate::inside::Measure::Time)]
+    pub measure: crate::inside::Measure,
+    /// With --measure instructions: iterations of each case counted (after one uncounted
+    /// warm-up call) [default: 1, or the case's fixed count].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub count_iterations: Option<u64>,
+    /// Sample the process while each case is measured and write a flamegraph SVG to FILE and
+    /// its folded stacks beside it (FILE.folded; several cases: FILE's stem numbered).
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
 }
 
 /// `--live URL`: checked as an address, so a FILTER written right after a

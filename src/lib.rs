@@ -112,6 +112,8 @@ pub mod env;
 pub mod harness;
 #[doc(hidden)]
 pub mod history;
+/// A look inside a case: instruction counts, hardware counters, profiles (issue 50).
+pub mod inside;
 #[doc(hidden)]
 pub mod isa;
 #[doc(hidden)]

@@ -34,6 +34,7 @@ fn main() -> ExitCode {
         Command::Ab(a) => app::ab(a),
         Command::Load(a) => app::load(a),
         Command::AbWorker(a) => app::ab_worker(a),
+        Command::CountWorker(a) => app::count_worker(a),
         Command::Completions(a) => {
             app::completions(a).and_then(|t| app::print_stdout(&t)).map(|_| Outcome::Success)
         }

@@ -225,6 +225,11 @@ impl fmt::Display for ThreadCounts {
 }
 
 impl ThreadCounts {
+    /// One count, no sweep.
+    pub fn single(n: usize) -> Self {
+        Self(vec![n.clamp(1, MAX_THREADS)])
+    }
+
     /// The widest step: the run's worker pool.
     pub fn max(&self) -> usize {
         self.0.last().copied().unwrap_or(1)

@@ -393,6 +393,10 @@ pub struct CaseResult {
     /// the sweep's scalability fit; absent outside a sweep.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scaling: Option<ScalingPoint>,
+    /// A look inside the case (issue 50): instruction counts, hardware
+    /// counters, a profile's files; absent when none was taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inside: Option<crate::inside::Inside>,
 }
 
 /// The roof of the cache-aware roofline (Ilic, Pratas and Sousa, IEEE CAL

@@ -73,7 +73,16 @@ pub fn analyze(o: &CaseOutcome, s: &Settings, limits: Option<&MachineLimits>) ->
         metrics: o.metrics.clone(),
         roof: None,
         scaling: None,
+        inside: inside_of(o),
     };
+    if let Some(i) = &r.inside {
+        if i.profile.is_some() {
+            r.notes.push("profiled while measured: the sampler's overhead is in these timings".into());
+        }
+        if let Some(c) = &i.counters {
+            r.notes.push(c.brief());
+        }
+    }
     if r.status != CaseStatus::Ok || r.samples.is_empty() {
         return r;
     }
@@ -184,6 +193,15 @@ fn screen_notes(ms: &[Measurement], suspect: Option<&str>) -> Vec<String> {
         notes.push(format!("timing suspect, not compared: {why}"));
     }
     notes
+}
+
+/// The look inside the case its measurements took (the profile of its
+/// first round, the counters of its last), `None` when nothing was taken.
+fn inside_of(o: &CaseOutcome) -> Option<crate::inside::Inside> {
+    let profile = o.measurements.iter().find_map(|m| m.inside.profile.clone());
+    let counters = o.measurements.iter().rev().find_map(|m| m.inside.counters.clone());
+    let inside = crate::inside::Inside { profile, counters, ..Default::default() };
+    (!inside.is_empty()).then_some(inside)
 }
 
 fn merge_alloc(ms: &[Measurement]) -> Option<AllocStats> {

@@ -43,6 +43,7 @@ fn outcome(times: &[f64], decl: Vec<Throughput>) -> CaseOutcome {
             verify_ns: 0.0,
             placements: 1,
             screen: Default::default(),
+            inside: Default::default(),
         }],
     }
 }

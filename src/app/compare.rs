@@ -41,6 +41,7 @@ pub fn compare(args: &CompareArgs) -> Result<Outcome> {
     let baselines = super::baseline_dir(args.dir.baseline_dir.as_deref(), None);
     let spreads =
         super::spreads_for(&super::history_dir(args.history_dir.as_deref(), None, &baselines), &new);
+    compare::counts::check(&old, &new).map_err(anyhow::Error::msg)?;
     let c = compare::compare_sets(&old_label, &old, &new_label, &new, &spreads, &opts);
     check_machine(&c, args.gate.strict_machine)?;
     super::emit_comparison(&c, args.format, args.output.as_deref(), &args.gate)

@@ -13,6 +13,7 @@ mod baseline;
 pub mod bench_target;
 mod compare;
 mod completions;
+mod count;
 mod history;
 mod list;
 mod load;
@@ -28,6 +29,7 @@ pub use ab::{ab, ab_worker};
 pub use baseline::baseline;
 pub use compare::compare;
 pub use completions::{completions, man};
+pub use count::count_worker;
 pub use history::history;
 pub use list::list;
 pub use load::load;
@@ -221,6 +223,7 @@ fn compare_options(
         noise_threshold: g.noise_threshold / 100.0,
         max_regression: g.max_regression / 100.0,
         max_memory_regression: g.max_memory_regression / 100.0,
+        count_band: g.count_band / 100.0,
         confidence_level,
         seed,
         ..Default::default()

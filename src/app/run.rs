@@ -143,6 +143,8 @@ struct Checked {
     stdout_format: Format,
     file_output: Option<(PathBuf, Format)>,
     injection: Option<crate::harness::inject::Injection>,
+    /// The instruction-burning test hook (counted runs only).
+    instructions: Option<crate::harness::inject::Injection>,
     panics: Option<regex::Regex>,
     verbosity: Verbosity,
     live: Option<crate::live::push::Target>,
@@ -190,6 +192,13 @@ impl Checked {
             }
         }
         let injection = crate::harness::inject::from_env()?;
+        let instructions = crate::harness::inject::instructions_from_env()?;
+        if args.inside.measure == crate::inside::Measure::Instructions {
+            super::count::check(args, &plan)?;
+        }
+        if let Some(p) = &args.inside.profile {
+            check_writable(p, "--profile")?;
+        }
         let panics = crate::harness::inject::panic_from_env()?;
         let history = (args.history || loaded.as_ref().is_some_and(|c| c.config.run.history == Some(true)))
             .then(|| {
@@ -204,6 +213,15 @@ impl Checked {
             None => None,
         };
         if let Some(((label, runs), _)) = &reference {
+            let counted = args.inside.measure == crate::inside::Measure::Instructions;
+            if compare::counts::is_counted(runs) != counted {
+                bail!(
+                    "cannot compare this run with {label}: {} was {}, this run {}; use the same --measure on both",
+                    label,
+                    if counted { "timed" } else { "counted (--measure instructions)" },
+                    if counted { "counts instructions" } else { "is timed" }
+                );
+            }
             let here = Environment::gather().fingerprint();
             if let Some(old) = runs.last()
                 && args.gate.strict_machine
@@ -245,6 +263,7 @@ impl Checked {
             stdout_format,
             file_output,
             injection,
+            instructions,
             panics,
             verbosity,
             live,
@@ -268,7 +287,17 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
     // (CUDA is not touched by a CPU-only plan).
     let devices: Vec<crate::backend::Device> = plan.cases.iter().map(|c| c.device).collect();
     environment.gpus = crate::backend::environment(&devices);
-    let limits = machine_limits(args.probe, args.no_probe, plan.threads, ctx.quiet())?;
+    let counted = args.inside.measure == crate::inside::Measure::Instructions;
+    // Counts have no % of peak: a counted run needs no probe.
+    let limits =
+        if counted { None } else { machine_limits(args.probe, args.no_probe, plan.threads, ctx.quiet())? };
+    if counted {
+        environment.injected_slowdown = ctx
+            .instructions
+            .as_ref()
+            .map(|i| format!("{}={}", crate::harness::inject::INSTRUCTIONS_VAR, i.spec));
+    }
+    inside_warnings(ctx, counted);
     let clock = timer::calibrate();
     let started_at = probe::now_rfc3339();
     if let Some(i) = &ctx.injection {
@@ -316,21 +345,31 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
     }
     let mut progress = Progress::new(ctx.verbosity, stream);
     let hooks = runner::RunHooks {
-        canaries: !args.no_canary,
+        canaries: !args.no_canary && !counted,
         inject: ctx.injection.as_ref(),
         panics: ctx.panics.as_ref(),
+        profile: args.inside.profile.as_deref(),
+        counters: true,
     };
     let mut analyse = |o: &runner::CaseOutcome, s: &crate::config::Settings| {
         crate::analysis::analyze(o, s, limits.as_ref())
     };
     let pusher = ctx.live.clone().map(|t| live_start(t, &report, plan, ctx.quiet()));
+    let mut execute = |obs: &mut dyn runner::Observer| {
+        if counted {
+            let cases = super::count::execute(args, plan, obs, ctx.instructions.as_ref());
+            runner::Executed { cases, canaries: Vec::new(), load: Vec::new() }
+        } else {
+            runner::execute_with(plan, &clock, obs, &hooks, &mut analyse)
+        }
+    };
     let executed = match &pusher {
         Some(p) => {
             let run_id = report.run_id.clone();
             let mut tee = crate::live::push::Streaming { inner: &mut progress, pusher: p, run_id };
-            runner::execute_with(plan, &clock, &mut tee, &hooks, &mut analyse)
+            execute(&mut tee)
         }
-        None => runner::execute_with(plan, &clock, &mut progress, &hooks, &mut analyse),
+        None => execute(&mut progress),
     };
     report.cases = executed.cases;
     crate::analysis::scaling::attach(&mut report.cases);
@@ -349,6 +388,42 @@ fn measure(args: &RunArgs, ctx: &Checked, started: Instant) -> Result<RunReport>
         p.finish();
     }
     Ok(report)
+}
+
+/// The lines a run with a look inside its cases says once on stderr: the
+/// test hooks that do not apply to this measure, and why hardware counters
+/// are not read.
+fn inside_warnings(ctx: &Checked, counted: bool) {
+    use crate::harness::inject;
+    if counted && let Some(i) = &ctx.injection {
+        eprintln!(
+            "warning: {}={} is ignored when counting instructions (use {})",
+            inject::VAR,
+            i.spec,
+            inject::INSTRUCTIONS_VAR
+        );
+    }
+    if !counted && let Some(i) = &ctx.instructions {
+        eprintln!(
+            "warning: {}={} applies to --measure instructions only; ignored",
+            inject::INSTRUCTIONS_VAR,
+            i.spec
+        );
+    }
+    if counted && let Some(i) = &ctx.instructions {
+        eprintln!(
+            "WARNING: {}={} is set: matching cases execute x{} their instructions (a test hook); these counts are NOT real measurements",
+            inject::INSTRUCTIONS_VAR,
+            i.spec,
+            i.factor
+        );
+    }
+    if !counted
+        && !ctx.quiet()
+        && let Err(why) = crate::inside::counters::availability()
+    {
+        eprintln!("note: no hardware counters: {why}");
+    }
 }
 
 /// Starts streaming to a dashboard: the run's skeleton and plan go first,
@@ -425,6 +500,7 @@ fn compare_with_reference(args: &RunArgs, ctx: &Checked, report: &RunReport) -> 
     let Some(((label, old), opts)) = &ctx.reference else { return Ok(Outcome::Success) };
     let hdir = history_dir(args.history_dir.as_deref(), ctx.loaded.as_ref(), &ctx.baselines);
     let spreads = super::spreads_for(&hdir, std::slice::from_ref(report));
+    compare::counts::check(old, std::slice::from_ref(report)).map_err(anyhow::Error::msg)?;
     let c = compare::compare_sets(label, old, "this run", std::slice::from_ref(report), &spreads, opts);
     check_machine(&c, args.gate.strict_machine)?;
     if ctx.stdout_format == Format::Table {

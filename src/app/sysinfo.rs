@@ -242,6 +242,7 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
             "probe_load": load_state,
             "isa_usable": crate::isa::usable(),
             "data_dirs": data_dirs_json(&data),
+            "hardware_counters": counters_line(),
             });
             // Each backend's keys (CUDA: `cuda`, `cuda_limits`) at the top level.
             for (_, value) in &described {
@@ -254,9 +255,19 @@ pub fn sysinfo(args: &SysinfoArgs) -> Result<String> {
         ListFormat::Table => Ok(super::sysinfo_table::render_table(&env, limits.as_ref())
             + "\n"
             + &described.iter().flat_map(|(lines, _)| lines).map(|l| format!("{l}\n")).collect::<String>()
+            + &format!("hardware counters: {}\n", counters_line())
             + "\n"
             + "data folders (--data-dir, else TFBENCH_DATA_DIR, else these; first match wins per file):\n"
             + &data.describe().iter().map(|l| format!("  {l}\n")).collect::<String>()),
+    }
+}
+
+/// Whether `run` can read hardware counters here (`inside::counters`),
+/// or why not: one line.
+fn counters_line() -> String {
+    match crate::inside::counters::availability() {
+        Ok(()) => "available (perf_event_open; counted in an untimed call after each case's samples)".into(),
+        Err(why) => format!("unavailable: {why}"),
     }
 }
 

@@ -30,6 +30,10 @@ pub struct GateArgs {
     /// Largest tolerated growth of peak memory or allocations per iteration, percent.
     #[arg(long, value_name = "PCT", default_value_t = 20.0)]
     pub max_memory_regression: f64,
+    /// Instruction counts (--measure instructions) that change by more than +-PCT percent
+    /// changed: counts are deterministic, so the band is small and no statistics are needed.
+    #[arg(long, value_name = "PCT", default_value_t = 1.0)]
+    pub count_band: f64,
     /// Refuse to compare results from different machine fingerprints.
     #[arg(long)]
     pub strict_machine: bool,
@@ -147,6 +151,11 @@ pub struct AbArgs {
     /// No progress output on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,
+    /// What to judge the builds by: paired wall time, or instructions per iteration (each build
+    /// counts every case once under callgrind, `run --measure instructions`; judged against
+    /// --count-band, no rounds or statistics).
+    #[arg(long, value_enum, value_name = "MEASURE", default_value_t = crate::inside::Measure::Time)]
+    pub measure: crate::inside::Measure,
 }
 
 /// The plan and timing both sides of `ab` use.

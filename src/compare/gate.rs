@@ -258,6 +258,7 @@ mod tests {
             beyond_limit: verdict == Verdict::Regressed && ratio > 1.05,
             memory: None,
             disturbed: None,
+            measure: Default::default(),
         }
     }
 

@@ -19,8 +19,23 @@ pub fn validate(source: &str, report: &RunReport) -> Result<()> {
         if !seen.insert(case.id.as_str()) {
             bail!("{source}: case `{}` appears twice (duplicate id in `cases`)", case.id);
         }
-        if matches!(case.status, crate::results::CaseStatus::Ok) && case.samples.is_empty() {
-            bail!("{source}: case `{}` has status ok but no `samples`", case.id);
+        let counts = case.inside.as_ref().and_then(|i| i.counts.as_ref());
+        if matches!(case.status, crate::results::CaseStatus::Ok)
+            && case.samples.is_empty()
+            && counts.is_none()
+        {
+            bail!("{source}: case `{}` has status ok but no `samples` (nor instruction counts)", case.id);
+        }
+        // A counted case (--measure instructions) is judged on its counts.
+        if let Some(c) = counts
+            && !(c.instructions.is_finite() && c.instructions > 0.0 && c.iterations > 0)
+        {
+            bail!(
+                "{source}: case `{}`: inside.counts has {} instructions over {} iterations (must be > 0)",
+                case.id,
+                c.instructions,
+                c.iterations
+            );
         }
         for (i, s) in case.samples.iter().enumerate() {
             if s.iterations == 0 {

@@ -66,6 +66,7 @@
 
 #[cfg(test)]
 mod calibration;
+pub mod counts;
 pub mod disturbance;
 pub mod drift;
 mod frame;
@@ -130,6 +131,11 @@ pub struct CaseChange {
     /// how many were set aside, or why the case could not be judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disturbed: Option<String>,
+    /// What the verdict was decided on: `time` (the medians above are ns)
+    /// or `instructions` (they are instructions per iteration, judged
+    /// against the count band; see [`counts`]). Absent in older files: time.
+    #[serde(default)]
+    pub measure: crate::inside::Measure,
 }
 
 /// A candidate compared with a baseline.
@@ -241,6 +247,9 @@ pub fn compare_sets(
     spreads: &Spreads,
     opts: &CompareOptions,
 ) -> Comparison {
+    if counts::is_counted(old) && counts::is_counted(new) {
+        return counts::compare(baseline_name, old, candidate_name, new, opts);
+    }
     let matching::Matched { only_in_baseline, only_in_candidate, failed, skipped, pending, removed } =
         matching::match_cases(old, new);
     let mut notes = Vec::new();

@@ -38,6 +38,14 @@ pub struct CompareOptions {
     /// Divide every ratio by the machine's measured drift (labelled).
     #[serde(default)]
     pub normalize: bool,
+    /// Half-width of the band of instruction counts (fraction): a count
+    /// that changed by more is a change (`compare::counts`).
+    #[serde(default = "default_count_band")]
+    pub count_band: f64,
+}
+
+fn default_count_band() -> f64 {
+    0.01
 }
 
 fn default_case_alpha() -> f64 {
@@ -68,6 +76,7 @@ impl Default for CompareOptions {
             min_samples: default_min_samples(),
             assumed_run_spread: default_assumed_run_spread(),
             normalize: false,
+            count_band: default_count_band(),
         }
     }
 }
@@ -99,6 +108,9 @@ impl CompareOptions {
         }
         if !(self.confidence_level > 0.0 && self.confidence_level < 1.0) {
             bail!("confidence level must be in (0, 1), e.g. 0.95, got {}", self.confidence_level);
+        }
+        if !fraction(self.count_band) || self.count_band >= 1.0 {
+            bail!("count band must be a fraction in [0, 1), e.g. 0.01, got {}", self.count_band);
         }
         if self.resamples == 0 {
             bail!("bootstrap resamples must be at least 1");

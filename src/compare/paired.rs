@@ -243,6 +243,7 @@ pub fn compare_paired(
                 beyond_limit: verdict == Verdict::Regressed && ratio.point - 1.0 > opts.max_regression,
                 memory: None,
                 disturbed,
+                measure: crate::inside::Measure::Time,
             }
         })
         .collect();

@@ -60,14 +60,26 @@ fn gating(c: &Comparison) -> String {
     if time == 0 && memory == 0 {
         return "no regression beyond the limits".into();
     }
-    let limit = percent(c.options.max_regression);
+    // Counts gate on their band (`compare::counts`), times on the limit.
+    let counted = c.changes.iter().any(|ch| ch.measure == crate::inside::Measure::Instructions);
+    let limit = if counted {
+        format!("±{} instruction-count band", percent(c.options.count_band))
+    } else {
+        format!("{} regression limit", percent(c.options.max_regression))
+    };
     let plural = if memory == 1 { "" } else { "s" };
-    format!("{time} over the {limit} regression limit, {memory} memory regression{plural}")
+    format!("{time} over the {limit}, {memory} memory regression{plural}")
 }
 
 /// The settings behind the verdicts, one line.
 fn settings(c: &Comparison) -> String {
     let o = &c.options;
+    if c.changes.iter().any(|ch| ch.measure == crate::inside::Measure::Instructions) {
+        return format!(
+            "instructions per iteration under callgrind, a change beyond ±{} is a change (--count-band); no statistics: counts are deterministic",
+            percent(o.count_band)
+        );
+    }
     let interval = match c.method {
         crate::compare::Method::Stored => format!(
             "{} hierarchical bootstrap CI of the median ratio ({} resamples; runs {} vs {})",
@@ -120,6 +132,15 @@ fn signed_change(ratio: f64) -> String {
 fn change_cell(c: &CaseChange) -> String {
     let r = &c.ratio;
     format!("{} [{}, {}]", signed_change(r.point), signed_change(r.lower), signed_change(r.upper))
+}
+
+/// A side's figure in the unit of the case's measure: a time, or
+/// instructions per iteration.
+fn value_cell(c: &CaseChange, v: f64) -> String {
+    match c.measure {
+        crate::inside::Measure::Time => units::format_time_ns(v),
+        crate::inside::Measure::Instructions => format!("{} instr", crate::inside::si(v)),
+    }
 }
 
 /// `<0.001`, `0.034`, `1.000`.
@@ -259,8 +280,8 @@ pub fn render_table(c: &Comparison, color: bool) -> String {
             let memory_colour = ch.memory.as_ref().filter(|m| m.regressed).map(|_| Color::Red);
             table.add_row(vec![
                 Cell::new(&ch.id),
-                Cell::new(units::format_time_ns(ch.old_median_ns)),
-                Cell::new(units::format_time_ns(ch.new_median_ns)),
+                Cell::new(value_cell(ch, ch.old_median_ns)),
+                Cell::new(value_cell(ch, ch.new_median_ns)),
                 paint(change_cell(ch), verdict_colour),
                 Cell::new(band_cell(ch)),
                 Cell::new(p_cell(ch.p_value)),
@@ -323,8 +344,8 @@ pub fn render_markdown(c: &Comparison) -> String {
                 out,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 md_code(&ch.id),
-                units::format_time_ns(ch.old_median_ns),
-                units::format_time_ns(ch.new_median_ns),
+                value_cell(ch, ch.old_median_ns),
+                value_cell(ch, ch.new_median_ns),
                 change_cell(ch),
                 band_cell(ch),
                 p_cell(ch.p_value),

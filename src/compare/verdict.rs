@@ -141,6 +141,7 @@ fn judge_case(
             _ => None,
         },
         disturbed: describe_disturbance(&c.aside),
+        measure: crate::inside::Measure::Time,
         id: c.id,
     }
 }

@@ -102,18 +102,23 @@ pub struct Injection {
 impl Injection {
     /// Parses `REGEX=FACTOR` (the last `=` splits, so the regex may hold `=`).
     pub fn parse(spec: &str) -> Result<Self> {
+        Self::parse_for(VAR, spec)
+    }
+
+    /// [`Injection::parse`] for the hook of variable `VAR` (errors name it).
+    fn parse_for(var: &str, spec: &str) -> Result<Self> {
         let Some((pattern, factor)) = spec.rsplit_once('=') else {
-            bail!("{VAR}={spec:?}: expected REGEX=FACTOR, e.g. 'tensor/unary/op=relu=1.10'");
+            bail!("{var}={spec:?}: expected REGEX=FACTOR, e.g. 'tensor/unary/op=relu=1.10'");
         };
         let factor: f64 = factor.trim().parse().map_err(|_| {
-            anyhow::anyhow!("{VAR}={spec:?}: the factor {factor:?} is not a number (e.g. 1.10)")
+            anyhow::anyhow!("{var}={spec:?}: the factor {factor:?} is not a number (e.g. 1.10)")
         })?;
         if !(factor.is_finite() && factor > 1.0 && factor <= 100.0) {
             bail!(
-                "{VAR}={spec:?}: the factor must be in (1, 100], e.g. 1.10 for 10% more work, got {factor}"
+                "{var}={spec:?}: the factor must be in (1, 100], e.g. 1.10 for 10% more work, got {factor}"
             );
         }
-        let pattern = Regex::new(pattern).map_err(|e| anyhow::anyhow!("{VAR}={spec:?}: bad regex: {e}"))?;
+        let pattern = Regex::new(pattern).map_err(|e| anyhow::anyhow!("{var}={spec:?}: bad regex: {e}"))?;
         Ok(Self { spec: spec.to_string(), pattern, factor })
     }
 
@@ -129,6 +134,107 @@ pub fn from_env() -> Result<Option<Injection>> {
     match std::env::var(VAR) {
         Ok(s) if !s.trim().is_empty() => Injection::parse(s.trim()).map(Some),
         _ => Ok(None),
+    }
+}
+
+/// The instruction-burning hook: `TFBENCH_INJECT_INSTRUCTIONS='REGEX=FACTOR'`.
+///
+/// For counted runs (`run --measure instructions`): matching cases execute
+/// `FACTOR` times their instructions per iteration. A time-based spin
+/// ([`Slowed`]) is no use there (under Valgrind time is not what is
+/// counted, and a spin checked against the clock counts differently on
+/// every run), so the counted run of a matching case is taken twice: once
+/// plain, to learn its instructions per iteration, then with [`Burned`]
+/// adding `(FACTOR - 1)` times that many in a loop of exactly
+/// [`BURN_INSTRUCTIONS_PER_STEP`] instructions a step, inside the counted
+/// call. A timed run ignores this hook (it says so).
+pub const INSTRUCTIONS_VAR: &str = "TFBENCH_INJECT_INSTRUCTIONS";
+
+/// The instruction-burning hook from the environment (see
+/// [`INSTRUCTIONS_VAR`]): `Ok(None)` when unset or empty.
+pub fn instructions_from_env() -> Result<Option<Injection>> {
+    match std::env::var(INSTRUCTIONS_VAR) {
+        Ok(s) if !s.trim().is_empty() => Injection::parse_for(INSTRUCTIONS_VAR, s.trim()).map(Some),
+        _ => Ok(None),
+    }
+}
+
+/// Instructions one step of [`burn`] executes (its loop is two
+/// instructions: decrement, branch; elsewhere than x86-64 and arm64 it is
+/// a plain loop whose count is only about this).
+pub const BURN_INSTRUCTIONS_PER_STEP: u64 = 2;
+
+/// Executes `steps` steps of a loop of [`BURN_INSTRUCTIONS_PER_STEP`]
+/// instructions.
+#[inline(never)]
+pub fn burn(steps: u64) {
+    if steps == 0 {
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a register-only countdown loop; touches no memory.
+    unsafe {
+        std::arch::asm!("2:", "dec {n}", "jnz 2b", n = inout(reg) steps => _, options(nomem, nostack));
+    }
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above.
+    unsafe {
+        std::arch::asm!("2:", "subs {n}, {n}, #1", "b.ne 2b", n = inout(reg) steps => _, options(nomem, nostack));
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    for i in 0..steps {
+        std::hint::black_box(i);
+    }
+}
+
+/// The steps of [`burn`] that add `factor - 1` times `instructions`.
+pub fn burn_steps(factor: f64, instructions: f64) -> u64 {
+    ((factor - 1.0) * instructions / BURN_INSTRUCTIONS_PER_STEP as f64).round().max(0.0) as u64
+}
+
+/// A workload that executes `steps_per_iter` steps of [`burn`] per
+/// iteration after each call (see [`INSTRUCTIONS_VAR`]).
+pub struct Burned {
+    inner: Box<dyn Workload>,
+    steps_per_iter: u64,
+}
+
+impl Burned {
+    /// Wraps `inner` (already verified).
+    pub fn new(inner: Box<dyn Workload>, steps_per_iter: u64) -> Self {
+        Self { inner, steps_per_iter }
+    }
+}
+
+impl Workload for Burned {
+    /// Refused, as [`Slowed::verify`].
+    fn verify(&mut self) -> Result<Verification> {
+        bail!(
+            "internal error: a case was verified through the {INSTRUCTIONS_VAR} wrapper; verify first, then wrap"
+        )
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        self.inner.throughput()
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        self.inner.run(iters)?;
+        burn(self.steps_per_iter.saturating_mul(iters));
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.inner.sync()
+    }
+    fn fixed_iterations(&self) -> Option<u64> {
+        self.inner.fixed_iterations()
+    }
+    fn before_sample(&mut self) -> Result<()> {
+        self.inner.before_sample()
+    }
+    fn after_sample(&mut self, measured: bool) -> Result<()> {
+        self.inner.after_sample(measured)
+    }
+    fn set_time_limit(&mut self, limit: Duration) {
+        self.inner.set_time_limit(limit)
     }
 }
 
@@ -237,6 +343,19 @@ mod tests {
             let e = Injection::parse(bad).unwrap_err().to_string();
             assert!(e.contains(VAR), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn burning_adds_the_factor_in_whole_steps() {
+        assert_eq!(burn_steps(1.02, 1_000_000.0), 10_000);
+        assert_eq!(burn_steps(1.5, 3.0), 1);
+        burn(1000);
+        burn(0);
+        let e = Injection::parse_for(INSTRUCTIONS_VAR, "x=0.5").unwrap_err().to_string();
+        assert!(e.contains(INSTRUCTIONS_VAR), "{e}");
+        let mut b = Burned::new(Box::new(Chain { steps: 10, x: 1.0 }), 5);
+        assert!(b.verify().is_err());
+        b.run(3).unwrap();
     }
 
     #[test]

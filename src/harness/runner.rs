@@ -104,6 +104,12 @@ pub struct RunHooks<'a> {
     pub inject: Option<&'a super::inject::Injection>,
     /// The panic-injection test hook's pattern, when set.
     pub panics: Option<&'a regex::Regex>,
+    /// `--profile FILE`: sample each case while it is measured (first
+    /// round) and write its flamegraph there ([`crate::inside::profile`]).
+    pub profile: Option<&'a std::path::Path>,
+    /// Read the hardware counters in an untimed call after the samples,
+    /// where the machine has them ([`crate::inside::counters`]).
+    pub counters: bool,
 }
 
 /// Turns a case's raw outcome into its result once the case is done (the
@@ -168,6 +174,8 @@ fn execute_quietly(
             order.shuffle(&mut crate::util::rng(seed.wrapping_add(round as u64)));
         }
         for i in order {
+            let profile =
+                hooks.profile.filter(|_| round == 0).map(|f| crate::inside::profile::paths_for(f, i, n));
             let last_round = round + 1 == plan.rounds;
             let o = &mut outcomes[i];
             if o.failure.is_some() || o.skipped.is_some() {
@@ -185,7 +193,10 @@ fn execute_quietly(
             // The plan's own suites, not the global registry: a `cargo bench`
             // target runs suites tfbench does not know.
             let ran = match plan.suite(&o.case.suite) {
-                Some(suite) => run_one(suite, o, &settings, timer, round, obs, &prep),
+                Some(suite) => {
+                    let inside = InsideHooks { profile: profile.as_ref(), counters: hooks.counters };
+                    run_one(suite, o, &settings, timer, round, obs, &prep, &inside)
+                }
                 None => Err(("prepare", format!("unknown suite {}", o.case.suite))),
             };
             if let (Some(a), Some(b)) = (&before, before.as_ref().and_then(|_| super::load::snapshot())) {
@@ -382,6 +393,14 @@ pub(crate) fn prepare_case(
     })
 }
 
+/// What [`run_one`] looks inside a case with: the profile's paths (SVG,
+/// folded stacks) when it is profiled, and whether to read the counters.
+struct InsideHooks<'a> {
+    profile: Option<&'a (std::path::PathBuf, std::path::PathBuf)>,
+    counters: bool,
+}
+
+#[allow(clippy::too_many_arguments)]
 fn run_one(
     suite: &dyn suites::Suite,
     o: &mut CaseOutcome,
@@ -390,6 +409,7 @@ fn run_one(
     round: u32,
     obs: &mut dyn Observer,
     prep: &Preparation,
+    inside: &InsideHooks<'_>,
 ) -> Result<(), (&'static str, String)> {
     let ready = match prepare_case(suite, &o.case, prep) {
         Ok(r) => r,
@@ -411,15 +431,50 @@ fn run_one(
     o.roof = w.roof();
     // A case with a dedicated pool runs from inside a pool as wide, so that
     // no iteration waits for that pool's worker to wake (issue 45).
-    let mut m: Measurement =
-        guarded(|| crate::backend::cpu::on_pool_of(width, || sampler::measure(w.as_mut(), s, timer, round)))
-            .map_err(|e| ("measure", e))?;
+    let sampler = match inside.profile {
+        Some(_) => Some(crate::inside::profile::Sampler::start().map_err(|e| ("profile", e))?),
+        None => None,
+    };
+    let measured =
+        guarded(|| crate::backend::cpu::on_pool_of(width, || sampler::measure(w.as_mut(), s, timer, round)));
+    let profiled = sampler.map(|p| p.finish());
+    let mut m: Measurement = measured.map_err(|e| ("measure", e))?;
+    if let (Some(stacks), Some((svg, folded))) = (profiled, inside.profile) {
+        let title = format!("tfbench: {}", o.case.id);
+        let files = stacks.and_then(|f| crate::inside::profile::write(&f, &title, svg, folded));
+        m.inside.profile = Some(files.map_err(|e| ("profile", e))?);
+    }
+    if inside.counters && crate::inside::counters::availability().is_ok() {
+        let iters = m.iterations_per_sample;
+        m.inside.counters =
+            guarded(|| crate::backend::cpu::on_pool_of(width, || counted_pass(w.as_mut(), iters)))
+                .map_err(|e| ("counters", e))?;
+    }
     m.prepare_ns = prepare_ns;
     m.verify_ns = verify_ns;
     m.placements = placements;
     o.measurements.push(m);
     o.metrics = guarded(|| Ok(w.metrics())).map_err(|e| ("metrics", e))?;
     Ok(())
+}
+
+/// Hardware counters of one untimed call of a sample's iterations (the
+/// case's fixed count when it has one), `None` when they cannot be read.
+fn counted_pass(
+    w: &mut dyn Workload,
+    iters: u64,
+) -> anyhow::Result<Option<crate::inside::counters::HwCounters>> {
+    let n = w.fixed_iterations().map_or(iters.max(1), |f| f.max(1));
+    w.before_sample()?;
+    let counted = crate::inside::counters::count(|| w.run(n).and_then(|()| w.sync()));
+    w.after_sample(false)?;
+    match counted {
+        Ok((ran, totals)) => {
+            ran?;
+            Ok(Some(crate::inside::counters::HwCounters::from_totals(&totals, n)))
+        }
+        Err(_) => Ok(None),
+    }
 }
 
 #[cfg(test)]

@@ -101,7 +101,7 @@ fn run_prepares_through_prepare_case_and_checks_before_the_hook_wraps() {
     let reg = recording_registry(&log);
     let plan = recording_plan(&reg);
     let slow = crate::harness::inject::Injection::parse("^t/rec$=1.5").expect("a valid spec");
-    let hooks = RunHooks { canaries: false, inject: Some(&slow), panics: None };
+    let hooks = RunHooks { canaries: false, inject: Some(&slow), panics: None, ..Default::default() };
     let clock = super::super::timer::calibrate();
     let mut finish = |o: &CaseOutcome, s: &crate::config::Settings| crate::analysis::analyze(o, s, None);
     let before = prepared();
@@ -135,7 +135,7 @@ fn a_case_without_the_hook_is_not_wrapped_and_a_refusal_skips() {
     let case = &plan.cases[0];
     let suite = plan.suite(&case.suite).expect("the plan's suite");
     let other = crate::harness::inject::Injection::parse("^other$=2").expect("a valid spec");
-    let hooks = RunHooks { canaries: false, inject: Some(&other), panics: None };
+    let hooks = RunHooks { canaries: false, inject: Some(&other), panics: None, ..Default::default() };
     let settings = plan.settings.get(&case.suite).cloned().unwrap_or_default();
     let p = Preparation::of(case, &settings, &hooks);
     assert_eq!((p.slow, p.panic, p.verify, p.max_time), (None, false, true, Some(60.0)));

@@ -41,6 +41,9 @@ pub struct Measurement {
     pub placements: usize,
     /// What screening the samples found (see [`super::screen`]).
     pub screen: Screen,
+    /// Hardware counters and a profile of the case, set by the runner
+    /// when asked for ([`crate::inside`]).
+    pub inside: crate::inside::Inside,
 }
 
 /// What [`measure`]'s screening of the samples found ([`super::screen`]).
@@ -189,6 +192,7 @@ fn measure_once(
         verify_ns: 0.0,
         placements: 1,
         screen: Screen::default(),
+        inside: Default::default(),
     };
     Ok((m, caught))
 }

@@ -365,6 +365,7 @@ mod fixture_cases {
             metrics: vec![],
             roof: None,
             scaling: None,
+            inside: None,
         }
     }
 
@@ -424,6 +425,7 @@ mod fixture_cases {
             ],
             roof: None,
             scaling: None,
+            inside: None,
         }
     }
 
@@ -454,6 +456,7 @@ mod fixture_cases {
             metrics: vec![],
             roof: None,
             scaling: None,
+            inside: None,
         }
     }
 

@@ -32,10 +32,11 @@ use process::{Spent, Worker, check_executable, parse_env};
 use rand::seq::SliceRandom;
 use std::time::Instant;
 
+mod counted;
 mod pairing;
 mod process;
-mod protocol;
-mod worker;
+pub(crate) mod protocol;
+pub(crate) mod worker;
 
 pub use protocol::{Hello, PROTOCOL};
 use protocol::{plan_args, resolve_plan};
@@ -107,6 +108,10 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     }
     let d = Settings::default();
     let opts = compare_options(&args.gate, d.confidence_level, d.seed)?;
+    if args.measure == crate::inside::Measure::Instructions {
+        let c = counted::ab_counted(args, (&base_env, &head_env), &opts)?;
+        return super::emit_comparison(&c, args.format, args.output.as_deref(), &args.gate);
+    }
     let seed = args.plan.timing.seed.unwrap_or(d.seed);
     let wargs = plan_args(&args.plan);
     let start = |label: &'static str| match label {

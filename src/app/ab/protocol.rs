@@ -75,7 +75,7 @@ pub enum Reply {
 }
 
 /// Resolves the plan both sides run from the plan options.
-pub(super) fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
+pub(crate) fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
     let loaded = p.selection.config.as_deref().map(config::load).transpose()?;
     let cli = CliOverrides {
         suites: p.selection.suites.clone(),
@@ -99,7 +99,7 @@ pub(super) fn resolve_plan(p: &WorkerPlan) -> Result<Resolved> {
 }
 
 /// The command-line words that give a worker the same plan.
-pub(super) fn plan_args(p: &WorkerPlan) -> Vec<String> {
+pub(crate) fn plan_args(p: &WorkerPlan) -> Vec<String> {
     let mut a = Vec::new();
     for s in &p.selection.suites {
         a.extend(["--suite".into(), s.clone()]);

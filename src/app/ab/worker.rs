@@ -93,7 +93,7 @@ mod erased {
 }
 
 /// Runs `f`, turning an error or a panic into a [`Reply::Failed`] of `phase`.
-pub(super) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T, Reply> {
+pub(crate) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T, Reply> {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(Reply::Failed { phase: phase.into(), reason: format!("{e:#}") }),
@@ -109,7 +109,7 @@ pub(super) fn guarded<T>(phase: &str, f: impl FnOnce() -> Result<T>) -> Result<T
 /// ([`crate::harness::runner::prepare_case`]). Also returns the width of the
 /// case's dedicated pool ([`crate::backend::cpu::Context::dedicated_width`]), to sample
 /// it from inside a pool as wide.
-pub(super) fn prepare(
+pub(crate) fn prepare(
     plan: &Resolved,
     id: &str,
     inject: Option<&crate::harness::inject::Injection>,
@@ -122,7 +122,7 @@ pub(super) fn prepare(
         plan.cases.iter().find(|c| c.id == id).ok_or_else(|| fail("prepare", format!("no case {id}")))?;
     let suite = plan.suite(&case.suite).ok_or_else(|| fail("prepare", format!("no suite {}", case.suite)))?;
     let settings = plan.settings.get(&case.suite).cloned().unwrap_or_default();
-    let hooks = RunHooks { canaries: false, inject, panics };
+    let hooks = RunHooks { canaries: false, inject, panics, ..Default::default() };
     // Each build's copies of a case, sampled in turn (see
     // `harness::placement`): both sides of a pair average over placements.
     let p = Preparation { verify, ..Preparation::of(case, &settings, &hooks) };

@@ -56,6 +56,7 @@ fn timed_with_alloc(name: &str, scale: f64, seed: u64, alloc: Option<AllocStats>
         verify_ns: 0.0,
         placements: 1,
         screen: Default::default(),
+        inside: Default::default(),
     };
     let settings = Settings { bootstrap_resamples: 100, ..Default::default() };
     analyze(&outcome(name, vec![m], None), &settings, None)

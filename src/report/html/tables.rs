@@ -109,6 +109,10 @@ pub(crate) fn summary(out: &mut String, r: &RunReport, k: usize) {
         if let Some(g) = counts.group_of(&case.id) {
             let _ = write!(out, " <a class=\"ref\" href=\"#skip-{k}-{g}\">reason {g}</a>");
         }
+        // `run --profile`: the case's flamegraph, beside its status.
+        if let Some(p) = case.inside.as_ref().and_then(|i| i.profile.as_ref()) {
+            let _ = write!(out, " <a class=\"ref\" href=\"{}\">flamegraph</a>", Esc(&p.svg));
+        }
         let _ = write!(
             out,
             "</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">",

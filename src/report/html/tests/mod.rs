@@ -296,6 +296,7 @@ fn comparison_fixture() -> Comparison {
         beyond_limit: verdict == Verdict::Regressed,
         memory: None,
         disturbed: None,
+        measure: Default::default(),
     };
     Comparison {
         baseline: "main <old>".into(),
