@@ -64,6 +64,17 @@ use serde_json::Value;
 /// llama.cpp: 3.85-4.50% on Q4_K_M over the ISA caps; 5.24% on the AVX2
 /// EPYC before the rules matched, when tfbench's own per-32 f32-scale
 /// blocks were a second, different noise.)
+/// llama.cpp measured against itself (issue 45): the same 0c1e570 sources
+/// built twice on one AVX-512 EPYC, `GGML_NATIVE` (AVX-512, VNNI) and
+/// `GGML_AVX2` only (what a Zen 3 CI runner gets), each run through
+/// `scripts/llamacpp_reference.py` and compared by
+/// `scripts/llamacpp_isa_spread.py` (2026-11-28): SmolLM2 Q4_K_M 2.58% of
+/// the largest logit (36 of 36 top-1 agree), Q4_1 1.83% with a top-1 flip
+/// and the greedy continuations parting at token 26. Two of llama.cpp's own
+/// CPU paths thus differ by 1.8-2.6%, inside the 5% one-draw bound
+/// [`Q8_NOISE`] assumes for each program; the int8 tolerance is that bound
+/// for two independent draws. (The native build reproduces the committed
+/// fixtures exactly.)
 /// (F32 and F16 files keep their former `int8` entry: their weights take
 /// f32 activations on both of tfbench's paths.)
 #[derive(Clone, Copy)]
