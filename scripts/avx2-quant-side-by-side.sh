@@ -6,13 +6,15 @@
 # host lands on every build alike.
 #
 # usage: scripts/avx2-quant-side-by-side.sh [ROUNDS]
-#   OLD=path/to/old/tfbench NEW=path/to/new/tfbench LLAMA_BENCH=path/to/llama-bench
+#   OLD=path/to/old/tfbench (required) NEW=path/to/new/tfbench (default: this
+#   checkout's release build) LLAMA_BENCH=path/to/llama-bench (default: the one
+#   `bash scripts/llama-bench.sh build` makes in the data folder)
 #   MODELS="a.gguf b.gguf" THREADS=2 CAP=avx2 (CAP=native for the CPU's own level)
 set -euo pipefail
 rounds=${1:-2}
-old=${OLD:-/work/main/target/release/tfbench}
+old=${OLD:?set OLD to the tfbench binary to compare against (e.g. a build of main)}
 new=${NEW:-target/release/tfbench}
-llama=${LLAMA_BENCH:-/work/peers/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-bench}
+llama=${LLAMA_BENCH:-${TFBENCH_DATA_DIR:-.data}/llama.cpp/build/bin/llama-bench}
 threads=${THREADS:-2}
 cap=${CAP:-avx2}
 models=${MODELS:-".data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf .data/smollm2/SmolLM2-135M-Instruct.Q4_K_M-tfbench.gguf"}

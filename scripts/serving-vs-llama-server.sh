@@ -6,12 +6,18 @@
 #
 #   scripts/serving-vs-llama-server.sh [MODEL.gguf] [LLAMA_SERVER]
 #
+# LLAMA_SERVER defaults to llama-server in the data folder's llama.cpp build
+# (${TFBENCH_DATA_DIR:-.data}/llama.cpp/build/bin): build it from the same
+# llama-cpp-python 0.3.36 sdist as scripts/llama-bench.sh, with
+# -DLLAMA_BUILD_SERVER=ON and the `llama-server` target (docs/serving.md).
+#
 # Env: QPS (fixed-rate run, default 2), THREADS (2), SLOTS (4), OUT (folder,
 # default target/serving-vs-llama-server). Needs a release build of tfbench
 # (target/release/tfbench) and python3 for the table.
 set -euo pipefail
 MODEL=${1:-.data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
-SERVER=${2:-/work/peers/llama_cpp_python-0.3.36/vendor/llama.cpp/build/bin/llama-server}
+SERVER=${2:-${TFBENCH_DATA_DIR:-.data}/llama.cpp/build/bin/llama-server}
+[ -x "$SERVER" ] || { echo "serving-vs-llama-server.sh: no llama-server at $SERVER (see the header)" >&2; exit 2; }
 QPS=${QPS:-2}
 THREADS=${THREADS:-2}
 SLOTS=${SLOTS:-4}
