@@ -84,47 +84,99 @@ pub struct PairedCase {
     /// disturbed are set aside while enough clean ones remain.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub load: Vec<crate::results::LoadSample>,
+    /// Rounds whose samples the harness's screen caught timing something
+    /// other than the work twice (`harness::screen`: the scheduler's tick),
+    /// with why: set aside while enough other rounds remain, else the case
+    /// is not judged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub suspect: Vec<(u32, String)>,
 }
 
-/// One case's log-ratios by round after its disturbed rounds were dealt
-/// with, and what the comparison says about them.
+/// One case's log-ratios by round after its disturbed and suspect rounds
+/// were dealt with, and what the comparison says about them.
 struct CleanLogs {
     logs: Vec<(u32, f64)>,
-    /// The case's `disturbed` line, when any round ran disturbed.
+    /// The case's `disturbed` line, when any round ran disturbed or timed
+    /// something other than the work.
     disturbed: Option<String>,
-    /// Disturbed rounds were set aside.
+    /// Such rounds were set aside.
     set_aside: bool,
+    /// Some round ran disturbed (the kernel's counters).
+    disturbed_rounds: bool,
+    /// Why the case cannot be judged: rounds whose samples timed something
+    /// other than the work were kept, as too few others remain.
+    suspect: Option<String>,
 }
 
 /// Sets aside the rounds of `d` that `load` shows disturbed (the rule of
-/// [`super::disturbance`], the same as for stored comparisons), as long as
-/// [`MIN_ROUNDS`] clean rounds remain; otherwise keeps them all and says so.
-/// Pairs cancel what a disturbance does to both builds alike; what it does
-/// to one sample and not the next lands in that round's median, and one
-/// such round was each of the two paired misses of docs/verdicts.md
-/// (2026-11-27: a round 15-45% slower in both processes, the ratio thrown
-/// off with it).
-fn set_aside_disturbed(d: Vec<(u32, f64)>, load: &[crate::results::LoadSample]) -> CleanLogs {
-    let flagged: std::collections::BTreeMap<u32, f64> =
+/// [`super::disturbance`], the same as for stored comparisons) and those
+/// the screen marked `suspect`, as long as [`MIN_ROUNDS`] other rounds
+/// remain; otherwise keeps them all and says so (a kept suspect round
+/// leaves the case unjudged). Pairs cancel what a disturbance does to both
+/// builds alike; what it does to one sample and not the next lands in that
+/// round's median, and one such round was each of the two paired misses of
+/// docs/verdicts.md (2026-11-27: a round 15-45% slower in both processes,
+/// the ratio thrown off with it).
+fn set_aside_rounds(
+    d: Vec<(u32, f64)>,
+    load: &[crate::results::LoadSample],
+    suspect: &[(u32, String)],
+) -> CleanLogs {
+    use std::collections::{BTreeMap, BTreeSet};
+    let flagged: BTreeMap<u32, f64> =
         load.iter().filter_map(|l| super::disturbance::taken_share(l).map(|s| (l.round, s))).collect();
-    let rounds: std::collections::BTreeSet<u32> = d.iter().map(|&(r, _)| r).collect();
+    let rounds: BTreeSet<u32> = d.iter().map(|&(r, _)| r).collect();
+    let odd: BTreeMap<u32, &str> =
+        suspect.iter().filter(|(r, _)| rounds.contains(r)).map(|(r, why)| (*r, why.as_str())).collect();
     let hit: Vec<f64> = rounds.iter().filter_map(|r| flagged.get(r).copied()).collect();
-    if hit.is_empty() {
-        return CleanLogs { logs: d, disturbed: None, set_aside: false };
+    let bad: BTreeSet<u32> =
+        rounds.iter().copied().filter(|r| flagged.contains_key(r) || odd.contains_key(r)).collect();
+    if bad.is_empty() {
+        return CleanLogs {
+            logs: d,
+            disturbed: None,
+            set_aside: false,
+            disturbed_rounds: false,
+            suspect: None,
+        };
     }
     let worst = hit.iter().copied().fold(0.0, f64::max);
-    let clean = rounds.len() - hit.len();
+    let why_odd =
+        odd.values().next().map(|w| format!("the samples of {} timed something else ({w})", odd.len()));
+    let clean = rounds.len() - bad.len();
     if clean < MIN_ROUNDS {
-        let line = format!(
-            "{} of {} rounds ran disturbed, up to {worst:.2} of a core taken; kept, as fewer than {MIN_ROUNDS} clean rounds remain",
-            hit.len(),
-            rounds.len()
-        );
-        return CleanLogs { logs: d, disturbed: Some(line), set_aside: false };
+        let mut parts = Vec::new();
+        if !hit.is_empty() {
+            parts.push(format!(
+                "{} of {} rounds ran disturbed, up to {worst:.2} of a core taken",
+                hit.len(),
+                rounds.len()
+            ));
+        }
+        parts.extend(why_odd.clone().map(|w| format!("in {} of {} rounds {w}", odd.len(), rounds.len())));
+        let line = format!("{}; kept, as fewer than {MIN_ROUNDS} clean rounds remain", parts.join("; "));
+        let suspect = why_odd.map(|w| format!("rounds kept where {w}"));
+        return CleanLogs {
+            logs: d,
+            disturbed: Some(line),
+            set_aside: false,
+            disturbed_rounds: !hit.is_empty(),
+            suspect,
+        };
     }
-    let logs = d.into_iter().filter(|(r, _)| !flagged.contains_key(r)).collect();
-    let line = format!("{} round(s) set aside, up to {worst:.2} of a core taken", hit.len());
-    CleanLogs { logs, disturbed: Some(line), set_aside: true }
+    let logs = d.into_iter().filter(|(r, _)| !bad.contains(r)).collect();
+    let mut parts = Vec::new();
+    if !hit.is_empty() {
+        parts.push(format!("{} round(s) set aside, up to {worst:.2} of a core taken", hit.len()));
+    }
+    parts.extend(why_odd.map(|w| format!("{} round(s) set aside: {w}", odd.len())));
+    CleanLogs {
+        logs,
+        disturbed: Some(parts.join("; ")),
+        set_aside: true,
+        disturbed_rounds: !hit.is_empty(),
+        suspect: None,
+    }
 }
 
 /// Rounds needed to judge on the spread between rounds.
@@ -197,14 +249,15 @@ pub fn compare_paired(
                 .map(|((b, h), r)| (r, (h / b).ln()))
                 .filter(|(_, d)| d.is_finite())
                 .collect();
-            set_aside_disturbed(d, &c.load)
+            set_aside_rounds(d, &c.load, &c.suspect)
         })
         .collect();
     let (set_aside, kept_disturbed) = (
-        cleaned.iter().filter(|c| c.set_aside).count(),
-        cleaned.iter().filter(|c| c.disturbed.is_some() && !c.set_aside).count(),
+        cleaned.iter().filter(|c| c.disturbed_rounds && c.set_aside).count(),
+        cleaned.iter().filter(|c| c.disturbed_rounds && !c.set_aside).count(),
     );
     let disturbed: Vec<Option<String>> = cleaned.iter().map(|c| c.disturbed.clone()).collect();
+    let suspects: Vec<Option<String>> = cleaned.iter().map(|c| c.suspect.clone()).collect();
     let logs: Vec<Vec<(u32, f64)>> = cleaned.into_iter().map(|c| c.logs).collect();
     let judged: Vec<LogJudgement> = logs.iter().map(|d| judge_logs(d, opts.confidence_level)).collect();
     let p_values: Vec<f64> = judged.iter().map(|j| j.p).collect();
@@ -212,9 +265,9 @@ pub fn compare_paired(
     let pooled = judged.iter().zip(&logs).filter(|(j, d)| !j.by_round && !d.is_empty()).count();
     let mut changes: Vec<CaseChange> = cases
         .iter()
-        .zip(logs.iter().zip(disturbed))
+        .zip(logs.iter().zip(disturbed).zip(&suspects))
         .zip(judged.iter().zip(q_values))
-        .map(|((c, (d, disturbed)), (j, q_value))| {
+        .map(|((c, ((d, disturbed), suspect)), (j, q_value))| {
             let ratio = Estimate {
                 point: j.point.exp(),
                 lower: j.lower.exp(),
@@ -225,6 +278,9 @@ pub fn compare_paired(
             let p_value = j.p;
             let verdict = if d.len() < opts.min_samples {
                 Verdict::TooFewSamples
+            } else if suspect.is_some() {
+                // Samples that timed the tick give no evidence either way.
+                Verdict::Inconclusive
             } else {
                 Verdict::judge(&Judgement { p: p_value, q: q_value, ratio, band, envelope: (1.0, 1.0) }, opts)
             };
@@ -280,6 +336,18 @@ pub fn compare_paired(
                     100.0 * super::disturbance::DISTURBED_SHARE
                 ));
             }
+            let odd: Vec<String> = cases
+                .iter()
+                .zip(&suspects)
+                .filter_map(|(c, s)| s.as_ref().map(|why| format!("{} ({why})", c.id)))
+                .collect();
+            if !odd.is_empty() {
+                n.push(format!(
+                    "{} case(s) not judged: the harness's screen caught their samples timing something other than the work in rounds that could not be set aside (reasons in brackets): {}",
+                    odd.len(),
+                    odd.join("; ")
+                ));
+            }
             if pooled > 0 {
                 n.push(format!(
                     "{pooled} case(s) ran in fewer than {MIN_ROUNDS} rounds: judged on their pooled pairs, whose interval omits the spread between worker processes (run more rounds to include it)"
@@ -313,7 +381,7 @@ mod tests {
             head.push(level * shift * offsets[r] * (1.0 + noise.sample(&mut rng)));
             round.push(r as u32);
         }
-        PairedCase { id: id.into(), base, head, round, load: Vec::new() }
+        PairedCase { id: id.into(), base, head, round, load: Vec::new(), suspect: Vec::new() }
     }
 
     #[test]
@@ -382,7 +450,8 @@ mod tests {
                 round.push(r);
             }
         }
-        let case = PairedCase { id: "ordered".into(), base, head, round, load: Vec::new() };
+        let case =
+            PairedCase { id: "ordered".into(), base, head, round, load: Vec::new(), suspect: Vec::new() };
         let c = compare_paired("a", "b", std::slice::from_ref(&case), vec![], vec![], &o);
         let ch = &c.changes[0];
         assert_eq!(ch.verdict, Verdict::Regressed, "{ch:?}");
@@ -436,6 +505,46 @@ mod tests {
         let line = c.changes[0].disturbed.as_deref().unwrap_or_default();
         assert!(line.starts_with("1 of 3 rounds ran disturbed") && line.contains("kept"), "{line}");
         assert!(c.notes.iter().any(|n| n.contains("1 kept them")), "{:?}", c.notes);
+    }
+
+    #[test]
+    fn a_round_that_timed_the_tick_is_set_aside_or_leaves_the_case_unjudged() {
+        let o = CompareOptions::default();
+        // Twelve rounds, no change; in round 5 the head's samples timed
+        // the scheduler's tick (4 ms each) and the screen said so twice.
+        let mut case = drifting("x", 108, 1.0, 12, 0.004, 23);
+        for (h, r) in case.head.iter_mut().zip(&case.round) {
+            if *r == 5 {
+                *h *= 40.0;
+            }
+        }
+        let why = "measured twice: head build: 9 of 9 samples last a whole number of scheduler ticks";
+        case.suspect = vec![(5, why.into())];
+        let c = compare_paired("a", "b", std::slice::from_ref(&case), vec![], vec![], &o);
+        let ch = &c.changes[0];
+        assert_eq!(ch.verdict, Verdict::Unchanged, "{ch:?}");
+        let line = ch.disturbed.as_deref().unwrap_or_default();
+        assert!(line.starts_with("1 round(s) set aside: the samples of 1 timed something else"), "{line}");
+        // The disturbance note counts only rounds the kernel's counters flagged.
+        assert!(!c.notes.iter().any(|n| n.contains("judged on their clean rounds")), "{:?}", c.notes);
+        // Three rounds, one suspect: nothing to set it aside for, so the
+        // case is not judged, whatever its ratio, and a note names it.
+        let mut short = drifting("y", 27, 1.0, 3, 0.004, 24);
+        for (h, r) in short.head.iter_mut().zip(&short.round) {
+            if *r == 1 {
+                *h *= 40.0;
+            }
+        }
+        short.suspect = vec![(1, why.into())];
+        let c = compare_paired("a", "b", &[short], vec![], vec![], &o);
+        assert_eq!(c.changes[0].verdict, Verdict::Inconclusive, "{:?}", c.changes[0]);
+        assert!(
+            c.notes
+                .iter()
+                .any(|n| n.starts_with("1 case(s) not judged: the harness's screen") && n.contains("y (")),
+            "{:?}",
+            c.notes
+        );
     }
 
     /// `ab`'s options as its command line gives them by default.

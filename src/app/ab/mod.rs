@@ -172,6 +172,7 @@ fn measure_rounds(
                 head: Vec::new(),
                 round: Vec::new(),
                 load: Vec::new(),
+                suspect: Vec::new(),
             })
         })
         .collect();
@@ -223,6 +224,7 @@ fn measure_rounds(
                     case.base.extend(p.base);
                     case.head.extend(p.head);
                     case.load.extend(p.load);
+                    case.suspect.extend(p.suspect.map(|why| (round, why)));
                 }
                 CaseRun::Skipped(why) => {
                     reasons.push(format!("{id}: skipped: {why}"));

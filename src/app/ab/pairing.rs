@@ -96,6 +96,79 @@ pub(super) struct Pairs {
     /// How much CPU other work took while the pairs were taken, where
     /// `/proc` could be read.
     pub load: Option<crate::results::LoadSample>,
+    /// Why the round's samples timed something other than the work, when
+    /// the screen caught them twice (`harness::screen`).
+    pub suspect: Option<String>,
+}
+
+/// One build's samples in a round.
+#[derive(Debug, Default)]
+struct Taken {
+    /// Per-iteration times, ns.
+    per_iter: Vec<f64>,
+    /// Whole samples, ns: what the tick screen reads.
+    nanos: Vec<f64>,
+    /// The timing thread's CPU time per sample, where the worker reports it.
+    cpu: Vec<Option<f64>>,
+}
+
+impl Taken {
+    fn push(&mut self, nanos: f64, cpu: Option<f64>, iters: u64) {
+        self.per_iter.push(nanos / iters as f64);
+        self.nanos.push(nanos);
+        self.cpu.push(cpu);
+    }
+
+    /// Why the tick screen (`tick` ns, where known) catches these samples,
+    /// with the timing thread's CPU time when every sample has it, else on
+    /// the ticks alone, as `run` does where the CPU time is unknown.
+    fn caught(&self, tick: Option<f64>) -> Option<String> {
+        let cpu: Option<Vec<f64>> = self.cpu.iter().copied().collect();
+        crate::harness::screen::on_tick(&self.nanos, cpu.as_deref(), tick?)
+    }
+}
+
+/// What one attempt at a round's pairs gave.
+enum Sampled {
+    /// Both builds' samples, base first.
+    Pairs([Taken; 2]),
+    /// A sample failed: on which build, and why.
+    Failed(FailedSide, String),
+}
+
+/// Takes up to `c.share.pairs` pairs of `iters` iterations, alternating
+/// which build goes first, until `budget` is spent (after at least
+/// `MIN_SAMPLES`).
+fn take_pairs(
+    base: &mut Worker,
+    head: &mut Worker,
+    c: &CaseRound,
+    iters: u64,
+    budget: Duration,
+) -> Result<Sampled> {
+    let start = Instant::now();
+    let mut taken = [Taken::default(), Taken::default()];
+    for i in 0..c.share.pairs {
+        if i >= crate::harness::sampler::MIN_SAMPLES && start.elapsed() > budget {
+            break;
+        }
+        let head_first = (i + c.parity) % 2 == 1;
+        let order: [(usize, &mut Worker); 2] =
+            if head_first { [(1, &mut *head), (0, &mut *base)] } else { [(0, &mut *base), (1, &mut *head)] };
+        for (k, w) in order {
+            // Let the other build's idle threads (spinning GEMM workers,
+            // rayon) settle before this one's clock starts.
+            match w.sample_after(SETTLE, iters)? {
+                Reply::Nanos(ns) => taken[k].push(ns, None, iters),
+                Reply::Timed { nanos, cpu_ns } => taken[k].push(nanos, cpu_ns, iters),
+                Reply::Failed { phase, reason } => {
+                    return Ok(Sampled::Failed(side_of(w), format!("{} build, {phase}: {reason}", w.label)));
+                }
+                other => bail!("unexpected reply {other:?}"),
+            }
+        }
+    }
+    Ok(Sampled::Pairs(taken))
 }
 
 /// What one case's round gave.
@@ -175,43 +248,45 @@ pub(super) fn pair_case(base: &mut Worker, head: &mut Worker, c: &CaseRound) -> 
         // counted as the measurement's own (`harness::load`).
         let pids = [base.pid(), head.pid()];
         let before = crate::harness::load::snapshot_with(&pids);
-        let start = Instant::now();
-        let (mut tb, mut th) = (Vec::new(), Vec::new());
-        for i in 0..s.pairs {
-            if i >= crate::harness::sampler::MIN_SAMPLES && start.elapsed() > budget {
-                break;
+        // Samples that timed the scheduler's tick rather than the work
+        // (`harness::screen`, as `run` screens them) are taken once more;
+        // caught again, the round is marked suspect and the comparison
+        // sets it aside.
+        let tick = crate::harness::screen::tick_ns();
+        let mut suspect = None;
+        let mut first_catch: Option<String> = None;
+        let [tb, th] = loop {
+            let taken = match take_pairs(&mut *base, &mut *head, c, iters, budget)? {
+                Sampled::Pairs(t) => t,
+                Sampled::Failed(side, why) => return Ok(CaseRun::Failed(side, why)),
+            };
+            let caught: Vec<String> = ["base", "head"]
+                .iter()
+                .zip(&taken)
+                .filter_map(|(label, t)| t.caught(tick).map(|why| format!("{label} build: {why}")))
+                .collect();
+            if caught.is_empty() {
+                break taken;
             }
-            let head_first = (i + parity) % 2 == 1;
-            let order: [&mut Worker; 2] =
-                if head_first { [&mut *head, &mut *base] } else { [&mut *base, &mut *head] };
-            for w in order {
-                // Let the other build's idle threads (spinning GEMM workers,
-                // rayon) settle before this one's clock starts.
-                match w.sample_after(SETTLE, iters)? {
-                    Reply::Nanos(ns) => {
-                        if w.label == "base" {
-                            tb.push(ns / iters as f64)
-                        } else {
-                            th.push(ns / iters as f64)
-                        }
-                    }
-                    Reply::Failed { phase, reason } => {
-                        return Ok(CaseRun::Failed(
-                            side_of(w),
-                            format!("{} build, {phase}: {reason}", w.label),
-                        ));
-                    }
-                    other => bail!("unexpected reply {other:?}"),
-                }
+            if first_catch.is_some() {
+                suspect = Some(format!("measured twice: {}", caught.join("; ")));
+                break taken;
             }
-        }
+            first_catch = Some(caught.join("; "));
+        };
         let after = crate::harness::load::snapshot_with(&pids);
         let load =
             before.zip(after).map(|(a, b)| crate::harness::load::between(&a, &b, id, c.round, c.threads));
         for w in [&mut *base, &mut *head] {
             w.ask(&Request::Finish)?;
         }
-        Ok(CaseRun::Pairs(Pairs { base: tb, head: th, per_iter: per_iter[0].max(per_iter[1]), load }))
+        Ok(CaseRun::Pairs(Pairs {
+            base: tb.per_iter,
+            head: th.per_iter,
+            per_iter: per_iter[0].max(per_iter[1]),
+            load,
+            suspect,
+        }))
     })();
     match outcome {
         Ok(r) => {

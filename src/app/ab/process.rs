@@ -131,7 +131,7 @@ impl Worker {
         match req {
             Request::Prepare(_) | Request::PrepareVerified(_) => s.prepare += dt,
             Request::WarmUp(_) => s.warm_up += dt,
-            Request::Sample(_) => s.sample += dt,
+            Request::Sample(_) | Request::SampleTimed(_) => s.sample += dt,
             Request::Finish | Request::Quit => s.finish += dt,
         }
         reply
@@ -143,7 +143,8 @@ impl Worker {
         let t0 = Instant::now();
         std::thread::sleep(pause);
         self.spent.settle += t0.elapsed();
-        self.ask(&Request::Sample(iters))
+        let req = if self.hello.cpu_time { Request::SampleTimed(iters) } else { Request::Sample(iters) };
+        self.ask(&req)
     }
 
     fn exchange(&mut self, req: &Request) -> Result<Reply> {

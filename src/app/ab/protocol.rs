@@ -31,6 +31,12 @@ pub struct Hello {
     /// lack the field: they are always sent [`Request::Prepare`]).
     #[serde(default)]
     pub verify_once: bool,
+    /// The worker understands [`Request::SampleTimed`] and reports its
+    /// timing thread's CPU time with each sample (builds before it lack the
+    /// field: they are sent [`Request::Sample`] and screened on wall time
+    /// alone).
+    #[serde(default)]
+    pub cpu_time: bool,
 }
 
 /// What the driver asks.
@@ -47,6 +53,10 @@ pub enum Request {
     WarmUp(f64),
     /// Time one sample of this many iterations.
     Sample(u64),
+    /// Time one sample of this many iterations and report the timing
+    /// thread's CPU time with it ([`Reply::Timed`]). Sent only to workers
+    /// whose [`Hello::cpu_time`] is set.
+    SampleTimed(u64),
     /// Drop the prepared case.
     Finish,
     /// Exit.
@@ -72,6 +82,15 @@ pub enum Reply {
     PerIter(f64),
     /// A sample's elapsed nanoseconds.
     Nanos(f64),
+    /// A sample's elapsed nanoseconds and the CPU time its timing thread
+    /// ran meanwhile, where the platform reports it: what tells a sample
+    /// that waited for the scheduler's tick from work (`harness::screen`).
+    Timed {
+        /// Elapsed nanoseconds.
+        nanos: f64,
+        /// The timing thread's CPU nanoseconds over the same sample.
+        cpu_ns: Option<f64>,
+    },
 }
 
 /// Resolves the plan both sides run from the plan options.
@@ -193,5 +212,18 @@ mod tests {
         // mistake it for a plain prepare.
         let r = serde_json::to_string(&Request::PrepareVerified("s/b".into())).unwrap();
         assert_eq!(r, r#"{"prepare_verified":"s/b"}"#);
+    }
+
+    #[test]
+    fn older_workers_are_asked_for_plain_samples_and_their_replies_still_read() {
+        let old = r#"{"protocol":1,"schema_version":3,"build":"tfbench 0.1.0 (abc)","cases":[],"settings":{},"rounds":2,"injected":null,"verify_once":true}"#;
+        let h: Hello = serde_json::from_str(old).unwrap();
+        assert!(!h.cpu_time, "absent means the worker knows only `sample`");
+        let r = serde_json::to_string(&Request::SampleTimed(7)).unwrap();
+        assert_eq!(r, r#"{"sample_timed":7}"#);
+        let timed: Reply = serde_json::from_str(r#"{"timed":{"nanos":5.0,"cpu_ns":null}}"#).unwrap();
+        assert!(matches!(timed, Reply::Timed { nanos, cpu_ns: None } if nanos == 5.0));
+        let plain: Reply = serde_json::from_str(r#"{"nanos":5.0}"#).unwrap();
+        assert!(matches!(plain, Reply::Nanos(n) if n == 5.0));
     }
 }

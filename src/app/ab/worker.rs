@@ -28,6 +28,7 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
         rounds: plan.rounds,
         injected: injection.as_ref().map(|i| i.spec.clone()),
         verify_once: true,
+        cpu_time: true,
     };
     let mut out = std::io::stdout().lock();
     let mut send = |v: &dyn erased::Json| -> Result<()> {
@@ -72,6 +73,11 @@ pub fn ab_worker(args: &AbWorkerArgs) -> Result<Outcome> {
             Request::Sample(iters) => match workload.as_mut() {
                 Some(w) => guarded("measure", || on_pool_of(width, || sample(w.as_mut(), iters)))
                     .map_or_else(|r| r, Reply::Nanos),
+                None => Reply::Failed { phase: "measure".into(), reason: "no case prepared".into() },
+            },
+            Request::SampleTimed(iters) => match workload.as_mut() {
+                Some(w) => guarded("measure", || on_pool_of(width, || sample_timed(w.as_mut(), iters)))
+                    .map_or_else(|r| r, |(nanos, cpu_ns)| Reply::Timed { nanos, cpu_ns }),
                 None => Reply::Failed { phase: "measure".into(), reason: "no case prepared".into() },
             },
         };
@@ -150,6 +156,15 @@ pub(super) fn sample(w: &mut dyn Workload, iters: u64) -> Result<f64> {
         w.after_sample(true)?;
     }
     Ok(nanos * iters as f64 / (calls * per_call) as f64)
+}
+
+/// [`sample`], with the CPU time the timing thread ran meanwhile (read
+/// outside the timed region; `None` where the platform does not say).
+fn sample_timed(w: &mut dyn Workload, iters: u64) -> Result<(f64, Option<f64>)> {
+    let cpu0 = crate::harness::screen::thread_cpu_ns();
+    let nanos = sample(w, iters)?;
+    let cpu = cpu0.zip(crate::harness::screen::thread_cpu_ns()).map(|(a, b)| b - a);
+    Ok((nanos, cpu))
 }
 
 /// Warms `w` up for `secs` with doubling batches (or the workload's fixed
