@@ -83,6 +83,58 @@ pub trait Workload: Send {
     }
 }
 
+/// Implements the named [`Workload`] methods of a wrapper by calling the
+/// same method on its field `$field` (any [`Workload`], boxed or not).
+/// Wrappers (the injection hooks, the mobile levels) change one or two
+/// methods and pass the others through; naming them here keeps every
+/// signature in one place, so a wrapper cannot drop a method by omission
+/// the way hand-written forwarding dropped `roof` and `metrics`.
+///
+/// ```ignore
+/// impl Workload for Wrapper {
+///     fn verify(&mut self) -> Result<Verification> { ... }
+///     fn run(&mut self, iters: u64) -> Result<()> { ... }
+///     forward_workload!(inner: throughput, metrics, roof, sync);
+/// }
+/// ```
+#[macro_export]
+#[doc(hidden)]
+macro_rules! forward_workload {
+    ($field:tt: $($method:ident),+ $(,)?) => {
+        $( $crate::forward_workload!(@one $field $method); )+
+    };
+    (@one $f:tt verify) => {
+        fn verify(&mut self) -> ::anyhow::Result<$crate::workload::Verification> { self.$f.verify() }
+    };
+    (@one $f:tt throughput) => {
+        fn throughput(&self) -> Vec<$crate::workload::Throughput> { self.$f.throughput() }
+    };
+    (@one $f:tt run) => {
+        fn run(&mut self, iters: u64) -> ::anyhow::Result<()> { self.$f.run(iters) }
+    };
+    (@one $f:tt metrics) => {
+        fn metrics(&mut self) -> Vec<$crate::workload::Metric> { self.$f.metrics() }
+    };
+    (@one $f:tt roof) => {
+        fn roof(&self) -> Option<$crate::workload::Roof> { self.$f.roof() }
+    };
+    (@one $f:tt sync) => {
+        fn sync(&mut self) -> ::anyhow::Result<()> { self.$f.sync() }
+    };
+    (@one $f:tt fixed_iterations) => {
+        fn fixed_iterations(&self) -> Option<u64> { self.$f.fixed_iterations() }
+    };
+    (@one $f:tt before_sample) => {
+        fn before_sample(&mut self) -> ::anyhow::Result<()> { self.$f.before_sample() }
+    };
+    (@one $f:tt after_sample) => {
+        fn after_sample(&mut self, measured: bool) -> ::anyhow::Result<()> { self.$f.after_sample(measured) }
+    };
+    (@one $f:tt set_time_limit) => {
+        fn set_time_limit(&mut self, limit: ::std::time::Duration) { self.$f.set_time_limit(limit) }
+    };
+}
+
 /// The error a suite's `prepare` returns to refuse a case on this machine
 /// (too big for its memory, no GPU, an absent input file). The case is
 /// reported as skipped with this reason, not as failed, and the run goes on.

@@ -74,18 +74,10 @@ pub fn panic_from_env() -> Result<Option<Regex>> {
 pub struct Panicking(pub Box<dyn Workload>);
 
 impl Workload for Panicking {
-    fn verify(&mut self) -> Result<Verification> {
-        self.0.verify()
-    }
-    fn throughput(&self) -> Vec<Throughput> {
-        self.0.throughput()
-    }
     fn run(&mut self, _iters: u64) -> Result<()> {
         panic!("injected panic ({PANIC_VAR} test hook)");
     }
-    fn set_time_limit(&mut self, limit: Duration) {
-        self.0.set_time_limit(limit)
-    }
+    crate::forward_workload!(0: verify, throughput, metrics, roof, sync, fixed_iterations, before_sample, after_sample, set_time_limit);
 }
 
 /// A parsed injection: which cases, and by how much.
@@ -213,29 +205,12 @@ impl Workload for Burned {
             "internal error: a case was verified through the {INSTRUCTIONS_VAR} wrapper; verify first, then wrap"
         )
     }
-    fn throughput(&self) -> Vec<Throughput> {
-        self.inner.throughput()
-    }
     fn run(&mut self, iters: u64) -> Result<()> {
         self.inner.run(iters)?;
         burn(self.steps_per_iter.saturating_mul(iters));
         Ok(())
     }
-    fn sync(&mut self) -> Result<()> {
-        self.inner.sync()
-    }
-    fn fixed_iterations(&self) -> Option<u64> {
-        self.inner.fixed_iterations()
-    }
-    fn before_sample(&mut self) -> Result<()> {
-        self.inner.before_sample()
-    }
-    fn after_sample(&mut self, measured: bool) -> Result<()> {
-        self.inner.after_sample(measured)
-    }
-    fn set_time_limit(&mut self, limit: Duration) {
-        self.inner.set_time_limit(limit)
-    }
+    crate::forward_workload!(inner: throughput, metrics, roof, sync, fixed_iterations, before_sample, after_sample, set_time_limit);
 }
 
 /// Where [`Slowed`] reads the time: the wall clock, or a simulated one in
@@ -294,9 +269,6 @@ impl Workload for Slowed {
             "internal error: a case was verified through the {VAR} wrapper; verify first, then wrap (harness::runner::prepare_case)"
         )
     }
-    fn throughput(&self) -> Vec<Throughput> {
-        self.inner.throughput()
-    }
     fn run(&mut self, iters: u64) -> Result<()> {
         let t0 = self.clock.now();
         self.inner.run(iters)?;
@@ -307,27 +279,7 @@ impl Workload for Slowed {
         self.spin(own.mul_f64(self.extra));
         Ok(())
     }
-    fn metrics(&mut self) -> Vec<crate::results::Metric> {
-        self.inner.metrics()
-    }
-    fn sync(&mut self) -> Result<()> {
-        self.inner.sync()
-    }
-    fn roof(&self) -> Option<crate::workload::Roof> {
-        self.inner.roof()
-    }
-    fn fixed_iterations(&self) -> Option<u64> {
-        self.inner.fixed_iterations()
-    }
-    fn before_sample(&mut self) -> Result<()> {
-        self.inner.before_sample()
-    }
-    fn after_sample(&mut self, measured: bool) -> Result<()> {
-        self.inner.after_sample(measured)
-    }
-    fn set_time_limit(&mut self, limit: Duration) {
-        self.inner.set_time_limit(limit)
-    }
+    crate::forward_workload!(inner: throughput, metrics, sync, roof, fixed_iterations, before_sample, after_sample, set_time_limit);
 }
 
 #[cfg(test)]
@@ -402,6 +354,45 @@ mod tests {
         fn sync(&mut self) -> Result<()> {
             self.t.fetch_add(std::mem::take(&mut self.pending), std::sync::atomic::Ordering::SeqCst);
             Ok(())
+        }
+    }
+
+    /// A case with figures of its own: a device roof, a metric, fixed
+    /// iterations.
+    struct Figured;
+    impl Workload for Figured {
+        fn verify(&mut self) -> Result<Verification> {
+            Ok(Verification::pass("none"))
+        }
+        fn throughput(&self) -> Vec<Throughput> {
+            vec![Throughput::flops(8.0)]
+        }
+        fn run(&mut self, _iters: u64) -> Result<()> {
+            Ok(())
+        }
+        fn metrics(&mut self) -> Vec<crate::results::Metric> {
+            vec![crate::results::Metric::new("accuracy", 0.5, "cosine")]
+        }
+        fn roof(&self) -> Option<crate::workload::Roof> {
+            Some(crate::workload::Roof { flops_per_sec: 1e12, bytes_per_sec: 2e12 })
+        }
+        fn fixed_iterations(&self) -> Option<u64> {
+            Some(1)
+        }
+    }
+
+    #[test]
+    fn every_wrapper_passes_the_case_s_own_figures_through() {
+        let wrapped: [Box<dyn Workload>; 3] = [
+            Box::new(Slowed::new(Box::new(Figured), 1.1)),
+            Box::new(Burned::new(Box::new(Figured), 3)),
+            Box::new(Panicking(Box::new(Figured))),
+        ];
+        for mut w in wrapped {
+            assert_eq!(w.roof().map(|r| r.bytes_per_sec), Some(2e12), "the device roof");
+            assert_eq!(w.metrics().len(), 1, "the case's metrics");
+            assert_eq!(w.fixed_iterations(), Some(1));
+            assert_eq!(w.throughput().len(), 1);
         }
     }
 
