@@ -49,7 +49,7 @@
 //! through it; [`Slowed::verify`] refuses, so a path that verified after
 //! wrapping would fail loudly instead of timing the check with a spin.
 
-use crate::workload::{Throughput, Verification, Workload};
+use crate::workload::{Verification, Workload};
 use anyhow::{Result, bail};
 use regex::Regex;
 use std::time::{Duration, Instant};
@@ -285,6 +285,7 @@ impl Workload for Slowed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::workload::Throughput;
 
     #[test]
     fn specs_parse_or_name_the_problem() {
