@@ -4,15 +4,15 @@
 //! Why: the crate's plain loops over the scalar functions vectorise for
 //! AVX2 (`simd_dispatch!`), but Rust never contracts `a * b + c` into an
 //! FMA, so each polynomial step is two dependent instructions, and at 16M
-//! elements these maps ran compute-bound at 2-4x the time of a memory-bound
-//! `relu` on an AVX2 CPU (the AVX-512 build halves the count with its
-//! 16 lanes). Here every such step is one `vfmadd`, with the same
+//! elements these maps ran compute-bound at 2.5-5.5x the time of a
+//! memory-bound `relu` at the AVX2 cap (the AVX-512 build halves the count
+//! with its 16 lanes). Here every such step is one `vfmadd`, with the same
 //! constants, range reductions and special cases as the scalar functions
 //! (NaN, +-inf, overflow to inf, gradual underflow of `exp`, subnormal
 //! inputs of `ln`); results differ from the scalar ones only by the FMAs'
 //! rounding, and the tests hold both to the same f64 references.
 
-use super::activation::{GELU_C, exp_f32, exp_flush_f32, gelu_f32, ln_f32, sigmoid_f32, tanh_f32};
+use super::activation::{exp_f32, gelu_f32, ln_f32, sigmoid_f32, tanh_f32};
 
 /// A function this module maps over a slice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,7 +77,8 @@ pub fn map(op: VOp, out: &mut [f32], x: &[f32]) -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{GELU_C, VOp};
+    use super::VOp;
+    use crate::kernels::activation::GELU_C;
     use std::arch::x86_64::*;
 
     #[inline(always)]
