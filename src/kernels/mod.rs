@@ -29,6 +29,7 @@ pub mod sgemm;
 pub(crate) mod simd;
 pub mod softmax;
 pub mod sparse;
+pub mod vmath;
 pub(crate) mod workers;
 pub(crate) use simd::simd_dispatch;
 pub mod quant;

@@ -1,13 +1,16 @@
-//! Half precision (f16, bf16) via the `half` crate: bulk conversions with
-//! `HalfFloatSliceExt` (SIMD where available: F16C for f16; bf16 is a scalar
-//! loop in `half`), and elementwise add computed in f32 and stored back.
+//! Half precision (f16, bf16): bulk conversions and an elementwise add
+//! computed in f32 and stored back, through the shared converters of
+//! [`crate::kernels::quant::halfs`] (AVX-512, else AVX2 + F16C, else the
+//! `half` crate's slice conversions; bit for bit as `half`, under the ISA
+//! cap). `half`'s own bf16 slice conversion is a scalar loop on every CPU,
+//! which left `f32_to_bf16` and the bf16 add scalar on AVX2.
 
 use super::{CHUNK, PAR_MIN, choice, elements};
+use crate::kernels::quant::halfs;
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;
 use anyhow::Result;
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
@@ -23,24 +26,50 @@ fn chunked<D: Send, S: Sync>(dst: &mut [D], src: &[S], f: impl Fn(&mut [D], &[S]
     }
 }
 
-/// f32 -> f16 (round to nearest even) with `convert_from_f32_slice`.
+/// f32 -> f16 (round to nearest even).
 pub(crate) fn to_f16(dst: &mut [f16], src: &[f32]) {
-    chunked(dst, src, |d, s| d.convert_from_f32_slice(s));
+    chunked(dst, src, |d, s| halfs::f32_to_f16(s, d));
 }
 
-/// f32 -> bf16 (round to nearest even) with `convert_from_f32_slice`.
+/// f32 -> bf16 (round to nearest even).
 pub(crate) fn to_bf16(dst: &mut [bf16], src: &[f32]) {
-    chunked(dst, src, |d, s| d.convert_from_f32_slice(s));
+    chunked(dst, src, |d, s| halfs::f32_to_bf16(s, d));
 }
 
-/// f16 -> f32 (exact) with `convert_to_f32_slice`.
+/// f16 -> f32 (exact).
 pub(crate) fn from_f16(dst: &mut [f32], src: &[f16]) {
-    chunked(dst, src, |d, s| s.convert_to_f32_slice(d));
+    chunked(dst, src, |d, s| halfs::f16_to_f32(s, d));
 }
 
-/// bf16 -> f32 (exact) with `convert_to_f32_slice`.
+/// bf16 -> f32 (exact).
 pub(crate) fn from_bf16(dst: &mut [f32], src: &[bf16]) {
-    chunked(dst, src, |d, s| s.convert_to_f32_slice(d));
+    chunked(dst, src, |d, s| halfs::bf16_to_f32(s, d));
+}
+
+/// A half type the add widens and narrows with the shared converters.
+pub(crate) trait Half: Copy + Send + Sync {
+    /// `out[i] = h[i]` as f32.
+    fn widen(h: &[Self], out: &mut [f32]);
+    /// `out[i] = x[i]` rounded to nearest even.
+    fn narrow(x: &[f32], out: &mut [Self]);
+}
+
+impl Half for f16 {
+    fn widen(h: &[Self], out: &mut [f32]) {
+        halfs::f16_to_f32(h, out)
+    }
+    fn narrow(x: &[f32], out: &mut [Self]) {
+        halfs::f32_to_f16(x, out)
+    }
+}
+
+impl Half for bf16 {
+    fn widen(h: &[Self], out: &mut [f32]) {
+        halfs::bf16_to_f32(h, out)
+    }
+    fn narrow(x: &[f32], out: &mut [Self]) {
+        halfs::f32_to_bf16(x, out)
+    }
 }
 
 /// Elements converted to f32 per step of the half add (stack buffers).
@@ -48,25 +77,19 @@ const STEP: usize = 512;
 
 /// `out = a + b` for half types: each `STEP` of both inputs widened to f32
 /// with the slice converters, added in f32, and rounded back (nearest even).
-fn add_serial<T>(out: &mut [T], a: &[T], b: &[T])
-where
-    [T]: HalfFloatSliceExt,
-{
+fn add_serial<T: Half>(out: &mut [T], a: &[T], b: &[T]) {
     let (mut fa, mut fb) = ([0.0f32; STEP], [0.0f32; STEP]);
     for ((o, a), b) in out.chunks_mut(STEP).zip(a.chunks(STEP)).zip(b.chunks(STEP)) {
         let n = o.len();
-        a.convert_to_f32_slice(&mut fa[..n]);
-        b.convert_to_f32_slice(&mut fb[..n]);
+        T::widen(a, &mut fa[..n]);
+        T::widen(b, &mut fb[..n]);
         fa[..n].iter_mut().zip(&fb[..n]).for_each(|(x, &y)| *x += y);
-        o.convert_from_f32_slice(&fa[..n]);
+        T::narrow(&fa[..n], o);
     }
 }
 
 /// Half-precision `out = a + b`, parallel over `CHUNK`s when large.
-pub(crate) fn add<T: Send + Sync>(out: &mut [T], a: &[T], b: &[T])
-where
-    [T]: HalfFloatSliceExt,
-{
+pub(crate) fn add<T: Half>(out: &mut [T], a: &[T], b: &[T]) {
     assert!(a.len() == out.len() && b.len() == out.len(), "half add: length mismatch");
     if out.len() < PAR_MIN {
         add_serial(out, a, b);
@@ -318,6 +341,22 @@ mod tests {
 
     #[test]
     fn conversions_match_scalar_and_naive_references_serial_and_parallel() {
+        conversions_match();
+    }
+
+    /// The same and the half add at every ISA cap (the AVX2 converters at
+    /// the AVX2 cap on a CPU with AVX2, `half`'s at the scalar cap).
+    #[test]
+    fn conversions_and_add_match_under_every_isa_cap() {
+        for level in [crate::isa::IsaLevel::Scalar, crate::isa::IsaLevel::Avx2] {
+            crate::isa::with_cap(level, || {
+                conversions_match();
+                half_add_matches();
+            });
+        }
+    }
+
+    fn conversions_match() {
         for n in [37 * 53, PAR_MIN + 1001] {
             let mut x: Vec<f32> = util::randn(n, 1).into_iter().map(|v| 8.0 * v).collect();
             x[..4].copy_from_slice(&[1e-7, -3e-6, 70000.0, f32::NEG_INFINITY]);
@@ -360,6 +399,12 @@ mod tests {
 
     #[test]
     fn half_add_matches_f64_reference_and_detects_errors() {
+        half_add_matches();
+        let got = [0x3c00u16, 0x3c01];
+        assert!(!compare_bits("t", &got, &[0x3c00, 0x3c02], None).passed);
+    }
+
+    fn half_add_matches() {
         for n in [1, 37 * 53, PAR_MIN + 7] {
             let a: Vec<f16> = util::randn(n, 2).into_iter().map(|v| f16::from_f32(4.0 * v)).collect();
             let b: Vec<f16> = util::randn(n, 3).into_iter().map(|v| f16::from_f32(4.0 * v)).collect();
@@ -372,7 +417,5 @@ mod tests {
             let mut w = HalfAdd::Bf16 { out: vec![bf16::NAN; n], a: ab, b: bb };
             assert!(w.verify().unwrap().passed);
         }
-        let got = [0x3c00u16, 0x3c01];
-        assert!(!compare_bits("t", &got, &[0x3c00, 0x3c02], None).passed);
     }
 }

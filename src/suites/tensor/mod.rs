@@ -10,7 +10,7 @@
 //! | `reduction`    | `reduction.rs`       | sum, mean, max, argmax, softmax, layernorm          |
 //! | `transpose`, `reshape`, `slice`, `concat` | `manipulation.rs` | materialised copies and views |
 //! | `matmul`, `bmm`| `matmul.rs`          | matrixmultiply / gemm / tfbench, 1 or all threads   |
-//! | `half_convert`, `half_add` | `half_precision.rs` | f16 / bf16 via the `half` crate          |
+//! | `half_convert`, `half_add` | `half_precision.rs` | f16 / bf16 via `kernels::quant::halfs`   |
 //! | `gpu_gemm`, `gpu_bmm`, `transfer`, `launch` | `gpu_only.rs` | CUDA only (cuBLAS, copies, launches) |
 //!
 //! creation, binary, unary and reduction also run on `cuda:N`

@@ -9,6 +9,7 @@ use super::{CHUNK, PAR_MIN, choice, elements, on_values};
 use crate::backend::ops::{Inputs, Output, TensorOp, TensorWork, UnOp};
 use crate::kernels::activation::{exp_f32, gelu_f32, ln_f32, sigmoid_f32, tanh_f32};
 use crate::kernels::simd_dispatch;
+use crate::kernels::vmath::{self, VOp};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use crate::util;
@@ -17,9 +18,29 @@ use rayon::prelude::*;
 
 pub(super) const OPS: &[&str] = &["relu", "sigmoid", "tanh", "exp", "log", "sqrt", "gelu"];
 
+/// `out[i] = op(x[i])` over equal-length slices (serial): the
+/// transcendental ops through the AVX2+FMA kernels of
+/// [`crate::kernels::vmath`] on a CPU (under the cap) with AVX2 and no
+/// AVX-512, else the plain loop compiled per ISA level.
+pub(crate) fn unary_serial(op: UnOp, out: &mut [f32], x: &[f32]) {
+    let v = match op {
+        UnOp::Sigmoid => Some(VOp::Sigmoid),
+        UnOp::Tanh => Some(VOp::Tanh),
+        UnOp::Exp => Some(VOp::Exp),
+        UnOp::Log => Some(VOp::Ln),
+        UnOp::Gelu => Some(VOp::Gelu),
+        UnOp::Relu | UnOp::Sqrt => None,
+    };
+    if v.is_some_and(|v| vmath::map(v, out, x)) {
+        return;
+    }
+    unary_loop(op, out, x);
+}
+
 simd_dispatch! {
-    /// `out[i] = op(x[i])` over equal-length slices (serial).
-    pub(crate) fn unary_serial(op: UnOp, out: &mut [f32], x: &[f32]) {
+    /// `out[i] = op(x[i])` over equal-length slices with the scalar
+    /// functions, vectorised by the compiler for each ISA level.
+    fn unary_loop(op: UnOp, out: &mut [f32], x: &[f32]) {
         let x = &x[..out.len()];
         let it = out.iter_mut().zip(x);
         match op {
@@ -182,6 +203,19 @@ mod tests {
 
     #[test]
     fn approximations_match_f64_std_over_wide_sweeps() {
+        sweeps_match();
+    }
+
+    /// The same at every ISA cap: the AVX2 cap runs `vmath`'s AVX2+FMA
+    /// kernels (on a CPU with AVX2), the scalar cap the baseline loop.
+    #[test]
+    fn approximations_match_f64_std_under_every_isa_cap() {
+        for level in [crate::isa::IsaLevel::Scalar, crate::isa::IsaLevel::Avx2] {
+            crate::isa::with_cap(level, sweeps_match);
+        }
+    }
+
+    fn sweeps_match() {
         for op in UnOp::ALL {
             let x = match op {
                 UnOp::Log | UnOp::Sqrt => {
