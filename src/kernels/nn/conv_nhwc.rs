@@ -3,8 +3,10 @@
 //! by the same two algorithms:
 //! - [`conv_im2col_nhwc`]: one row of `taps x C/g` per output pixel (each
 //!   tap's channels are contiguous, so the unfold is a row copy), then
-//!   `out = col x W^T` per image and group; a 1x1 stride-1 unpadded
-//!   convolution is one GEMM over the whole batch, the input as it is.
+//!   `out = col x W^T` per block of output pixels, each block unfolded into
+//!   a per-thread buffer that stays in L2; an ungrouped 1x1 stride-1
+//!   unpadded convolution is one GEMM over the whole batch, the input as it
+//!   is (no copy).
 //! - [`conv_direct_nhwc`]: per output pixel, one axpy along the output
 //!   channels per (tap, input channel), with the weights repacked once as
 //!   `[group][tap][C/g][K/g]` ([`pack_direct_weights`]) so that axpy reads
@@ -14,8 +16,8 @@
 //! order). [`to_nchw`] turns a channels-last tensor into the planar layout,
 //! so the f64 reference of [`super::conv`] checks these kernels too.
 
-use super::conv::ConvGeom;
-use crate::kernels::{Layout, SendPtr, matmul};
+use super::conv::{ConvGeom, block_cols, with_block_buf};
+use crate::kernels::{Layout, SendPtr};
 use rayon::prelude::*;
 
 /// A channels-last tensor (`n x spatial x c`) in the planar layout (`n x c x spatial`).
@@ -66,58 +68,80 @@ fn unflat(p: usize, dims: [usize; 3]) -> [usize; 3] {
     [p / (dims[1] * dims[2]), p / dims[2] % dims[1], p % dims[2]]
 }
 
-/// Floats of [`conv_im2col_nhwc`]'s scratch: the unfolded rows of one image
-/// and group, plus the group's output when it is not the whole output row.
-pub fn col_len_nhwc(g: &ConvGeom) -> usize {
-    let osp = g.out_spatial();
-    let unfold = if g.is_pointwise() && g.groups == 1 { 0 } else { osp * (g.c / g.groups) * g.kvol() };
-    unfold + if g.groups > 1 { osp * (g.k / g.groups) } else { 0 }
+/// Output pixels per block are a multiple of this (the GEMM register
+/// tile's height: 12 rows AVX-512, 6 AVX2), so only the last block is ragged.
+const ROW_STEP: usize = 24;
+
+/// Floats of the per-thread buffer [`conv_im2col_nhwc`] holds: one block
+/// of unfolded rows, plus its GEMM result when a group is not the whole
+/// output row (0 for an ungrouped 1x1 stride-1 layer, read in place).
+pub fn block_len_nhwc(g: &ConvGeom, threads: usize) -> usize {
+    if g.is_pointwise() && g.groups == 1 {
+        return 0;
+    }
+    let (ck, kg) = (g.c / g.groups * g.kvol(), g.k / g.groups);
+    let t = block_cols(ck, g.out_spatial(), g.n * g.groups, threads, ROW_STEP);
+    t * (ck + if g.groups > 1 { kg } else { 0 })
 }
 
-/// `out = conv(x, w)` in channels-last layout by im2col + GEMM (`threads`
-/// for the GEMMs); `col` holds at least [`col_len_nhwc`] floats.
-pub fn conv_im2col_nhwc(
-    g: &ConvGeom,
-    x: &[f32],
-    w: &[f32],
-    out: &mut [f32],
-    col: &mut [f32],
-    threads: usize,
-) {
+/// `out = conv(x, w)` in channels-last layout by im2col + GEMM on the
+/// current pool (`threads` of it). An ungrouped 1x1 stride-1 unpadded
+/// layer is one GEMM over the whole batch on the input as it lies;
+/// otherwise tasks of (image, group, block of output pixels) unfold their
+/// block (one row of `taps x C/g` per pixel: each tap's channels are
+/// contiguous, so a row copy) into a per-thread buffer that stays in L2,
+/// and multiply it by the group's weights on their own thread
+/// ([`super::gemm`]): ungrouped, straight into the block's output rows.
+pub fn conv_im2col_nhwc(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
     assert_eq!((x.len(), w.len(), out.len()), (g.input_len(), g.weight_len(), g.output_len()));
     let (cg, kg, osp, isp, kvol) =
         (g.c / g.groups, g.k / g.groups, g.out_spatial(), g.in_spatial(), g.kvol());
     let ck = cg * kvol;
     if g.is_pointwise() && g.groups == 1 {
-        return matmul(threads, (g.n * osp, g.c, g.k), x, w, Layout::NxK, out);
+        return super::gemm(threads, (g.n * osp, g.c, g.k), x, w, Layout::NxK, out, false);
     }
     let odims = g.output();
-    let (unfold, tmp) = col.split_at_mut(osp * ck);
-    for n in 0..g.n {
-        let img = &x[n * isp * g.c..(n + 1) * isp * g.c];
-        for grp in 0..g.groups {
-            unfold.par_chunks_mut(ck).enumerate().for_each(|(p, row)| {
+    let images = g.n * g.groups;
+    let t = block_cols(ck, osp, images, threads, ROW_STEP);
+    let blocks = osp.div_ceil(t);
+    let dst = SendPtr(out.as_mut_ptr());
+    (0..images * blocks).into_par_iter().for_each(|task| {
+        let (img_grp, b) = (task / blocks, task % blocks);
+        let (n, grp) = (img_grp / g.groups, img_grp % g.groups);
+        let rows = b * t..osp.min((b + 1) * t);
+        let height = rows.len();
+        let img = &x[n * isp * g.c..][..isp * g.c];
+        let wg = &w[grp * kg * ck..][..kg * ck];
+        let extra = if g.groups > 1 { kg * height } else { 0 };
+        with_block_buf(ck * height + extra, |buf| {
+            let (unfold, tmp) = buf.split_at_mut(ck * height);
+            for (p, row) in rows.clone().zip(unfold.chunks_exact_mut(ck)) {
                 let o = unflat(p, odims);
-                for (t, dst) in row.chunks_exact_mut(cg).enumerate() {
-                    match source(g, o, unflat(t, g.kernel)) {
-                        Some(at) => dst.copy_from_slice(&img[at * g.c + grp * cg..][..cg]),
-                        None => dst.fill(0.0),
+                for (tap, part) in row.chunks_exact_mut(cg).enumerate() {
+                    match source(g, o, unflat(tap, g.kernel)) {
+                        Some(at) => part.copy_from_slice(&img[at * g.c + grp * cg..][..cg]),
+                        None => part.fill(0.0),
                     }
                 }
-            });
-            let wg = &w[grp * kg * ck..(grp + 1) * kg * ck];
-            let dst = &mut out[n * osp * g.k..(n + 1) * osp * g.k];
+            }
+            // SAFETY: task (image, group, block) alone writes the block's
+            // output rows (ungrouped: whole rows; grouped: the group's
+            // channels of them); `out` outlives the loop.
+            let first = unsafe { dst.get().add((n * osp + rows.start) * g.k) };
             if g.groups == 1 {
-                matmul(threads, (osp, ck, kg), unfold, wg, Layout::NxK, dst);
+                // SAFETY: the block's whole output rows, as above.
+                let o = unsafe { std::slice::from_raw_parts_mut(first, height * g.k) };
+                super::gemm(1, (height, ck, kg), unfold, wg, Layout::NxK, o, false);
             } else {
-                let t = &mut tmp[..osp * kg];
-                matmul(threads, (osp, ck, kg), unfold, wg, Layout::NxK, t);
-                for (p, r) in t.chunks_exact(kg).enumerate() {
-                    dst[p * g.k + grp * kg..][..kg].copy_from_slice(r);
+                super::gemm(1, (height, ck, kg), unfold, wg, Layout::NxK, tmp, false);
+                for (p, r) in tmp.chunks_exact(kg).enumerate() {
+                    // SAFETY: as above, channels grp*kg.. of row p of the block.
+                    let o = unsafe { std::slice::from_raw_parts_mut(first.add(p * g.k + grp * kg), kg) };
+                    o.copy_from_slice(r);
                 }
             }
-        }
-    }
+        });
+    });
 }
 
 /// Channels-last weights (`K x taps x C/g`) repacked as `[group][tap][C/g][K/g]`
@@ -179,9 +203,20 @@ mod tests {
     use super::super::conv::{conv_plane_f64, parse_conv};
     use super::*;
 
+    /// Under every ISA cap (AVX-512 and AVX2 GEMMs, the `gemm` crate).
     #[test]
-    fn both_channels_last_algorithms_match_the_f64_loop() {
+    fn both_channels_last_algorithms_match_the_f64_loop_under_every_isa_cap() {
+        use crate::isa::IsaLevel;
+        for level in [IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512] {
+            crate::isa::with_cap(level, every_shape);
+        }
+    }
+
+    fn every_shape() {
         for spec in [
+            // 2304 unfolded columns: blocks of 48 pixels, the last ragged.
+            "1x256x10x10-k4x3x3-p1",
+            "3x12x10x10-k8x1x1",
             "2x8x9x9-k6x3x3-p1",
             "1x6x7x8-k6x3x3-s2-p1-g6",
             "1x4x8x8-k4x3x3-p2-d2-g2",
@@ -195,8 +230,7 @@ mod tests {
             let w = crate::util::randn(g.weight_len(), 2);
             let mut a = vec![f32::NAN; g.output_len()];
             let mut b = vec![f32::NAN; g.output_len()];
-            let mut col = vec![0.0; col_len_nhwc(&g)];
-            conv_im2col_nhwc(&g, &x, &w, &mut a, &mut col, 2);
+            conv_im2col_nhwc(&g, &x, &w, &mut a, 2);
             conv_direct_nhwc(&g, &x, &pack_direct_weights(&g, &w), &mut b);
             let (xp, wpl) = (to_nchw(&x, g.n, g.c, isp), weights_to_planar(&g, &w));
             let (a, b) = (to_nchw(&a, g.n, g.k, osp), to_nchw(&b, g.n, g.k, osp));

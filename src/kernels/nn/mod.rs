@@ -11,3 +11,26 @@ pub mod conv;
 pub mod conv_nhwc;
 pub mod pool;
 pub mod rnn;
+
+use crate::kernels::{Layout, sgemm};
+
+/// `c[m x n] (+)= a[m x k] * op(b)` through tfbench's own packed GEMM
+/// ([`sgemm`]: AVX-512, or AVX2 where that is all the CPU or
+/// `TFBENCH_MAX_ISA` allows), else the `gemm` crate. The nn kernels call it
+/// with `threads = 1` from inside their own parallel loops (blocks of
+/// attention, tiles of a convolution), where sgemm runs on the caller's
+/// thread and packs into that thread's reused workspace: no nested pool,
+/// no allocation per call.
+pub(crate) fn gemm(
+    threads: usize,
+    dims: (usize, usize, usize),
+    a: &[f32],
+    b: &[f32],
+    layout: Layout,
+    c: &mut [f32],
+    accumulate: bool,
+) {
+    if !sgemm::matmul_into(threads, dims, a, b, layout, c, accumulate) {
+        crate::kernels::matmul_into(threads, dims, a, b, layout, c, accumulate);
+    }
+}
