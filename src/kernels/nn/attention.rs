@@ -8,7 +8,7 @@
 //!   keys with the online softmax (running maximum and sum per query, the
 //!   accumulator rescaled when the maximum grows; FlashAttention's
 //!   recurrence). Each task (one query block of one head, heaviest causal
-//!   blocks first) holds one `BR x BC` score block, 96 KiB, in L2, and
+//!   blocks first) holds one `BR x BC` score block, 192 KiB, in L2, and
 //!   accumulates straight into its rows of the output: O(n) memory in all,
 //!   and key blocks past the causal diagonal are never computed (the last
 //!   one is cut at the diagonal). Both block products go through tfbench's
@@ -28,12 +28,12 @@ use crate::kernels::{Layout, SendPtr, matmul, simd_dispatch};
 use rayon::prelude::*;
 
 /// Queries per block of [`attention_flash`]: a whole number of both GEMM
-/// register tiles (12 rows AVX-512, 6 AVX2), so no packed row is padding.
-pub const BR: usize = 96;
-/// Keys per block of [`attention_flash`]: the `BR x BC` score block (96
-/// KiB) and the `BC x 64` K and V panels stay in L2 even on AVX2 parts
-/// with 256 KiB of it, and each GEMM call has 1.5 M multiply-adds to
-/// amortise its packing.
+/// register tiles (12 rows AVX-512, 6 AVX2), so no packed row is padding,
+/// and each packed K and V block serves 192 queries.
+pub const BR: usize = 192;
+/// Keys per block of [`attention_flash`]: the `BR x BC` score block (192
+/// KiB) and the `BC x 64` K and V panels (64 KiB each) stay in L2, and
+/// each GEMM call has 3 M multiply-adds to amortise its packing.
 pub const BC: usize = 256;
 
 /// Floats of scratch one thread of [`attention_flash`] holds: its score

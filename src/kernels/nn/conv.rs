@@ -195,10 +195,10 @@ fn valid_range(out: usize, len: usize, s: usize, p: usize, t: usize, d: usize) -
     (lo.min(hi), hi)
 }
 
-/// Floats of one task's im2col block, the target: 512 KiB, which with the
-/// GEMM's packed panels stays in a 1-2 MiB L2 (the whole unfolded image of
-/// ResNet-50's layer-1 3x3, 7 MiB, did not).
-const COL_BLOCK: usize = 128 * 1024;
+/// Floats of one im2col block, the target: 1 MiB, the L2 of one core of
+/// the dev host, so the block is still cached when the GEMM packs it (the
+/// whole unfolded image of ResNet-50's layer-1 3x3, 7 MiB, was not).
+const COL_BLOCK: usize = 256 * 1024;
 /// Output columns per block are a multiple of this (both GEMM kernels'
 /// register-tile width divides it), so only an image's last block is ragged.
 const COL_STEP: usize = 32;
@@ -219,69 +219,71 @@ pub(super) fn with_block_buf<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> 
 }
 
 /// Output positions per im2col block for `rows` unfolded rows, out of
-/// `osp` per image, with `images` (image, group) pairs to share over
-/// `threads`: a multiple of `step` as large as [`COL_BLOCK`] allows, then
-/// smaller until there are two blocks per thread (batch 1 on a 14 x 14
-/// map), never below `step`.
-pub(super) fn block_cols(rows: usize, osp: usize, images: usize, threads: usize, step: usize) -> usize {
-    let fit = (COL_BLOCK / rows.max(1) / step * step).max(step);
-    let per_image = (2 * threads).div_ceil(images.max(1));
-    let spread = osp.div_ceil(per_image).next_multiple_of(step);
-    fit.min(spread).min(osp.next_multiple_of(step))
+/// `osp` per image: the image cut into the fewest blocks of at most
+/// [`COL_BLOCK`] floats, all of one width (a multiple of `step`) but the
+/// last.
+pub(super) fn block_cols(rows: usize, osp: usize, step: usize) -> usize {
+    let fit = (COL_BLOCK / rows.max(1)).max(step);
+    let blocks = osp.div_ceil(fit);
+    osp.div_ceil(blocks).next_multiple_of(step).min(osp)
 }
 
-/// Floats of the per-thread buffer [`conv_im2col`] holds: one im2col block
+/// Floats of the buffer [`conv_im2col`] holds per thread: one im2col block
 /// and its GEMM result (0 for a 1x1 stride-1 layer, read in place).
-pub fn block_len(g: &ConvGeom, threads: usize) -> usize {
+pub fn block_len(g: &ConvGeom) -> usize {
     if g.is_pointwise() {
         return 0;
     }
     let (ck, kg) = (g.c / g.groups * g.kvol(), g.k / g.groups);
-    let t = block_cols(ck, g.out_spatial(), g.n * g.groups, threads, COL_STEP);
-    (ck + kg) * t
+    (ck + kg) * block_cols(ck, g.out_spatial(), COL_STEP)
 }
 
-/// Unfolds output positions `cols` of image `img` (`C x spatial`),
-/// channels `c0..c0+cg`, into `col` (`cg*kvol x cols.len()`, zero where a
-/// tap reads padding).
-fn im2col_block(g: &ConvGeom, img: &[f32], c0: usize, cols: std::ops::Range<usize>, col: &mut [f32]) {
+/// Unfolds row `row` (channel `c0 + row / kvol`, one tap) of the im2col
+/// matrix of image `img` (`C x spatial`), output positions `cols`, into
+/// `dst` (zero where the tap reads padding).
+fn im2col_row(
+    g: &ConvGeom,
+    img: &[f32],
+    c0: usize,
+    row: usize,
+    cols: std::ops::Range<usize>,
+    dst: &mut [f32],
+) {
     let [_, oh, ow] = g.output();
     let [id, ih, iw] = g.input;
     let kvol = g.kvol();
     let (sw, pw) = (g.stride[2], g.pad[2]);
-    for (row, dst) in col.chunks_exact_mut(cols.len()).enumerate() {
-        let (c, tap) = (c0 + row / kvol, row % kvol);
-        let (td, th, tw) =
-            (tap / (g.kernel[1] * g.kernel[2]), tap / g.kernel[2] % g.kernel[1], tap % g.kernel[2]);
-        let plane = &img[c * id * ih * iw..(c + 1) * id * ih * iw];
-        let (wlo, whi) = valid_range(ow, iw, sw, pw, tw, g.dilation[2]);
-        let base = tw * g.dilation[2];
-        let mut p = cols.start;
-        // One output row (fixed z, y) of the block at a time.
-        while p < cols.end {
-            let (zy, x0) = (p / ow, p % ow);
-            let x1 = ow.min(x0 + cols.end - p);
-            let out = &mut dst[p - cols.start..][..x1 - x0];
-            p += x1 - x0;
-            let zi = (zy / oh * g.stride[0] + td * g.dilation[0]).wrapping_sub(g.pad[0]);
-            let yi = (zy % oh * g.stride[1] + th * g.dilation[1]).wrapping_sub(g.pad[1]);
-            if zi >= id || yi >= ih {
-                out.fill(0.0);
-                continue;
-            }
-            let src = &plane[(zi * ih + yi) * iw..][..iw];
-            let (lo, hi) = (wlo.clamp(x0, x1), whi.clamp(x0, x1).max(wlo.clamp(x0, x1)));
-            out[..lo - x0].fill(0.0);
-            out[hi - x0..].fill(0.0);
-            let live = &mut out[lo - x0..hi - x0];
-            if lo < hi {
-                let first = lo * sw + base - pw;
-                if sw == 1 {
-                    live.copy_from_slice(&src[first..first + live.len()]);
-                } else {
-                    for (j, o) in live.iter_mut().enumerate() {
-                        *o = src[first + j * sw];
-                    }
+    let (c, tap) = (c0 + row / kvol, row % kvol);
+    let (td, th, tw) =
+        (tap / (g.kernel[1] * g.kernel[2]), tap / g.kernel[2] % g.kernel[1], tap % g.kernel[2]);
+    let plane = &img[c * id * ih * iw..(c + 1) * id * ih * iw];
+    let (wlo, whi) = valid_range(ow, iw, sw, pw, tw, g.dilation[2]);
+    let base = tw * g.dilation[2];
+    let mut p = cols.start;
+    // One output row (fixed z, y) of the block at a time.
+    while p < cols.end {
+        let (zy, x0) = (p / ow, p % ow);
+        let x1 = ow.min(x0 + cols.end - p);
+        let out = &mut dst[p - cols.start..][..x1 - x0];
+        p += x1 - x0;
+        let zi = (zy / oh * g.stride[0] + td * g.dilation[0]).wrapping_sub(g.pad[0]);
+        let yi = (zy % oh * g.stride[1] + th * g.dilation[1]).wrapping_sub(g.pad[1]);
+        if zi >= id || yi >= ih {
+            out.fill(0.0);
+            continue;
+        }
+        let src = &plane[(zi * ih + yi) * iw..][..iw];
+        let (lo, hi) = (wlo.clamp(x0, x1), whi.clamp(x0, x1).max(wlo.clamp(x0, x1)));
+        out[..lo - x0].fill(0.0);
+        out[hi - x0..].fill(0.0);
+        let live = &mut out[lo - x0..hi - x0];
+        if lo < hi {
+            let first = lo * sw + base - pw;
+            if sw == 1 {
+                live.copy_from_slice(&src[first..first + live.len()]);
+            } else {
+                for (j, o) in live.iter_mut().enumerate() {
+                    *o = src[first + j * sw];
                 }
             }
         }
@@ -290,55 +292,71 @@ fn im2col_block(g: &ConvGeom, img: &[f32], c0: usize, cols: std::ops::Range<usiz
 
 /// `out = conv(x, w)` by im2col + GEMM on the current pool (`threads` of
 /// it). A 1x1 stride-1 unpadded layer is one GEMM per (image, group) on the
-/// input as it lies, no copy; otherwise tasks of (image, group, block of
-/// [`block_cols`] output positions) each unfold their block into a
-/// per-thread buffer that stays in L2 and multiply it on their own thread
-/// with tfbench's GEMM ([`super::gemm`]), then copy the `K/g x block`
-/// result into the output rows.
+/// input as it lies, no copy. Otherwise each (image, group) is cut into
+/// blocks of [`block_cols`] output positions, each unfolded into a buffer
+/// that stays in L2 and multiplied by the group's weights ([`super::gemm`]),
+/// the `K/g x block` result copied into the output rows. With at least as
+/// many (image, group) pairs as threads (batch 32, depthwise), the blocks
+/// are tasks spread over the pool, each on its own thread's buffer and
+/// one-thread GEMM; with fewer (batch 1), blocks go one after another, the
+/// unfold split by rows and the GEMM threaded.
 pub fn conv_im2col(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
     assert_eq!((x.len(), w.len(), out.len()), (g.input_len(), g.weight_len(), g.output_len()));
     let (cg, kg, osp, isp) = (g.c / g.groups, g.k / g.groups, g.out_spatial(), g.in_spatial());
     let ck = cg * g.kvol();
     let images = g.n * g.groups;
     let dst = SendPtr(out.as_mut_ptr());
+    let wide = images >= threads;
+    let inner = if wide { 1 } else { threads };
     if g.is_pointwise() {
-        let one = |task: usize, threads: usize| {
+        let one = |task: usize| {
             let (n, grp) = (task / g.groups, task % g.groups);
             let src = &x[(n * g.c + grp * cg) * isp..][..cg * isp];
             // SAFETY: (image, group) `task` alone writes its kg output planes.
             let o = unsafe {
                 std::slice::from_raw_parts_mut(dst.get().add((n * g.k + grp * kg) * osp), kg * osp)
             };
-            super::gemm(threads, (kg, ck, osp), &w[grp * kg * ck..][..kg * ck], src, Layout::KxN, o, false);
+            super::gemm(inner, (kg, ck, osp), &w[grp * kg * ck..][..kg * ck], src, Layout::KxN, o, false);
         };
-        if images >= threads {
-            (0..images).into_par_iter().for_each(|t| one(t, 1));
+        if wide {
+            (0..images).into_par_iter().for_each(one);
         } else {
-            (0..images).for_each(|t| one(t, threads));
+            (0..images).for_each(one);
         }
         return;
     }
-    let t = block_cols(ck, osp, images, threads, COL_STEP);
+    let t = block_cols(ck, osp, COL_STEP);
     let blocks = osp.div_ceil(t);
-    (0..images * blocks).into_par_iter().for_each(|task| {
+    let one = |task: usize| {
         let (img_grp, b) = (task / blocks, task % blocks);
         let (n, grp) = (img_grp / g.groups, img_grp % g.groups);
         let cols = b * t..osp.min((b + 1) * t);
         let width = cols.len();
+        let img = &x[n * g.c * isp..][..g.c * isp];
         with_block_buf((ck + kg) * t, |buf| {
             let (col, res) = buf.split_at_mut(ck * width);
             let res = &mut res[..kg * width];
-            im2col_block(g, &x[n * g.c * isp..][..g.c * isp], grp * cg, cols.clone(), col);
-            super::gemm(1, (kg, ck, width), &w[grp * kg * ck..][..kg * ck], col, Layout::KxN, res, false);
+            let unfold = |(r, d): (usize, &mut [f32])| im2col_row(g, img, grp * cg, r, cols.clone(), d);
+            if wide {
+                col.chunks_exact_mut(width).enumerate().for_each(unfold);
+            } else {
+                col.par_chunks_exact_mut(width).enumerate().for_each(unfold);
+            }
+            super::gemm(inner, (kg, ck, width), &w[grp * kg * ck..][..kg * ck], col, Layout::KxN, res, false);
             for (r, row) in res.chunks_exact(width).enumerate() {
                 let plane = (n * g.k + grp * kg + r) * osp;
-                // SAFETY: task (image, group, block) alone writes columns
+                // SAFETY: block (image, group, b) alone writes columns
                 // `cols` of its kg output planes; `out` outlives the loop.
                 let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(plane + cols.start), width) };
                 o.copy_from_slice(row);
             }
         });
-    });
+    };
+    if wide {
+        (0..images * blocks).into_par_iter().for_each(one);
+    } else {
+        (0..images * blocks).for_each(one);
+    }
 }
 
 /// `out = conv(x, w)` computed directly, parallel over output planes.
@@ -488,8 +506,9 @@ mod tests {
 
     fn every_shape() {
         for spec in [
-            // 2304 unfolded rows: blocks of 32 positions, the last ragged.
-            "1x256x10x10-k4x3x3-p1",
+            // 4608 unfolded rows: blocks of 64 positions, the last ragged.
+            "1x512x10x10-k4x3x3-p1",
+            "4x512x10x10-k4x3x3-p1",
             "2x3x17-k4x3-p1",
             "1x4x9x10-k6x3x3-s2-p1",
             "2x6x7x8-k6x3x3-p1-g6",

@@ -72,26 +72,57 @@ fn unflat(p: usize, dims: [usize; 3]) -> [usize; 3] {
 /// tile's height: 12 rows AVX-512, 6 AVX2), so only the last block is ragged.
 const ROW_STEP: usize = 24;
 
-/// Floats of the per-thread buffer [`conv_im2col_nhwc`] holds: one block
+/// Floats of the buffer [`conv_im2col_nhwc`] holds per thread: one block
 /// of unfolded rows, plus its GEMM result when a group is not the whole
 /// output row (0 for an ungrouped 1x1 stride-1 layer, read in place).
-pub fn block_len_nhwc(g: &ConvGeom, threads: usize) -> usize {
+pub fn block_len_nhwc(g: &ConvGeom) -> usize {
     if g.is_pointwise() && g.groups == 1 {
         return 0;
     }
     let (ck, kg) = (g.c / g.groups * g.kvol(), g.k / g.groups);
-    let t = block_cols(ck, g.out_spatial(), g.n * g.groups, threads, ROW_STEP);
-    t * (ck + if g.groups > 1 { kg } else { 0 })
+    block_cols(ck, g.out_spatial(), ROW_STEP) * (ck + if g.groups > 1 { kg } else { 0 })
+}
+
+/// Unfolds output pixels `rows` of image `img` for group `grp` into
+/// `unfold` (one row of `taps x C/g` per pixel), pixel rows split over the
+/// pool when `par`.
+fn unfold_rows(
+    g: &ConvGeom,
+    img: &[f32],
+    grp: usize,
+    rows: std::ops::Range<usize>,
+    unfold: &mut [f32],
+    par: bool,
+) {
+    let (cg, odims) = (g.c / g.groups, g.output());
+    let one = |(i, row): (usize, &mut [f32])| {
+        let o = unflat(rows.start + i, odims);
+        for (tap, part) in row.chunks_exact_mut(cg).enumerate() {
+            match source(g, o, unflat(tap, g.kernel)) {
+                Some(at) => part.copy_from_slice(&img[at * g.c + grp * cg..][..cg]),
+                None => part.fill(0.0),
+            }
+        }
+    };
+    let ck = cg * g.kvol();
+    if par {
+        unfold.par_chunks_exact_mut(ck).enumerate().for_each(one);
+    } else {
+        unfold.chunks_exact_mut(ck).enumerate().for_each(one);
+    }
 }
 
 /// `out = conv(x, w)` in channels-last layout by im2col + GEMM on the
 /// current pool (`threads` of it). An ungrouped 1x1 stride-1 unpadded
-/// layer is one GEMM over the whole batch on the input as it lies;
-/// otherwise tasks of (image, group, block of output pixels) unfold their
-/// block (one row of `taps x C/g` per pixel: each tap's channels are
-/// contiguous, so a row copy) into a per-thread buffer that stays in L2,
-/// and multiply it by the group's weights on their own thread
-/// ([`super::gemm`]): ungrouped, straight into the block's output rows.
+/// layer is one GEMM over the whole batch on the input as it lies (no
+/// copy). Otherwise each (image, group) is cut into blocks of output
+/// pixels ([`block_cols`]), each unfolded (one row of `taps x C/g` per
+/// pixel: each tap's channels are contiguous, so a row copy) into a buffer
+/// that stays in L2 and multiplied by the group's weights ([`super::gemm`]),
+/// ungrouped straight into the block's output rows. As in
+/// [`super::conv::conv_im2col`]: blocks are tasks over the pool with
+/// one-thread GEMMs when there are at least as many (image, group) pairs as
+/// threads, else one after another with the unfold split and the GEMM threaded.
 pub fn conv_im2col_nhwc(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
     assert_eq!((x.len(), w.len(), out.len()), (g.input_len(), g.weight_len(), g.output_len()));
     let (cg, kg, osp, isp, kvol) =
@@ -100,12 +131,12 @@ pub fn conv_im2col_nhwc(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], thr
     if g.is_pointwise() && g.groups == 1 {
         return super::gemm(threads, (g.n * osp, g.c, g.k), x, w, Layout::NxK, out, false);
     }
-    let odims = g.output();
     let images = g.n * g.groups;
-    let t = block_cols(ck, osp, images, threads, ROW_STEP);
+    let (wide, t) = (images >= threads, block_cols(ck, osp, ROW_STEP));
+    let inner = if wide { 1 } else { threads };
     let blocks = osp.div_ceil(t);
     let dst = SendPtr(out.as_mut_ptr());
-    (0..images * blocks).into_par_iter().for_each(|task| {
+    let one = |task: usize| {
         let (img_grp, b) = (task / blocks, task % blocks);
         let (n, grp) = (img_grp / g.groups, img_grp % g.groups);
         let rows = b * t..osp.min((b + 1) * t);
@@ -115,25 +146,17 @@ pub fn conv_im2col_nhwc(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], thr
         let extra = if g.groups > 1 { kg * height } else { 0 };
         with_block_buf(ck * height + extra, |buf| {
             let (unfold, tmp) = buf.split_at_mut(ck * height);
-            for (p, row) in rows.clone().zip(unfold.chunks_exact_mut(ck)) {
-                let o = unflat(p, odims);
-                for (tap, part) in row.chunks_exact_mut(cg).enumerate() {
-                    match source(g, o, unflat(tap, g.kernel)) {
-                        Some(at) => part.copy_from_slice(&img[at * g.c + grp * cg..][..cg]),
-                        None => part.fill(0.0),
-                    }
-                }
-            }
-            // SAFETY: task (image, group, block) alone writes the block's
+            unfold_rows(g, img, grp, rows.clone(), unfold, !wide);
+            // SAFETY: block (image, group, b) alone writes the block's
             // output rows (ungrouped: whole rows; grouped: the group's
             // channels of them); `out` outlives the loop.
             let first = unsafe { dst.get().add((n * osp + rows.start) * g.k) };
             if g.groups == 1 {
                 // SAFETY: the block's whole output rows, as above.
                 let o = unsafe { std::slice::from_raw_parts_mut(first, height * g.k) };
-                super::gemm(1, (height, ck, kg), unfold, wg, Layout::NxK, o, false);
+                super::gemm(inner, (height, ck, kg), unfold, wg, Layout::NxK, o, false);
             } else {
-                super::gemm(1, (height, ck, kg), unfold, wg, Layout::NxK, tmp, false);
+                super::gemm(inner, (height, ck, kg), unfold, wg, Layout::NxK, tmp, false);
                 for (p, r) in tmp.chunks_exact(kg).enumerate() {
                     // SAFETY: as above, channels grp*kg.. of row p of the block.
                     let o = unsafe { std::slice::from_raw_parts_mut(first.add(p * g.k + grp * kg), kg) };
@@ -141,7 +164,12 @@ pub fn conv_im2col_nhwc(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], thr
                 }
             }
         });
-    });
+    };
+    if wide {
+        (0..images * blocks).into_par_iter().for_each(one);
+    } else {
+        (0..images * blocks).for_each(one);
+    }
 }
 
 /// Channels-last weights (`K x taps x C/g`) repacked as `[group][tap][C/g][K/g]`
@@ -214,8 +242,9 @@ mod tests {
 
     fn every_shape() {
         for spec in [
-            // 2304 unfolded columns: blocks of 48 pixels, the last ragged.
-            "1x256x10x10-k4x3x3-p1",
+            // 4608 unfolded columns: blocks of 72 pixels, the last ragged.
+            "1x512x10x10-k4x3x3-p1",
+            "4x512x10x10-k4x3x3-p1",
             "3x12x10x10-k8x1x1",
             "2x8x9x9-k6x3x3-p1",
             "1x6x7x8-k6x3x3-s2-p1-g6",

@@ -29,6 +29,7 @@ pub(super) const LAYERS: &[(&str, &str)] = &[
     ("rn50_l3_3x3_b32", "32x256x14x14-k256x3x3-p1"),
     ("rn50_l1_1x1_b1", "1x64x56x56-k256x1x1"),
     ("rn50_l3_1x1_b1", "1x1024x14x14-k256x1x1"),
+    ("rn50_l1_1x1_b32", "32x64x56x56-k256x1x1"),
     ("rn50_l3_1x1_b32", "32x1024x14x14-k256x1x1"),
     ("mbv2_dw_b1", "1x144x56x56-k144x3x3-p1-g144"),
     ("mbv2_dw_s2_b1", "1x96x112x112-k96x3x3-s2-p1-g96"),
@@ -75,8 +76,8 @@ pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> R
     let col = ctx.threads()
         * match (direct, nhwc) {
             (true, _) => 0,
-            (false, false) => block_len(&g, ctx.threads()),
-            (false, true) => block_len_nhwc(&g, ctx.threads()),
+            (false, false) => block_len(&g),
+            (false, true) => block_len_nhwc(&g),
         };
     ensure_memory("this convolution", 4.0 * (g.input_len() + g.weight_len() + g.output_len() + col) as f64)?;
     let seed = seed(case);
