@@ -3,19 +3,23 @@
 //! stores them), with stride, padding, dilation and groups, no bias.
 //!
 //! Two algorithms over the same geometry, so they can be timed side by side:
-//! - [`conv_im2col`]: unfold the input into a `(C/g * kvol) x out_spatial`
-//!   matrix per image and group, then one GEMM ([`crate::kernels::matmul`])
-//!   with the group's weights; a 1x1, stride-1, unpadded convolution skips
-//!   the unfold (the input already is that matrix).
+//! - [`conv_im2col`]: unfold the input into `(C/g * kvol) x block` blocks
+//!   of output positions (sized so a block stays in L2), each multiplied by
+//!   the group's weights with tfbench's GEMM ([`super::gemm`]) on its own
+//!   thread, blocks of every image spread over the pool; a 1x1, stride-1,
+//!   unpadded convolution skips the unfold (the input already is the
+//!   matrix). This is the fast path.
 //! - [`conv_direct`]: per output plane, one axpy per (input channel, kernel
-//!   tap, output row) over a contiguous output row: no scratch at all, and
-//!   the natural kernel for depthwise convolutions, where the GEMM degenerates
-//!   to one row.
+//!   tap, output row) over a contiguous output row (vectorised along the
+//!   row): no scratch at all, and the natural kernel for depthwise
+//!   convolutions, where the GEMM degenerates to one row. For dense layers
+//!   it rereads each output row once per (channel, tap) and runs several
+//!   times slower than im2col: a reference algorithm, not a fast path.
 //!
 //! Lower-dimensional convolutions are the 3-D one with leading extents of 1,
 //! so one kernel (and one f64 reference, [`conv_plane_f64`]) serves all three.
 
-use crate::kernels::{Layout, SendPtr, matmul};
+use crate::kernels::{Layout, SendPtr};
 use rayon::prelude::*;
 
 /// The shape of one convolution; unused leading spatial dimensions (for 1-D
@@ -174,10 +178,6 @@ impl ConvGeom {
     pub fn flops(&self) -> f64 {
         2.0 * self.output_len() as f64 * (self.c / self.groups) as f64 * self.kvol() as f64
     }
-    /// Floats of the im2col scratch (0 when the input is used as it is).
-    pub fn col_len(&self) -> usize {
-        if self.is_pointwise() { 0 } else { (self.c / self.groups) * self.kvol() * self.out_spatial() }
-    }
     /// A 1x1, stride-1, unpadded convolution: a plain GEMM on the input.
     pub fn is_pointwise(&self) -> bool {
         self.kvol() == 1 && self.stride == [1; 3] && self.pad == [0; 3]
@@ -195,60 +195,167 @@ fn valid_range(out: usize, len: usize, s: usize, p: usize, t: usize, d: usize) -
     (lo.min(hi), hi)
 }
 
-/// Unfolds image `img` (`C x spatial`), channels `c0..c0+cg`, into `col`
-/// (`cg*kvol x out_spatial`, zero where a tap reads padding).
-fn im2col(g: &ConvGeom, img: &[f32], c0: usize, col: &mut [f32]) {
-    let [od, oh, ow] = g.output();
+/// Floats of one im2col block, the target: 1 MiB, the L2 of one core of
+/// the dev host, so the block is still cached when the GEMM packs it (the
+/// whole unfolded image of ResNet-50's layer-1 3x3, 7 MiB, was not).
+const COL_BLOCK: usize = 256 * 1024;
+/// Output columns per block are a multiple of this (both GEMM kernels'
+/// register-tile width divides it), so only an image's last block is ragged.
+const COL_STEP: usize = 32;
+
+thread_local! {
+    /// A task's im2col block and GEMM result, reused across tasks and calls.
+    static BLOCK_BUF: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Runs `f` on this thread's reused block buffer of at least `len` floats.
+pub(super) fn with_block_buf<R>(len: usize, f: impl FnOnce(&mut [f32]) -> R) -> R {
+    BLOCK_BUF.with_borrow_mut(|b| {
+        if b.len() < len {
+            b.resize(len, 0.0);
+        }
+        f(&mut b[..len])
+    })
+}
+
+/// Output positions per im2col block for `rows` unfolded rows, out of
+/// `osp` per image: the image cut into the fewest blocks of at most
+/// [`COL_BLOCK`] floats, all of one width (a multiple of `step`) but the
+/// last.
+pub(super) fn block_cols(rows: usize, osp: usize, step: usize) -> usize {
+    let fit = (COL_BLOCK / rows.max(1)).max(step);
+    let blocks = osp.div_ceil(fit);
+    osp.div_ceil(blocks).next_multiple_of(step).min(osp)
+}
+
+/// Floats of the buffer [`conv_im2col`] holds per thread: one im2col block
+/// and its GEMM result (0 for a 1x1 stride-1 layer, read in place).
+pub fn block_len(g: &ConvGeom) -> usize {
+    if g.is_pointwise() {
+        return 0;
+    }
+    let (ck, kg) = (g.c / g.groups * g.kvol(), g.k / g.groups);
+    (ck + kg) * block_cols(ck, g.out_spatial(), COL_STEP)
+}
+
+/// Unfolds row `row` (channel `c0 + row / kvol`, one tap) of the im2col
+/// matrix of image `img` (`C x spatial`), output positions `cols`, into
+/// `dst` (zero where the tap reads padding).
+fn im2col_row(
+    g: &ConvGeom,
+    img: &[f32],
+    c0: usize,
+    row: usize,
+    cols: std::ops::Range<usize>,
+    dst: &mut [f32],
+) {
+    let [_, oh, ow] = g.output();
     let [id, ih, iw] = g.input;
-    let osp = od * oh * ow;
     let kvol = g.kvol();
-    col.par_chunks_mut(osp).enumerate().for_each(|(row, dst)| {
-        let (c, tap) = (c0 + row / kvol, row % kvol);
-        let (td, th, tw) =
-            (tap / (g.kernel[1] * g.kernel[2]), tap / g.kernel[2] % g.kernel[1], tap % g.kernel[2]);
-        let plane = &img[c * id * ih * iw..(c + 1) * id * ih * iw];
-        let (wlo, whi) = valid_range(ow, iw, g.stride[2], g.pad[2], tw, g.dilation[2]);
-        for z in 0..od {
-            let zi = (z * g.stride[0] + td * g.dilation[0]).wrapping_sub(g.pad[0]);
-            for y in 0..oh {
-                let yi = (y * g.stride[1] + th * g.dilation[1]).wrapping_sub(g.pad[1]);
-                let out = &mut dst[(z * oh + y) * ow..(z * oh + y + 1) * ow];
-                if zi >= id || yi >= ih {
-                    out.fill(0.0);
-                    continue;
-                }
-                let src = &plane[(zi * ih + yi) * iw..(zi * ih + yi + 1) * iw];
-                out[..wlo].fill(0.0);
-                out[whi..].fill(0.0);
-                let (s, base) = (g.stride[2], tw * g.dilation[2]);
-                for (x, o) in (wlo..whi).zip(&mut out[wlo..whi]) {
-                    *o = src[x * s + base - g.pad[2]];
+    let (sw, pw) = (g.stride[2], g.pad[2]);
+    let (c, tap) = (c0 + row / kvol, row % kvol);
+    let (td, th, tw) =
+        (tap / (g.kernel[1] * g.kernel[2]), tap / g.kernel[2] % g.kernel[1], tap % g.kernel[2]);
+    let plane = &img[c * id * ih * iw..(c + 1) * id * ih * iw];
+    let (wlo, whi) = valid_range(ow, iw, sw, pw, tw, g.dilation[2]);
+    let base = tw * g.dilation[2];
+    let mut p = cols.start;
+    // One output row (fixed z, y) of the block at a time.
+    while p < cols.end {
+        let (zy, x0) = (p / ow, p % ow);
+        let x1 = ow.min(x0 + cols.end - p);
+        let out = &mut dst[p - cols.start..][..x1 - x0];
+        p += x1 - x0;
+        let zi = (zy / oh * g.stride[0] + td * g.dilation[0]).wrapping_sub(g.pad[0]);
+        let yi = (zy % oh * g.stride[1] + th * g.dilation[1]).wrapping_sub(g.pad[1]);
+        if zi >= id || yi >= ih {
+            out.fill(0.0);
+            continue;
+        }
+        let src = &plane[(zi * ih + yi) * iw..][..iw];
+        let (lo, hi) = (wlo.clamp(x0, x1), whi.clamp(x0, x1).max(wlo.clamp(x0, x1)));
+        out[..lo - x0].fill(0.0);
+        out[hi - x0..].fill(0.0);
+        let live = &mut out[lo - x0..hi - x0];
+        if lo < hi {
+            let first = lo * sw + base - pw;
+            if sw == 1 {
+                live.copy_from_slice(&src[first..first + live.len()]);
+            } else {
+                for (j, o) in live.iter_mut().enumerate() {
+                    *o = src[first + j * sw];
                 }
             }
         }
-    });
+    }
 }
 
-/// `out = conv(x, w)` by im2col + GEMM on `threads` threads; `col` holds at
-/// least [`ConvGeom::col_len`] floats.
-pub fn conv_im2col(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], col: &mut [f32], threads: usize) {
+/// `out = conv(x, w)` by im2col + GEMM on the current pool (`threads` of
+/// it). A 1x1 stride-1 unpadded layer is one GEMM per (image, group) on the
+/// input as it lies, no copy. Otherwise each (image, group) is cut into
+/// blocks of [`block_cols`] output positions, each unfolded into a buffer
+/// that stays in L2 and multiplied by the group's weights ([`super::gemm`]),
+/// the `K/g x block` result copied into the output rows. With at least as
+/// many (image, group) pairs as threads (batch 32, depthwise), the blocks
+/// are tasks spread over the pool, each on its own thread's buffer and
+/// one-thread GEMM; with fewer (batch 1), blocks go one after another, the
+/// unfold split by rows and the GEMM threaded.
+pub fn conv_im2col(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
     assert_eq!((x.len(), w.len(), out.len()), (g.input_len(), g.weight_len(), g.output_len()));
     let (cg, kg, osp, isp) = (g.c / g.groups, g.k / g.groups, g.out_spatial(), g.in_spatial());
     let ck = cg * g.kvol();
-    for n in 0..g.n {
-        let img = &x[n * g.c * isp..(n + 1) * g.c * isp];
-        for grp in 0..g.groups {
-            let wg = &w[grp * kg * ck..(grp + 1) * kg * ck];
-            let dst = &mut out[(n * g.k + grp * kg) * osp..(n * g.k + (grp + 1) * kg) * osp];
-            if g.is_pointwise() {
-                let src = &img[grp * cg * isp..(grp + 1) * cg * isp];
-                matmul(threads, (kg, ck, osp), wg, src, Layout::KxN, dst);
-            } else {
-                let col = &mut col[..ck * osp];
-                im2col(g, img, grp * cg, col);
-                matmul(threads, (kg, ck, osp), wg, col, Layout::KxN, dst);
-            }
+    let images = g.n * g.groups;
+    let dst = SendPtr(out.as_mut_ptr());
+    let wide = images >= threads;
+    let inner = if wide { 1 } else { threads };
+    if g.is_pointwise() {
+        let one = |task: usize| {
+            let (n, grp) = (task / g.groups, task % g.groups);
+            let src = &x[(n * g.c + grp * cg) * isp..][..cg * isp];
+            // SAFETY: (image, group) `task` alone writes its kg output planes.
+            let o = unsafe {
+                std::slice::from_raw_parts_mut(dst.get().add((n * g.k + grp * kg) * osp), kg * osp)
+            };
+            super::gemm(inner, (kg, ck, osp), &w[grp * kg * ck..][..kg * ck], src, Layout::KxN, o, false);
+        };
+        if wide {
+            (0..images).into_par_iter().for_each(one);
+        } else {
+            (0..images).for_each(one);
         }
+        return;
+    }
+    let t = block_cols(ck, osp, COL_STEP);
+    let blocks = osp.div_ceil(t);
+    let one = |task: usize| {
+        let (img_grp, b) = (task / blocks, task % blocks);
+        let (n, grp) = (img_grp / g.groups, img_grp % g.groups);
+        let cols = b * t..osp.min((b + 1) * t);
+        let width = cols.len();
+        let img = &x[n * g.c * isp..][..g.c * isp];
+        with_block_buf((ck + kg) * t, |buf| {
+            let (col, res) = buf.split_at_mut(ck * width);
+            let res = &mut res[..kg * width];
+            let unfold = |(r, d): (usize, &mut [f32])| im2col_row(g, img, grp * cg, r, cols.clone(), d);
+            if wide {
+                col.chunks_exact_mut(width).enumerate().for_each(unfold);
+            } else {
+                col.par_chunks_exact_mut(width).enumerate().for_each(unfold);
+            }
+            super::gemm(inner, (kg, ck, width), &w[grp * kg * ck..][..kg * ck], col, Layout::KxN, res, false);
+            for (r, row) in res.chunks_exact(width).enumerate() {
+                let plane = (n * g.k + grp * kg + r) * osp;
+                // SAFETY: block (image, group, b) alone writes columns
+                // `cols` of its kg output planes; `out` outlives the loop.
+                let o = unsafe { std::slice::from_raw_parts_mut(dst.get().add(plane + cols.start), width) };
+                o.copy_from_slice(row);
+            }
+        });
+    };
+    if wide {
+        (0..images * blocks).into_par_iter().for_each(one);
+    } else {
+        (0..images * blocks).for_each(one);
     }
 }
 
@@ -369,8 +476,7 @@ mod tests {
         let w = crate::util::randn(g.weight_len(), 2);
         let mut a = vec![f32::NAN; g.output_len()];
         let mut b = vec![f32::NAN; g.output_len()];
-        let mut col = vec![0.0; g.col_len()];
-        conv_im2col(&g, &x, &w, &mut a, &mut col, 2);
+        conv_im2col(&g, &x, &w, &mut a, 2);
         conv_direct(&g, &x, &w, &mut b);
         let osp = g.out_spatial();
         for n in 0..g.n {
@@ -389,9 +495,20 @@ mod tests {
         }
     }
 
+    /// Under every ISA cap (AVX-512 and AVX2 GEMMs, the `gemm` crate).
     #[test]
-    fn both_algorithms_match_the_f64_loop_in_1d_2d_3d() {
+    fn both_algorithms_match_the_f64_loop_in_1d_2d_3d_under_every_isa_cap() {
+        use crate::isa::IsaLevel;
+        for level in [IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512] {
+            crate::isa::with_cap(level, every_shape);
+        }
+    }
+
+    fn every_shape() {
         for spec in [
+            // 4608 unfolded rows: blocks of 64 positions, the last ragged.
+            "1x512x10x10-k4x3x3-p1",
+            "4x512x10x10-k4x3x3-p1",
             "2x3x17-k4x3-p1",
             "1x4x9x10-k6x3x3-s2-p1",
             "2x6x7x8-k6x3x3-p1-g6",

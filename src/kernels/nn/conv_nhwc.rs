@@ -3,8 +3,10 @@
 //! by the same two algorithms:
 //! - [`conv_im2col_nhwc`]: one row of `taps x C/g` per output pixel (each
 //!   tap's channels are contiguous, so the unfold is a row copy), then
-//!   `out = col x W^T` per image and group; a 1x1 stride-1 unpadded
-//!   convolution is one GEMM over the whole batch, the input as it is.
+//!   `out = col x W^T` per block of output pixels, each block unfolded into
+//!   a per-thread buffer that stays in L2; an ungrouped 1x1 stride-1
+//!   unpadded convolution is one GEMM over the whole batch, the input as it
+//!   is (no copy).
 //! - [`conv_direct_nhwc`]: per output pixel, one axpy along the output
 //!   channels per (tap, input channel), with the weights repacked once as
 //!   `[group][tap][C/g][K/g]` ([`pack_direct_weights`]) so that axpy reads
@@ -14,8 +16,8 @@
 //! order). [`to_nchw`] turns a channels-last tensor into the planar layout,
 //! so the f64 reference of [`super::conv`] checks these kernels too.
 
-use super::conv::ConvGeom;
-use crate::kernels::{Layout, SendPtr, matmul};
+use super::conv::{ConvGeom, block_cols, with_block_buf};
+use crate::kernels::{Layout, SendPtr};
 use rayon::prelude::*;
 
 /// A channels-last tensor (`n x spatial x c`) in the planar layout (`n x c x spatial`).
@@ -66,57 +68,107 @@ fn unflat(p: usize, dims: [usize; 3]) -> [usize; 3] {
     [p / (dims[1] * dims[2]), p / dims[2] % dims[1], p % dims[2]]
 }
 
-/// Floats of [`conv_im2col_nhwc`]'s scratch: the unfolded rows of one image
-/// and group, plus the group's output when it is not the whole output row.
-pub fn col_len_nhwc(g: &ConvGeom) -> usize {
-    let osp = g.out_spatial();
-    let unfold = if g.is_pointwise() && g.groups == 1 { 0 } else { osp * (g.c / g.groups) * g.kvol() };
-    unfold + if g.groups > 1 { osp * (g.k / g.groups) } else { 0 }
+/// Output pixels per block are a multiple of this (the GEMM register
+/// tile's height: 12 rows AVX-512, 6 AVX2), so only the last block is ragged.
+const ROW_STEP: usize = 24;
+
+/// Floats of the buffer [`conv_im2col_nhwc`] holds per thread: one block
+/// of unfolded rows, plus its GEMM result when a group is not the whole
+/// output row (0 for an ungrouped 1x1 stride-1 layer, read in place).
+pub fn block_len_nhwc(g: &ConvGeom) -> usize {
+    if g.is_pointwise() && g.groups == 1 {
+        return 0;
+    }
+    let (ck, kg) = (g.c / g.groups * g.kvol(), g.k / g.groups);
+    block_cols(ck, g.out_spatial(), ROW_STEP) * (ck + if g.groups > 1 { kg } else { 0 })
 }
 
-/// `out = conv(x, w)` in channels-last layout by im2col + GEMM (`threads`
-/// for the GEMMs); `col` holds at least [`col_len_nhwc`] floats.
-pub fn conv_im2col_nhwc(
+/// Unfolds output pixels `rows` of image `img` for group `grp` into
+/// `unfold` (one row of `taps x C/g` per pixel), pixel rows split over the
+/// pool when `par`.
+fn unfold_rows(
     g: &ConvGeom,
-    x: &[f32],
-    w: &[f32],
-    out: &mut [f32],
-    col: &mut [f32],
-    threads: usize,
+    img: &[f32],
+    grp: usize,
+    rows: std::ops::Range<usize>,
+    unfold: &mut [f32],
+    par: bool,
 ) {
+    let (cg, odims) = (g.c / g.groups, g.output());
+    let one = |(i, row): (usize, &mut [f32])| {
+        let o = unflat(rows.start + i, odims);
+        for (tap, part) in row.chunks_exact_mut(cg).enumerate() {
+            match source(g, o, unflat(tap, g.kernel)) {
+                Some(at) => part.copy_from_slice(&img[at * g.c + grp * cg..][..cg]),
+                None => part.fill(0.0),
+            }
+        }
+    };
+    let ck = cg * g.kvol();
+    if par {
+        unfold.par_chunks_exact_mut(ck).enumerate().for_each(one);
+    } else {
+        unfold.chunks_exact_mut(ck).enumerate().for_each(one);
+    }
+}
+
+/// `out = conv(x, w)` in channels-last layout by im2col + GEMM on the
+/// current pool (`threads` of it). An ungrouped 1x1 stride-1 unpadded
+/// layer is one GEMM over the whole batch on the input as it lies (no
+/// copy). Otherwise each (image, group) is cut into blocks of output
+/// pixels ([`block_cols`]), each unfolded (one row of `taps x C/g` per
+/// pixel: each tap's channels are contiguous, so a row copy) into a buffer
+/// that stays in L2 and multiplied by the group's weights ([`super::gemm`]),
+/// ungrouped straight into the block's output rows. As in
+/// [`super::conv::conv_im2col`]: blocks are tasks over the pool with
+/// one-thread GEMMs when there are at least as many (image, group) pairs as
+/// threads, else one after another with the unfold split and the GEMM threaded.
+pub fn conv_im2col_nhwc(g: &ConvGeom, x: &[f32], w: &[f32], out: &mut [f32], threads: usize) {
     assert_eq!((x.len(), w.len(), out.len()), (g.input_len(), g.weight_len(), g.output_len()));
     let (cg, kg, osp, isp, kvol) =
         (g.c / g.groups, g.k / g.groups, g.out_spatial(), g.in_spatial(), g.kvol());
     let ck = cg * kvol;
     if g.is_pointwise() && g.groups == 1 {
-        return matmul(threads, (g.n * osp, g.c, g.k), x, w, Layout::NxK, out);
+        return super::gemm(threads, (g.n * osp, g.c, g.k), x, w, Layout::NxK, out, false);
     }
-    let odims = g.output();
-    let (unfold, tmp) = col.split_at_mut(osp * ck);
-    for n in 0..g.n {
-        let img = &x[n * isp * g.c..(n + 1) * isp * g.c];
-        for grp in 0..g.groups {
-            unfold.par_chunks_mut(ck).enumerate().for_each(|(p, row)| {
-                let o = unflat(p, odims);
-                for (t, dst) in row.chunks_exact_mut(cg).enumerate() {
-                    match source(g, o, unflat(t, g.kernel)) {
-                        Some(at) => dst.copy_from_slice(&img[at * g.c + grp * cg..][..cg]),
-                        None => dst.fill(0.0),
-                    }
-                }
-            });
-            let wg = &w[grp * kg * ck..(grp + 1) * kg * ck];
-            let dst = &mut out[n * osp * g.k..(n + 1) * osp * g.k];
+    let images = g.n * g.groups;
+    let (wide, t) = (images >= threads, block_cols(ck, osp, ROW_STEP));
+    let inner = if wide { 1 } else { threads };
+    let blocks = osp.div_ceil(t);
+    let dst = SendPtr(out.as_mut_ptr());
+    let one = |task: usize| {
+        let (img_grp, b) = (task / blocks, task % blocks);
+        let (n, grp) = (img_grp / g.groups, img_grp % g.groups);
+        let rows = b * t..osp.min((b + 1) * t);
+        let height = rows.len();
+        let img = &x[n * isp * g.c..][..isp * g.c];
+        let wg = &w[grp * kg * ck..][..kg * ck];
+        let extra = if g.groups > 1 { kg * height } else { 0 };
+        with_block_buf(ck * height + extra, |buf| {
+            let (unfold, tmp) = buf.split_at_mut(ck * height);
+            unfold_rows(g, img, grp, rows.clone(), unfold, !wide);
+            // SAFETY: block (image, group, b) alone writes the block's
+            // output rows (ungrouped: whole rows; grouped: the group's
+            // channels of them); `out` outlives the loop.
+            let first = unsafe { dst.get().add((n * osp + rows.start) * g.k) };
             if g.groups == 1 {
-                matmul(threads, (osp, ck, kg), unfold, wg, Layout::NxK, dst);
+                // SAFETY: the block's whole output rows, as above.
+                let o = unsafe { std::slice::from_raw_parts_mut(first, height * g.k) };
+                super::gemm(inner, (height, ck, kg), unfold, wg, Layout::NxK, o, false);
             } else {
-                let t = &mut tmp[..osp * kg];
-                matmul(threads, (osp, ck, kg), unfold, wg, Layout::NxK, t);
-                for (p, r) in t.chunks_exact(kg).enumerate() {
-                    dst[p * g.k + grp * kg..][..kg].copy_from_slice(r);
+                super::gemm(inner, (height, ck, kg), unfold, wg, Layout::NxK, tmp, false);
+                for (p, r) in tmp.chunks_exact(kg).enumerate() {
+                    // SAFETY: as above, channels grp*kg.. of row p of the block.
+                    let o = unsafe { std::slice::from_raw_parts_mut(first.add(p * g.k + grp * kg), kg) };
+                    o.copy_from_slice(r);
                 }
             }
-        }
+        });
+    };
+    if wide {
+        (0..images * blocks).into_par_iter().for_each(one);
+    } else {
+        (0..images * blocks).for_each(one);
     }
 }
 
@@ -179,9 +231,21 @@ mod tests {
     use super::super::conv::{conv_plane_f64, parse_conv};
     use super::*;
 
+    /// Under every ISA cap (AVX-512 and AVX2 GEMMs, the `gemm` crate).
     #[test]
-    fn both_channels_last_algorithms_match_the_f64_loop() {
+    fn both_channels_last_algorithms_match_the_f64_loop_under_every_isa_cap() {
+        use crate::isa::IsaLevel;
+        for level in [IsaLevel::Scalar, IsaLevel::Avx2, IsaLevel::Avx512] {
+            crate::isa::with_cap(level, every_shape);
+        }
+    }
+
+    fn every_shape() {
         for spec in [
+            // 4608 unfolded columns: blocks of 72 pixels, the last ragged.
+            "1x512x10x10-k4x3x3-p1",
+            "4x512x10x10-k4x3x3-p1",
+            "3x12x10x10-k8x1x1",
             "2x8x9x9-k6x3x3-p1",
             "1x6x7x8-k6x3x3-s2-p1-g6",
             "1x4x8x8-k4x3x3-p2-d2-g2",
@@ -195,8 +259,7 @@ mod tests {
             let w = crate::util::randn(g.weight_len(), 2);
             let mut a = vec![f32::NAN; g.output_len()];
             let mut b = vec![f32::NAN; g.output_len()];
-            let mut col = vec![0.0; col_len_nhwc(&g)];
-            conv_im2col_nhwc(&g, &x, &w, &mut a, &mut col, 2);
+            conv_im2col_nhwc(&g, &x, &w, &mut a, 2);
             conv_direct_nhwc(&g, &x, &pack_direct_weights(&g, &w), &mut b);
             let (xp, wpl) = (to_nchw(&x, g.n, g.c, isp), weights_to_planar(&g, &w));
             let (a, b) = (to_nchw(&a, g.n, g.k, osp), to_nchw(&b, g.n, g.k, osp));

@@ -6,7 +6,7 @@
 
 use super::{check, choice, ensure_memory, positive, sample, seed};
 use crate::kernels::nn::attention::{
-    TILE, attention_flash, attention_flops, attention_materialised, attention_row_f64,
+    FLASH_SCRATCH, attention_flash, attention_flops, attention_materialised, attention_row_f64,
 };
 use crate::plan::Case;
 use crate::suites::{Metric, Throughput, Verification, Workload};
@@ -58,13 +58,9 @@ pub(super) fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result
 }
 
 /// Bytes of scratch one call allocates: every head's scores, or one score
-/// tile, accumulator and row statistics per thread.
+/// block and row statistics per thread (flash accumulates in the output).
 fn scratch_bytes(flash: bool, heads: usize, n: usize, threads: usize) -> f64 {
-    if flash {
-        4.0 * threads as f64 * (TILE * TILE + TILE * D + 2 * TILE) as f64
-    } else {
-        4.0 * heads as f64 * n as f64 * n as f64
-    }
+    if flash { 4.0 * threads as f64 * FLASH_SCRATCH as f64 } else { 4.0 * heads as f64 * n as f64 * n as f64 }
 }
 
 impl Attention {

@@ -3,9 +3,9 @@
 //! [`crate::kernels::nn`] on sampled output planes.
 
 use super::{check, choice, ensure_memory, sample, seed};
-use crate::kernels::nn::conv::{ConvGeom, conv_direct, conv_im2col, conv_plane_f64, parse_conv};
+use crate::kernels::nn::conv::{ConvGeom, block_len, conv_direct, conv_im2col, conv_plane_f64, parse_conv};
 use crate::kernels::nn::conv_nhwc::{
-    col_len_nhwc, conv_direct_nhwc, conv_im2col_nhwc, pack_direct_weights, to_nchw, weights_to_planar,
+    block_len_nhwc, conv_direct_nhwc, conv_im2col_nhwc, pack_direct_weights, to_nchw, weights_to_planar,
 };
 use crate::kernels::nn::pool::{PoolGeom, PoolOp, parse_pool, pool, pool_value_f64};
 use crate::plan::Case;
@@ -29,6 +29,7 @@ pub(super) const LAYERS: &[(&str, &str)] = &[
     ("rn50_l3_3x3_b32", "32x256x14x14-k256x3x3-p1"),
     ("rn50_l1_1x1_b1", "1x64x56x56-k256x1x1"),
     ("rn50_l3_1x1_b1", "1x1024x14x14-k256x1x1"),
+    ("rn50_l1_1x1_b32", "32x64x56x56-k256x1x1"),
     ("rn50_l3_1x1_b32", "32x1024x14x14-k256x1x1"),
     ("mbv2_dw_b1", "1x144x56x56-k144x3x3-p1-g144"),
     ("mbv2_dw_s2_b1", "1x96x112x112-k96x3x3-s2-p1-g96"),
@@ -61,7 +62,6 @@ struct Conv {
     /// library's weight reorder is done once per model).
     wp: Vec<f32>,
     out: Vec<f32>,
-    col: Vec<f32>,
     threads: usize,
     pool: Option<Arc<ThreadPool>>,
     seed: u64,
@@ -72,11 +72,13 @@ pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> R
     let direct = choice(case, "algo", ALGOS)? == "direct";
     let nhwc = choice(case, "layout", LAYOUTS)? == "nhwc";
     let g = layer_geom(&case.str("layer")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
-    let col = match (direct, nhwc) {
-        (true, _) => 0,
-        (false, false) => g.col_len(),
-        (false, true) => col_len_nhwc(&g),
-    };
+    // im2col's per-thread block buffers (allocated by the kernel, reused).
+    let col = ctx.threads()
+        * match (direct, nhwc) {
+            (true, _) => 0,
+            (false, false) => block_len(&g),
+            (false, true) => block_len_nhwc(&g),
+        };
     ensure_memory("this convolution", 4.0 * (g.input_len() + g.weight_len() + g.output_len() + col) as f64)?;
     let seed = seed(case);
     // Kaiming-like weights keep outputs O(1) whatever the fan-in.
@@ -92,7 +94,6 @@ pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> R
         x: crate::util::randn(g.input_len(), seed),
         w,
         out: vec![f32::NAN; g.output_len()],
-        col: vec![0.0; col],
         threads: ctx.threads(),
         pool: ctx.pool(),
         seed,
@@ -101,12 +102,12 @@ pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> R
 
 impl Conv {
     fn once(&mut self) {
-        let Self { g, x, w, wp, out, col, threads, pool, direct, nhwc, .. } = self;
+        let Self { g, x, w, wp, out, threads, pool, direct, nhwc, .. } = self;
         crate::backend::cpu::install(pool.as_deref(), || match (*direct, *nhwc) {
             (true, false) => conv_direct(g, x, w, out),
-            (false, false) => conv_im2col(g, x, w, out, col, *threads),
+            (false, false) => conv_im2col(g, x, w, out, *threads),
             (true, true) => conv_direct_nhwc(g, x, wp, out),
-            (false, true) => conv_im2col_nhwc(g, x, w, out, col, *threads),
+            (false, true) => conv_im2col_nhwc(g, x, w, out, *threads),
         });
     }
 }
