@@ -8,7 +8,8 @@ use common::*;
 use serde_json::{Value, json};
 use std::path::Path;
 
-const CASE: &str = "inference/decode/batch=1,depth=32,dtype=f32,gen=32,layers=full,model=gpt2-tiny,shape=preset$";
+const CASE: &str =
+    "inference/decode/batch=1,depth=0,dtype=f32,gen=16,layers=full,model=gpt2-tiny,shape=preset$";
 
 /// A copy of results `src` as another machine: its CPU named `cpu`, every
 /// headline median scaled by `time`, probed limits scaled by `limits`, and
@@ -44,7 +45,15 @@ fn machines_are_compared_normalised_and_ranked_by_cost_per_million_tokens() {
     let dir = scratch("report-machines");
     let src = dir.join("src.json");
     let r = tfbench(&[
-        "run", "--suite", "inference", "--quick", "--no-probe", "--sample-size", "3", CASE, "-o",
+        "run",
+        "--suite",
+        "inference",
+        "--quick",
+        "--no-probe",
+        "--sample-size",
+        "3",
+        CASE,
+        "-o",
         src.to_str().unwrap(),
     ]);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -54,8 +63,15 @@ fn machines_are_compared_normalised_and_ranked_by_cost_per_million_tokens() {
     machine(&src, &b, "Synthetic CPU B", 0.5, 2.0, Some("0.40USD"));
     let (h, md) = (dir.join("m.html"), dir.join("m.md"));
     let args = [
-        "report", a.to_str().unwrap(), b.to_str().unwrap(), "--html", h.to_str().unwrap(), "--markdown",
-        md.to_str().unwrap(), "--price-per-hour", "a.json=0.10USD",
+        "report",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--html",
+        h.to_str().unwrap(),
+        "--markdown",
+        md.to_str().unwrap(),
+        "--price-per-hour",
+        "a.json=0.10USD",
     ];
     let r = tfbench(&args);
     assert_eq!(r.code, 0, "{}", r.stderr);
@@ -74,14 +90,19 @@ fn machines_are_compared_normalised_and_ranked_by_cost_per_million_tokens() {
     let ranked = text.split("### Ranked by USD").nth(1).expect("a ranking");
     let (ia, ib) = (ranked.find("a.json)").unwrap(), ranked.find("b.json)").unwrap());
     assert!(ia < ib, "{ranked}");
-    assert!(ranked.contains(&format!("{cost_a:.4} USD")) && ranked.contains(&format!("{cost_b:.4} USD")), "{ranked}");
+    assert!(
+        ranked.contains(&format!("{cost_a:.4} USD")) && ranked.contains(&format!("{cost_b:.4} USD")),
+        "{ranked}"
+    );
     // B: x2.00 as fast, normalised by its doubled limits to n1.00.
     assert!(text.contains("x2.00 n1.00"), "{text}");
     let page = std::fs::read_to_string(&h).unwrap();
     assert!(page.contains("<section id=\"machines\">") && page.contains("Ranked by USD per million tokens"));
     assert!(page.contains("Synthetic CPU B") && page.contains("x2.00, n1.00"));
     // Bad prices stop the command, naming the flag and the rule.
-    for (p, needle) in [("a.json=0.10", "no currency"), ("c.json=1USD", "none of the RESULTS"), ("0.1USD", "LABEL=PRICE")] {
+    for (p, needle) in
+        [("a.json=0.10", "no currency"), ("c.json=1USD", "none of the RESULTS"), ("0.1USD", "LABEL=PRICE")]
+    {
         let mut bad = args.to_vec();
         bad[8] = p;
         assert_usage_error(&tfbench(&bad), &["--price-per-hour", needle]);

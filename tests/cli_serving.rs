@@ -31,7 +31,10 @@ fn bad_input_is_refused_before_anything_runs() {
         (&["--memory-pressure", "0"], &["--memory-pressure", "(0, 1)"]),
         (&["--memory-pressure", "-0.2"], &["--memory-pressure", "(0, 1)"]),
         (&["--memory-pressure", "half"], &["--memory-pressure", "not a number"]),
-        (&["--memory-pressure", "0.1", "--find-peak", "--tpot-bound-ms", "9"], &["--memory-pressure", "--find-peak"]),
+        (
+            &["--memory-pressure", "0.1", "--find-peak", "--tpot-bound-ms", "9"],
+            &["--memory-pressure", "--find-peak"],
+        ),
         (&["--serve", "nohost"], &["--serve nohost", "host:port"]),
         (&["--serve", "127.0.0.1:0", "--endpoint", "http://x:1"], &["--serve", "--endpoint"]),
         (&["--prompt-ids"], &["--prompt-ids", "--endpoint"]),
@@ -253,7 +256,9 @@ fn query_ids(v: &Value) -> Vec<Vec<u64>> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|q| q["token_ids"].as_array().map_or(vec![], |a| a.iter().map(|x| x.as_u64().unwrap()).collect()))
+        .map(|q| {
+            q["token_ids"].as_array().map_or(vec![], |a| a.iter().map(|x| x.as_u64().unwrap()).collect())
+        })
         .collect()
 }
 
@@ -265,7 +270,8 @@ fn query_ids(v: &Value) -> Vec<Vec<u64>> {
 fn the_engine_served_over_http_streams_the_in_process_tokens() {
     // `results` gives the clients --seed 3: the server's weights are the same seeded ones.
     let model = ["--preset", "llama-tiny", "--input-len", "8", "--output-len", "6"];
-    let (_server, url) = serve(&[&model[..], &["--seed", "3", "--threads", "1", "--max-batch", "4"]].concat());
+    let (_server, url) =
+        serve(&[&model[..], &["--seed", "3", "--threads", "1", "--max-batch", "4"]].concat());
     assert!(url.ends_with("/v1/completions"), "{url}");
     let dir = scratch("serving-served");
     let scenario = ["--scenario", "offline", "--queries", "5"];
@@ -330,6 +336,8 @@ fn memory_pressure_reruns_the_scenario_under_a_measured_balloon() {
     assert_eq!(p["completed"], true, "{p}");
     assert!(p["slowdown_output_tok_per_s"].as_f64().unwrap() > 0.0, "{p}");
     assert!(p["cgroup"].as_str().unwrap().starts_with("not used"), "{p}");
-    assert!(r.stdout.contains("memory pressure 0.1% of RAM") || r.stdout.contains("memory pressure 0.0% of RAM"));
+    assert!(
+        r.stdout.contains("memory pressure 0.1% of RAM") || r.stdout.contains("memory pressure 0.0% of RAM")
+    );
     assert!(v["self_check"]["requests"].as_u64().unwrap() >= 1);
 }

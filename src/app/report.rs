@@ -59,8 +59,7 @@ pub fn report(args: &ReportArgs) -> Result<String> {
         sides,
         trends: &trends,
     };
-    let priced: Vec<_> =
-        loaded.iter().zip(&prices).map(|((l, r), p)| (l.clone(), r, p.clone())).collect();
+    let priced: Vec<_> = loaded.iter().zip(&prices).map(|((l, r), p)| (l.clone(), r, p.clone())).collect();
     let machines = crate::report::machines::compare(&priced);
     let mut said = String::new();
     if let Some(h) = &args.html {
@@ -70,7 +69,9 @@ pub fn report(args: &ReportArgs) -> Result<String> {
     if let Some(md) = &args.markdown {
         let text = match &machines {
             Some(m) => crate::report::machines::markdown(m),
-            None => loaded.iter().map(|(_, r)| crate::report::markdown::render(r)).collect::<Vec<_>>().join("\n"),
+            None => {
+                loaded.iter().map(|(_, r)| crate::report::markdown::render(r)).collect::<Vec<_>>().join("\n")
+            }
         };
         crate::util::write_atomic(md, text.as_bytes())?;
         said += &format!("Markdown report written to {}\n", md.display());
@@ -118,7 +119,9 @@ fn file_price(spec: &str) -> Result<Option<HourlyPrice>> {
     let text = std::fs::read_to_string(path)?;
     let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     match v.get("price_per_hour").and_then(serde_json::Value::as_str) {
-        Some(p) => HourlyPrice::parse(p).map(Some).map_err(|e| anyhow::anyhow!("{spec}: price_per_hour: {e}")),
+        Some(p) => {
+            HourlyPrice::parse(p).map(Some).map_err(|e| anyhow::anyhow!("{spec}: price_per_hour: {e}"))
+        }
         None => Ok(None),
     }
 }

@@ -6,8 +6,8 @@
 //! the first two is what the client and the socket cost.
 //!
 //! tiny_http parses requests (as for the dashboard); each streamed answer
-//! is written raw and flushed after every token, since tiny_http's chunked
-//! writer would hold 8 KiB before sending. Each request becomes one engine
+//! is written raw, one HTTP chunk per event, flushed after every token,
+//! since tiny_http's chunked writer would hold 8 KiB before sending. Each request becomes one engine
 //! request: greedy, end-of-sequence ignored (`ignore_eos` is implied,
 //! `temperature` is not honoured), `max_tokens` tokens (16 when absent).
 //! A prompt is text (through the model's tokenizer) or token ids (the
@@ -173,7 +173,9 @@ fn parse(body: &[u8], sh: &Shared) -> Result<Job, String> {
             .iter()
             .map(|x| x.as_u64().filter(|&i| i < sh.vocab as u64).map(|i| i as u32))
             .collect::<Option<Vec<u32>>>()
-            .ok_or_else(|| format!("prompt: token ids must be integers below the vocabulary's {}", sh.vocab))?,
+            .ok_or_else(|| {
+                format!("prompt: token ids must be integers below the vocabulary's {}", sh.vocab)
+            })?,
         Value::Null => return Err("no prompt".into()),
         _ => return Err("prompt: a string or an array of token ids (one prompt per request)".into()),
     };
@@ -248,9 +250,7 @@ fn answer(req: tiny_http::Request, sh: &Shared, job: Job) {
         })
     };
     let mut text = Text { tok: sh.tokenizer.as_deref(), ids: Vec::new(), sent: 0 };
-    let usage = |n: usize| {
-        json!({"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n})
-    };
+    let usage = |n: usize| json!({"prompt_tokens": prompt_tokens, "completion_tokens": n, "total_tokens": prompt_tokens + n});
     if !job.stream {
         let mut failed = None;
         for ev in rx.iter() {
@@ -271,13 +271,16 @@ fn answer(req: tiny_http::Request, sh: &Shared, job: Job) {
         sh.served.fetch_add(1, Ordering::Relaxed);
         return respond(req, 200, &v);
     }
+    // Chunked transfer encoding: the body's end is its last chunk, so the
+    // connection may stay open (tiny_http reads the next request on it).
     let mut w = req.into_writer();
-    let head_bytes: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nConnection: close\r\n\r\n";
+    let head_bytes: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n";
     if w.write_all(head_bytes).and_then(|_| w.flush()).is_err() {
         return;
     }
     let mut send = |data: &str| {
-        w.write_all(format!("data: {data}\n\n").as_bytes()).and_then(|_| w.flush()).is_ok()
+        let event = if data.is_empty() { String::new() } else { format!("data: {data}\n\n") };
+        w.write_all(format!("{:x}\r\n{event}\r\n", event.len()).as_bytes()).and_then(|_| w.flush()).is_ok()
     };
     for ev in rx.iter() {
         let ok = match ev {
@@ -292,13 +295,15 @@ fn answer(req: tiny_http::Request, sh: &Shared, job: Job) {
                         "choices": [], "usage": usage(text.ids.len())});
                     ok = ok && send(&u.to_string());
                 }
-                if ok && send("[DONE]") {
+                // `[DONE]`, then the empty last chunk.
+                if ok && send("[DONE]") && send("") {
                     sh.served.fetch_add(1, Ordering::Relaxed);
                 }
                 return;
             }
             Event::Failed { reason, .. } => {
                 let _ = send(&json!({"error": {"message": reason, "type": "server_error"}}).to_string());
+                let _ = send("");
                 return;
             }
         };
@@ -308,4 +313,5 @@ fn answer(req: tiny_http::Request, sh: &Shared, job: Job) {
         }
     }
     let _ = send(&json!({"error": {"message": "the engine stopped", "type": "server_error"}}).to_string());
+    let _ = send("");
 }

@@ -167,7 +167,8 @@ pub fn compare(reports: &[(String, &RunReport, Option<HourlyPrice>)]) -> Option<
                 .find(|tp| tp.kind == ThroughputKind::Tokens)
                 .map(|tp| tp.per_iteration / t)
                 .filter(|v| v.is_finite() && *v > 0.0);
-            let per_mtok = machines[i].price.as_ref().zip(tokens_per_s).map(|(p, tps)| p.per_hour / 3600.0 / tps * 1e6);
+            let per_mtok =
+                machines[i].price.as_ref().zip(tokens_per_s).map(|(p, tps)| p.per_hour / 3600.0 / tps * 1e6);
             row.push(Some(Cell { median_s: t, speed: Some(speed), normalised, tokens_per_s, per_mtok }));
         }
         cases.push((id, row));
@@ -224,7 +225,9 @@ pub fn time(s: f64) -> String {
 
 /// The comparison as GitHub-flavoured Markdown.
 pub fn markdown(m: &Machines) -> String {
-    let mut out = String::from("## Machines\n\n| # | results | CPU | threads | FMA peak | triad | price/h |\n|---|---|---|---|---|---|---|\n");
+    let mut out = String::from(
+        "## Machines\n\n| # | results | CPU | threads | FMA peak | triad | price/h |\n|---|---|---|---|---|---|---|\n",
+    );
     for (i, x) in m.machines.iter().enumerate() {
         let _ = writeln!(
             out,
@@ -239,10 +242,19 @@ pub fn markdown(m: &Machines) -> String {
         );
     }
     if let Some((cur, n)) = &m.ranking_basis {
-        let _ = writeln!(out, "\n### Ranked by {cur} per million tokens (geometric mean over {n} token case(s))\n");
+        let _ = writeln!(
+            out,
+            "\n### Ranked by {cur} per million tokens (geometric mean over {n} token case(s))\n"
+        );
         out.push_str("| rank | machine | per Mtok |\n|---|---|---|\n");
         for (r, (i, v)) in m.ranking.iter().enumerate() {
-            let _ = writeln!(out, "| {} | {} ({}) | {v:.4} {cur} |", r + 1, i + 1, m.machines[*i].label.replace('|', "\\|"));
+            let _ = writeln!(
+                out,
+                "| {} | {} ({}) | {v:.4} {cur} |",
+                r + 1,
+                i + 1,
+                m.machines[*i].label.replace('|', "\\|")
+            );
         }
     }
     for u in &m.unranked {
@@ -262,7 +274,8 @@ pub fn markdown(m: &Machines) -> String {
             match c {
                 None => out.push_str(" - |"),
                 Some(c) => {
-                    let _ = write!(out, " {} x{} n{}", time(c.median_s), num(c.speed, 2), num(c.normalised, 2));
+                    let _ =
+                        write!(out, " {} x{} n{}", time(c.median_s), num(c.speed, 2), num(c.normalised, 2));
                     if let Some(p) = c.per_mtok {
                         let _ = write!(out, " {p:.4} {cur}/Mtok");
                     }

@@ -31,7 +31,9 @@ pub(super) fn pressured_run(
     drop(balloon);
     let mut run = run?;
     run.memory_pressure = Some(share);
-    let Some(base) = runs.last().map(|r| &r.summary) else { anyhow::bail!("no unpressured run to compare with") };
+    let Some(base) = runs.last().map(|r| &r.summary) else {
+        anyhow::bail!("no unpressured run to compare with")
+    };
     let p = &run.summary;
     let ratio = |num: f64, den: f64| (num > 0.0 && den > 0.0).then(|| num / den);
     let value = json!({

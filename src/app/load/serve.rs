@@ -72,9 +72,19 @@ pub(super) fn serve(a: &LoadArgs, s: &Settings, addr: &str) -> Result<Outcome> {
 /// generation with exact f32 activations (`None` where the server sent no
 /// ids, as llama-server does not, or `--check 0`). The model is built here
 /// from the same --model file or --preset and --seed as the server's.
-pub(super) fn server_tokens(a: &LoadArgs, s: &Settings, setup: &Setup, last: &Run) -> Result<Option<TokenCheck>> {
-    let done: Vec<_> =
-        last.log.queries.iter().filter(|q| q.ok() && !q.token_ids.is_empty()).take(a.check as usize).collect();
+pub(super) fn server_tokens(
+    a: &LoadArgs,
+    s: &Settings,
+    setup: &Setup,
+    last: &Run,
+) -> Result<Option<TokenCheck>> {
+    let done: Vec<_> = last
+        .log
+        .queries
+        .iter()
+        .filter(|q| q.ok() && !q.token_ids.is_empty())
+        .take(a.check as usize)
+        .collect();
     if done.is_empty() {
         return Ok(None);
     }

@@ -29,8 +29,8 @@ mod trend;
 use crate::report::summary::{RunSummary, describe_ids};
 use crate::results::{CaseResult, Estimate, RunReport};
 use crate::suites::ThroughputKind;
-use std::fmt::Write as _;
 pub use serving::load_page;
+use std::fmt::Write as _;
 use svg::Esc;
 
 /// Number of series colours (`.s0` .. `.s7` in the stylesheet); files beyond
@@ -123,7 +123,10 @@ pub fn render(input: &HtmlInput) -> String {
 
 /// [`render`] with a section comparing the machines the results came from
 /// (`tfbench report` over several machines' results, or with prices).
-pub fn render_with_machines(input: &HtmlInput, machines: Option<&crate::report::machines::Machines>) -> String {
+pub fn render_with_machines(
+    input: &HtmlInput,
+    machines: Option<&crate::report::machines::Machines>,
+) -> String {
     render_page(input, None, machines)
 }
 

@@ -8,8 +8,8 @@
 //! this layer needs nothing of the app's types), and draws at most
 //! [`MAX_ROWS`] queries of a run (saying so when there are more).
 
-use super::svg::{self, Esc, FONT, LinearScale, N, Units};
 use super::CSS;
+use super::svg::{self, Esc, FONT, LinearScale, N, Units};
 use serde_json::Value;
 use std::fmt::Write as _;
 
@@ -127,12 +127,14 @@ fn run_section(out: &mut String, i: usize, run: &Value) {
         "<div class=\"scroll\"><table class=\"summary\"><tr><th>ms</th><th>p50</th><th>p90</th>\
          <th>p99</th><th>mean</th><th>max</th><th>count</th></tr>",
     );
-    for (k, label) in [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E"), ("send_lag", "send lag")]
+    for (k, label) in
+        [("ttft", "TTFT"), ("tpot", "TPOT"), ("itl", "ITL"), ("e2e", "E2E"), ("send_lag", "send lag")]
     {
         let d = &s[k];
         let _ = write!(out, "<tr><td>{label}</td>");
         for p in ["p50", "p90", "p99", "mean", "max"] {
-            let _ = write!(out, "<td class=\"num\">{}</td>", f(&d[p]).map_or("-".into(), |v| format!("{v:.1}")));
+            let _ =
+                write!(out, "<td class=\"num\">{}</td>", f(&d[p]).map_or("-".into(), |v| format!("{v:.1}")));
         }
         let _ = write!(out, "<td class=\"num\">{}</td></tr>", text_of(&d["count"]));
     }
@@ -200,12 +202,8 @@ fn timeline(out: &mut String, queries: &[Value]) {
     svg::open(out, "timeline", W, h, label);
     let bottom = TOP + row * qs.len() as f64;
     svg::x_axis(out, &x, TOP, bottom, Units::Time);
-    let _ = write!(
-        out,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">query</text>",
-        N(LEFT - 6.0),
-        N(TOP - 6.0)
-    );
+    let _ =
+        write!(out, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">query</text>", N(LEFT - 6.0), N(TOP - 6.0));
     let mut ticks = 0usize;
     let px = |t: f64| N(x.map(t * 1e9));
     let seg = |out: &mut String, a: f64, b: f64, y: f64, colour: &str, wd: f64| {
@@ -224,7 +222,13 @@ fn timeline(out: &mut String, queries: &[Value]) {
         let last = q.finished.or(q.chunks.last().copied()).or(q.first).unwrap_or(q.sent);
         if q.failed {
             seg(out, q.sent, last, y, "#c62828", row * 0.7);
-            let _ = write!(out, "<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"#c62828\"/>", px(last), N(y), N(row * 0.5));
+            let _ = write!(
+                out,
+                "<circle cx=\"{}\" cy=\"{}\" r=\"{}\" fill=\"#c62828\"/>",
+                px(last),
+                N(y),
+                N(row * 0.5)
+            );
             continue;
         }
         if let Some(first) = q.first {
