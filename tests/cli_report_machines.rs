@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::path::Path;
 
 const CASE: &str =
