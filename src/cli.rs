@@ -129,8 +129,16 @@ pub struct ReportArgs {
     #[arg(value_name = "RESULTS", required = true)]
     pub results: Vec<String>,
     /// Write the HTML report to FILE.
+    #[arg(long, value_name = "FILE", required_unless_present = "markdown")]
+    pub html: Option<PathBuf>,
+    /// Write a Markdown report to FILE: the machines compared when the results come from several
+    /// machines or carry prices, else the cases table.
     #[arg(long, value_name = "FILE")]
-    pub html: PathBuf,
+    pub markdown: Option<PathBuf>,
+    /// A machine's price per hour with its currency, LABEL=PRICE (LABEL: a RESULTS argument or its
+    /// file name; 0.42USD), repeated per machine; a results file may also carry `"price_per_hour"`.
+    #[arg(long, value_name = "LABEL=PRICE")]
+    pub price_per_hour: Vec<String>,
     /// Also compare against this baseline (name or file), by `compare`'s rules: the candidate is
     /// the newest of the RESULTS (by recorded start) other than the baseline itself.
     #[arg(long, short = 'b', value_name = "NAME|FILE")]

@@ -10,6 +10,7 @@ use common::*;
 use serde_json::Value;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
 
 #[test]
 fn bad_input_is_refused_before_anything_runs() {
@@ -26,6 +27,17 @@ fn bad_input_is_refused_before_anything_runs() {
         (&["--scenario", "offline", "--find-peak", "--tpot-bound-ms", "200"], &["server scenario"]),
         (&["--preset", "bert-tiny"], &["encoder"]),
         (&["--endpoint", "https://x"], &["only http://"]),
+        (&["--memory-pressure", "1"], &["--memory-pressure", "(0, 1)"]),
+        (&["--memory-pressure", "0"], &["--memory-pressure", "(0, 1)"]),
+        (&["--memory-pressure", "-0.2"], &["--memory-pressure", "(0, 1)"]),
+        (&["--memory-pressure", "half"], &["--memory-pressure", "not a number"]),
+        (
+            &["--memory-pressure", "0.1", "--find-peak", "--tpot-bound-ms", "9"],
+            &["--memory-pressure", "--find-peak"],
+        ),
+        (&["--serve", "nohost"], &["--serve nohost", "host:port"]),
+        (&["--serve", "127.0.0.1:0", "--endpoint", "http://x:1"], &["--serve", "--endpoint"]),
+        (&["--prompt-ids"], &["--prompt-ids", "--endpoint"]),
     ];
     for (args, needles) in cases {
         let mut all = vec!["load"];
@@ -210,4 +222,122 @@ fn smollm2_serves_and_passes_its_self_check() {
     let c = &v["self_check"];
     assert_eq!(c["requests"], 4, "{c}");
     assert!(v["target"].as_str().unwrap().contains("q4_1"), "{}", v["target"]);
+}
+
+/// `tfbench load --serve`, killed when the test ends (passed or not).
+struct Served(Child);
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `load --serve 127.0.0.1:0` with `args`; returns it and its URL
+/// (the first line it prints).
+fn serve(args: &[&str]) -> (Served, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tfbench"))
+        .args(["load", "--serve", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start tfbench load --serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let served = Served(child);
+    let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("{line}"));
+    (served, url.to_string())
+}
+
+fn query_ids(v: &Value) -> Vec<Vec<u64>> {
+    v["runs"][0]["log"]["queries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|q| {
+            q["token_ids"].as_array().map_or(vec![], |a| a.iter().map(|x| x.as_u64().unwrap()).collect())
+        })
+        .collect()
+}
+
+/// The engine served over HTTP, driven by tfbench's own client with the
+/// prompts as ids: every query's streamed tokens are the in-process
+/// engine's, which are one-request greedy generation's (both self-checks);
+/// a text prompt to a model with no tokenizer is refused with the reason.
+#[test]
+fn the_engine_served_over_http_streams_the_in_process_tokens() {
+    // `results` gives the clients --seed 3: the server's weights are the same seeded ones.
+    let model = ["--preset", "llama-tiny", "--input-len", "8", "--output-len", "6"];
+    let (_server, url) =
+        serve(&[&model[..], &["--seed", "3", "--threads", "1", "--max-batch", "4"]].concat());
+    assert!(url.ends_with("/v1/completions"), "{url}");
+    let dir = scratch("serving-served");
+    let scenario = ["--scenario", "offline", "--queries", "5"];
+    let (_, local) = results(&dir, &[&model[..], &scenario[..]].concat());
+    let html = dir.join("http.html");
+    let h = html.to_str().unwrap();
+    let client = [&model[..], &scenario[..], &["--endpoint", &url, "--prompt-ids", "--html", h]].concat();
+    let (r, remote) = results(&dir, &client);
+    let s = &remote["runs"][0]["summary"];
+    assert_eq!(s["completed"], 5, "{s}");
+    assert_eq!(s["server_counted"], 1.0, "usage sent: {s}");
+    let (want, got) = (query_ids(&local), query_ids(&remote));
+    assert_eq!(got.len(), 5);
+    for (i, (w, g)) in want.iter().zip(&got).enumerate() {
+        assert!(!g.is_empty() && g.len() as u64 == remote["runs"][0]["log"]["queries"][i]["output_tokens"]);
+        assert_eq!(w, g, "query {i}: in-process and served tokens");
+    }
+    let c = &remote["server_tokens"];
+    assert_eq!(c["requests"], 4, "{c}");
+    assert_eq!(c["differing"], 0, "{c}");
+    assert!(r.stdout.contains("server tokens vs one-request greedy"), "{}", r.stdout);
+    assert!(r.stdout.contains("client overhead"), "{}", r.stdout);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("Query log") && page.matches("<svg").count() >= 2);
+    // Text prompts: this model has no tokenizer, so the server says 400 and why.
+    let text = [&model[..], &["--scenario", "offline", "--queries", "2", "--endpoint", &url]].concat();
+    let (_, v) = results(&dir, &text);
+    let s = &v["runs"][0]["summary"];
+    assert_eq!(s["failed"], 2, "{s}");
+    assert!(s["failure_examples"][0].as_str().unwrap().contains("no tokenizer"), "{s}");
+}
+
+/// A tiny memory pressure (about 12 MiB of a 24 GiB machine; at most what
+/// is free): the scenario runs twice, the second under the balloon, whose
+/// resident bytes are measured, and the slowdown is reported.
+#[test]
+fn memory_pressure_reruns_the_scenario_under_a_measured_balloon() {
+    let dir = scratch("serving-pressure");
+    let (r, v) = results(
+        &dir,
+        &[
+            "--preset",
+            "gpt2-tiny",
+            "--scenario",
+            "offline",
+            "--queries",
+            "3",
+            "--input-len",
+            "4",
+            "--output-len",
+            "3",
+            "--memory-pressure",
+            "0.0005",
+        ],
+    );
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    assert!(runs[0].get("memory_pressure").is_none() && runs[1]["memory_pressure"] == 0.0005);
+    let p = &v["memory_pressure"];
+    assert!(p["held_bytes_start"].as_u64().unwrap() > 0, "{p}");
+    assert!(p["mapped_bytes"].as_u64().unwrap() <= p["requested_bytes"].as_u64().unwrap());
+    assert_eq!(p["completed"], true, "{p}");
+    assert!(p["slowdown_output_tok_per_s"].as_f64().unwrap() > 0.0, "{p}");
+    assert!(p["cgroup"].as_str().unwrap().starts_with("not used"), "{p}");
+    assert!(
+        r.stdout.contains("memory pressure 0.1% of RAM") || r.stdout.contains("memory pressure 0.0% of RAM")
+    );
+    assert!(v["self_check"]["requests"].as_u64().unwrap() >= 1);
 }

@@ -21,4 +21,8 @@ pub fn load(_: &LoadArgs) -> Result<Outcome> {
 #[cfg(feature = "models")]
 mod imp;
 #[cfg(feature = "models")]
+mod pressure;
+#[cfg(feature = "models")]
+mod serve;
+#[cfg(feature = "models")]
 mod text;

@@ -15,14 +15,21 @@ use crate::cli::ReportArgs;
 use crate::compare::{self, CompareOptions, Comparison};
 use crate::env::Environment;
 use crate::history::{self, HistoryStore};
-use crate::report::html::{HtmlInput, render};
+use crate::report::html::{HtmlInput, render_with_machines};
+use crate::report::machines::HourlyPrice;
 use crate::results::RunReport;
 use anyhow::{Result, bail};
 use std::path::Path;
 
 /// Writes the report; returns a line saying where.
 pub fn report(args: &ReportArgs) -> Result<String> {
-    super::check_writable(&args.html, "--html")?;
+    if let Some(h) = &args.html {
+        super::check_writable(h, "--html")?;
+    }
+    if let Some(m) = &args.markdown {
+        super::check_writable(m, "--markdown")?;
+    }
+    let prices = prices(args)?;
     let baselines = super::baseline_dir(args.dir.baseline_dir.as_deref(), None);
     let store = Store::new(&baselines);
     let mut loaded = Vec::new();
@@ -52,8 +59,71 @@ pub fn report(args: &ReportArgs) -> Result<String> {
         sides,
         trends: &trends,
     };
-    crate::util::write_atomic(&args.html, render(&input).as_bytes())?;
-    Ok(format!("HTML report written to {}\n", args.html.display()))
+    let priced: Vec<_> = loaded.iter().zip(&prices).map(|((l, r), p)| (l.clone(), r, p.clone())).collect();
+    let machines = crate::report::machines::compare(&priced);
+    let mut said = String::new();
+    if let Some(h) = &args.html {
+        crate::util::write_atomic(h, render_with_machines(&input, machines.as_ref()).as_bytes())?;
+        said += &format!("HTML report written to {}\n", h.display());
+    }
+    if let Some(md) = &args.markdown {
+        let text = match &machines {
+            Some(m) => crate::report::machines::markdown(m),
+            None => {
+                loaded.iter().map(|(_, r)| crate::report::markdown::render(r)).collect::<Vec<_>>().join("\n")
+            }
+        };
+        crate::util::write_atomic(md, text.as_bytes())?;
+        said += &format!("Markdown report written to {}\n", md.display());
+    }
+    Ok(said)
+}
+
+/// Each RESULTS argument's price: `--price-per-hour LABEL=PRICE` (LABEL the
+/// argument or its file name), else the file's own `"price_per_hour"`.
+fn prices(args: &ReportArgs) -> Result<Vec<Option<HourlyPrice>>> {
+    let mut given = Vec::new();
+    for p in &args.price_per_hour {
+        let Some((label, price)) = p.rsplit_once('=') else {
+            bail!("--price-per-hour {p}: write LABEL=PRICE (results.json=0.42USD)");
+        };
+        let price = HourlyPrice::parse(price).map_err(|e| anyhow::anyhow!("--price-per-hour {p}: {e}"))?;
+        let matches = |spec: &str| {
+            spec == label || Path::new(spec).file_name().is_some_and(|n| n.to_string_lossy() == label)
+        };
+        if !args.results.iter().any(|r| matches(r)) {
+            bail!("--price-per-hour {p}: {label} is none of the RESULTS given");
+        }
+        given.push((label.to_string(), price));
+    }
+    let mut out = Vec::new();
+    for spec in &args.results {
+        let name = Path::new(spec).file_name().map(|n| n.to_string_lossy().to_string());
+        let from_flag =
+            given.iter().find(|(l, _)| l == spec || Some(l) == name.as_ref()).map(|(_, p)| p.clone());
+        let from_file = match from_flag {
+            Some(_) => None,
+            None => file_price(spec)?,
+        };
+        out.push(from_flag.or(from_file));
+    }
+    Ok(out)
+}
+
+/// The `"price_per_hour"` a results file carries, if any.
+fn file_price(spec: &str) -> Result<Option<HourlyPrice>> {
+    let path = Path::new(spec);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(path)?;
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+    match v.get("price_per_hour").and_then(serde_json::Value::as_str) {
+        Some(p) => {
+            HourlyPrice::parse(p).map(Some).map_err(|e| anyhow::anyhow!("{spec}: price_per_hour: {e}"))
+        }
+        None => Ok(None),
+    }
 }
 
 /// The comparison of the newest of `results` (the specs, `loaded` their

@@ -52,6 +52,15 @@ pub struct LoadArgs {
     /// the in-process engine.
     #[arg(long, value_name = "URL")]
     pub endpoint: Option<String>,
+    /// Serve the in-process engine (--model or --preset) over HTTP at ADDR (host:port; port 0: a free
+    /// one, printed) as an OpenAI-compatible streaming /v1/completions, until interrupted; no scenario
+    /// runs. Its context fits --input-len/--output-len.
+    #[arg(long, value_name = "ADDR", conflicts_with_all = ["endpoint", "find_peak", "output", "html", "memory_pressure"])]
+    pub serve: Option<String>,
+    /// Send each prompt to --endpoint as its token ids (the completions API's array form) instead of
+    /// its text: exact prompts for a server without the client's tokenizer (`load --serve --preset`).
+    #[arg(long, requires = "endpoint")]
+    pub prompt_ids: bool,
     /// The API of --endpoint (a URL path ending in completions decides it).
     #[arg(long, value_enum, default_value_t = ApiKind::Completions)]
     pub api: ApiKind,
@@ -132,6 +141,15 @@ pub struct LoadArgs {
     /// Quick settings: 5 s runs, at most 8 search steps.
     #[arg(long)]
     pub quick: bool,
+    /// Run the scenario twice, unpressured and then while this share of RAM (0 < SHARE < 1) is taken:
+    /// a cgroup memory limit where one can be set, else a balloon of touched pages; reports the
+    /// slowdown and whether the pressured run completed.
+    #[arg(long, value_name = "SHARE", value_parser = open_unit_interval, allow_negative_numbers = true)]
+    pub memory_pressure: Option<f64>,
+    /// Write an HTML page of the results: each run's summary and its query log drawn (a timeline of
+    /// every query: scheduled, sent, first token, tokens, finished; latencies over the run).
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
     /// Write the results (settings, summaries, query logs, usage) as JSON to FILE.
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: Option<PathBuf>,
@@ -150,6 +168,15 @@ fn unit_interval(s: &str) -> Result<f64, String> {
     let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
     if !(0.0..1.0).contains(&v) {
         return Err(format!("must be in [0, 1), got {s}"));
+    }
+    Ok(v)
+}
+
+/// A share strictly between 0 and 1 (`--memory-pressure`).
+pub fn open_unit_interval(s: &str) -> Result<f64, String> {
+    let v: f64 = s.trim().parse().map_err(|_| format!("`{s}` is not a number"))?;
+    if !(v > 0.0 && v < 1.0) {
+        return Err(format!("a share of RAM must be in (0, 1), both ends excluded, got {s}"));
     }
     Ok(v)
 }
@@ -188,6 +215,8 @@ mod tests {
         assert!(parse_slo("ttft:-5ms").is_err());
         assert!(parse_slo("itl:5ms").is_err());
         assert!(parse_slo("5ms").is_err());
+        assert!(open_unit_interval("0.5").is_ok() && open_unit_interval("1").is_err());
+        assert!(open_unit_interval("0").is_err() && open_unit_interval("-0.1").is_err());
         assert!(positive("0").is_err() && positive("-1").is_err() && positive("inf").is_err());
     }
 }

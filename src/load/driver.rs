@@ -62,8 +62,9 @@ pub struct QueryRecord {
     pub server_counted: bool,
     /// Why it failed; failed queries stay out of every latency.
     pub error: Option<String>,
-    /// Output token ids, where the target reports them (not in the JSON).
-    #[serde(skip)]
+    /// Output token ids, where the target reports them (the engine, and
+    /// servers that stream `token_ids`); absent from the JSON otherwise.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub token_ids: Vec<u32>,
 }
 

@@ -37,6 +37,9 @@ pub struct EngineConfig {
     pub max_positions: usize,
 }
 
+/// Trace entries kept per run at most.
+const MAX_TRACE: usize = 1 << 20;
+
 enum Msg {
     Job(Request, Sender<Event>),
     EndRun(Sender<serde_json::Value>, Instant),
@@ -230,7 +233,10 @@ impl State {
     fn trace(&mut self) {
         let e = (Instant::now(), self.kv_used, self.active.len(), self.waiting.len());
         self.stats.peak = self.stats.peak.max(self.kv_used);
-        self.stats.trace.push(e);
+        // A served engine (`--serve`) never ends a run: its trace is bounded.
+        if self.stats.trace.len() < MAX_TRACE {
+            self.stats.trace.push(e);
+        }
     }
 
     fn report(&self, t0: Instant) -> serde_json::Value {
@@ -417,6 +423,48 @@ pub fn self_check(model: &Model, pairs: &[(&[u32], &[u32])]) -> Result<SelfCheck
         }
     }
     Ok(c)
+}
+
+/// How a server's streamed tokens compare with the model runtime's
+/// one-request greedy generation: a report, not a verdict (a server may
+/// round differently, as int8 activations do).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TokenCheck {
+    /// Requests compared.
+    pub requests: usize,
+    /// Tokens compared (up to each request's first difference).
+    pub tokens: usize,
+    /// Requests whose every token matched.
+    pub identical: usize,
+    /// Requests that parted at a near-tie of the reference's logits.
+    pub near_ties: usize,
+    /// Requests that parted elsewhere.
+    pub differing: usize,
+    /// The first of those differences.
+    pub first_difference: Option<String>,
+}
+
+/// [`self_check`] that counts differences instead of stopping at the first.
+pub fn compare_tokens(model: &Model, pairs: &[(&[u32], &[u32])]) -> TokenCheck {
+    let mut c = TokenCheck::default();
+    for (i, (prompt, got)) in pairs.iter().enumerate() {
+        c.requests += 1;
+        match check_one(model, prompt, got) {
+            Ok((n, tie)) => {
+                c.tokens += n;
+                if tie {
+                    c.near_ties += 1;
+                } else {
+                    c.identical += 1;
+                }
+            }
+            Err(e) => {
+                c.differing += 1;
+                c.first_difference.get_or_insert_with(|| format!("request {i}: {e}"));
+            }
+        }
+    }
+    c
 }
 
 #[cfg(test)]

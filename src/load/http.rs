@@ -81,6 +81,8 @@ pub struct HttpTarget {
     timeout: Duration,
     /// CPU seconds of each request's client thread.
     overhead: Arc<Mutex<Vec<f64>>>,
+    /// Send prompts as token ids, not text.
+    prompt_ids: bool,
 }
 
 impl HttpTarget {
@@ -92,7 +94,21 @@ impl HttpTarget {
         tokenizer: Option<Arc<dyn Tokenize + Send + Sync>>,
         timeout: Duration,
     ) -> Self {
-        Self { endpoint: Arc::new(endpoint), model, tokenizer, timeout, overhead: Default::default() }
+        Self {
+            endpoint: Arc::new(endpoint),
+            model,
+            tokenizer,
+            timeout,
+            overhead: Default::default(),
+            prompt_ids: false,
+        }
+    }
+
+    /// Sends each prompt as its token ids (the completions API's array
+    /// form) instead of its text.
+    pub fn with_prompt_ids(mut self, on: bool) -> Self {
+        self.prompt_ids = on;
+        self
     }
 }
 
@@ -100,10 +116,11 @@ impl Target for HttpTarget {
     fn submit(&mut self, req: Request, events: &Sender<Event>) {
         let (ep, model, tok) = (self.endpoint.clone(), self.model.clone(), self.tokenizer.clone());
         let (ev, timeout, overhead) = (events.clone(), self.timeout, self.overhead.clone());
+        let ids = self.prompt_ids;
         let id = req.id;
         let spawned = std::thread::Builder::new().name(format!("tfbench-client-{id}")).spawn(move || {
             let cpu0 = thread_cpu_s();
-            let outcome = request(&ep, model.as_deref(), tok.as_deref(), &req, timeout, &ev);
+            let outcome = request(&ep, (model.as_deref(), ids), tok.as_deref(), &req, timeout, &ev);
             // Recorded before the last event goes out, so a run that has
             // seen every finish has every request's figure.
             if let Ok(mut o) = overhead.lock() {
@@ -142,8 +159,8 @@ pub fn thread_cpu_s() -> f64 {
     ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
-/// The JSON body of `req`.
-fn body(api: Api, model: Option<&str>, req: &Request) -> String {
+/// The JSON body of `req`; its prompt as token ids with `ids`.
+fn body(api: Api, model: Option<&str>, ids: bool, req: &Request) -> String {
     let text = req.text.clone().unwrap_or_default();
     let mut v = serde_json::json!({
         "max_tokens": req.max_tokens,
@@ -154,6 +171,7 @@ fn body(api: Api, model: Option<&str>, req: &Request) -> String {
         "ignore_eos": true,
     });
     match api {
+        Api::Completions if ids => v["prompt"] = req.ids.clone().into(),
         Api::Completions => v["prompt"] = text.into(),
         Api::Chat => v["messages"] = serde_json::json!([{"role": "user", "content": text}]),
     }
@@ -179,7 +197,7 @@ fn io_reason(what: &str, e: &std::io::Error) -> String {
 /// finishing event, or the reason it failed.
 fn request(
     ep: &Endpoint,
-    model: Option<&str>,
+    (model, ids): (Option<&str>, bool),
     tok: Option<&(dyn Tokenize + Send + Sync)>,
     req: &Request,
     timeout: Duration,
@@ -194,7 +212,7 @@ fn request(
         .ok_or_else(|| format!("connection refused: {} has no address", ep.authority))?;
     let stream = TcpStream::connect_timeout(&addr, timeout).map_err(|e| io_reason("connect", &e))?;
     let _ = stream.set_nodelay(true);
-    let body = body(ep.api, model, req);
+    let body = body(ep.api, model, ids, req);
     let head = format!(
         "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         ep.path,
@@ -278,19 +296,21 @@ struct Stream {
 impl Stream {
     /// Applies one chunk; `true` at `[DONE]`.
     fn apply(&mut self, c: Chunk, id: usize, at: Instant, events: &Sender<Event>) -> bool {
-        let text = match c {
+        let (text, ids) = match c {
             Chunk::Done => return true,
-            Chunk::Text(t) => t,
+            Chunk::Text(t, ids) => (t, ids),
             Chunk::Usage { prompt, completion, text } => {
                 self.prompt = prompt.or(self.prompt);
                 self.completion = completion.or(self.completion);
-                text
+                (text, Vec::new())
             }
         };
-        if !text.is_empty() {
+        // A chunk is one token unless it names its tokens.
+        let n = if ids.is_empty() { u32::from(!text.is_empty()) } else { ids.len() as u32 };
+        if n > 0 {
             self.chunks += 1;
             self.text.push_str(&text);
-            let _ = events.send(Event::Tokens { id, at, n: 1, ids: Vec::new() });
+            let _ = events.send(Event::Tokens { id, at, n, ids });
         }
         false
     }

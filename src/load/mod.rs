@@ -14,6 +14,8 @@
 //! | `engine.rs` | the in-process server: continuous batching under a KV-cache budget |
 //! | `http.rs`, `sse.rs` | the client of OpenAI-compatible servers (HTTP/1.1, server-sent events) |
 //! | `usage.rs` | CPU time, energy (RAPL) and cost of a run |
+//! | `server.rs` | the engine served over HTTP (`--serve`): OpenAI-compatible streaming completions |
+//! | `pressure.rs` | memory pressure: a cgroup limit or a measured balloon (`--memory-pressure`) |
 //!
 //! A target (engine or HTTP client) implements [`Target`]: `submit` starts a
 //! request and returns at once, and everything the request does afterwards
@@ -26,8 +28,10 @@ use std::time::Instant;
 pub mod driver;
 pub mod engine;
 pub mod http;
+pub mod pressure;
 pub mod schedule;
 pub mod search;
+pub mod server;
 pub mod sse;
 pub mod summary;
 pub mod usage;

@@ -52,8 +52,10 @@ impl Parser {
 /// What one event said.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Chunk {
-    /// Generated text (possibly empty: a role-only chat delta).
-    Text(String),
+    /// Generated text (possibly empty: a role-only chat delta) and the
+    /// chunk's token ids where the server sends them (`token_ids`, as
+    /// vLLM and `tfbench load --serve` do).
+    Text(String, Vec<u32>),
     /// Token counts (`usage`), possibly with a last piece of text.
     Usage {
         /// Prompt tokens.
@@ -86,7 +88,10 @@ impl Chunk {
         }
         let choices = v.get("choices").and_then(Value::as_array);
         let mut text = String::new();
+        let mut ids = Vec::new();
         for c in choices.into_iter().flatten() {
+            let given = c.get("token_ids").and_then(Value::as_array).into_iter().flatten();
+            ids.extend(given.filter_map(Value::as_u64).map(|i| i as u32));
             let piece = c
                 .get("text")
                 .and_then(Value::as_str)
@@ -102,7 +107,7 @@ impl Chunk {
                 let n = |k: &str| u.get(k).and_then(Value::as_u64).map(|x| x as u32);
                 Ok(Self::Usage { prompt: n("prompt_tokens"), completion: n("completion_tokens"), text })
             }
-            None => Ok(Self::Text(text)),
+            None => Ok(Self::Text(text, ids)),
         }
     }
 }
@@ -121,8 +126,8 @@ mod tests {
             let mut ev = p.feed(&bytes[..cut]);
             ev.extend(p.feed(&bytes[cut..]));
             assert_eq!(ev.len(), 3, "cut {cut}: {ev:?}");
-            assert_eq!(Chunk::parse(&ev[0]), Ok(Chunk::Text("Hel".into())));
-            assert_eq!(Chunk::parse(&ev[1]), Ok(Chunk::Text("lo".into())));
+            assert_eq!(Chunk::parse(&ev[0]), Ok(Chunk::Text("Hel".into(), vec![])));
+            assert_eq!(Chunk::parse(&ev[1]), Ok(Chunk::Text("lo".into(), vec![])));
             assert_eq!(Chunk::parse(&ev[2]), Ok(Chunk::Done));
         }
         let mut p = Parser::default();
@@ -133,9 +138,9 @@ mod tests {
     #[test]
     fn chat_deltas_usage_errors_and_malformed_chunks() {
         let chat = r#"{"choices":[{"delta":{"content":"hi"},"index":0}]}"#;
-        assert_eq!(Chunk::parse(chat), Ok(Chunk::Text("hi".into())));
+        assert_eq!(Chunk::parse(chat), Ok(Chunk::Text("hi".into(), vec![])));
         let role = r#"{"choices":[{"delta":{"role":"assistant"}}]}"#;
-        assert_eq!(Chunk::parse(role), Ok(Chunk::Text(String::new())));
+        assert_eq!(Chunk::parse(role), Ok(Chunk::Text(String::new(), vec![])));
         let usage = r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":7}}"#;
         assert_eq!(
             Chunk::parse(usage),
@@ -143,6 +148,8 @@ mod tests {
         );
         assert!(Chunk::parse(r#"{"choices":[{"text":"a"}"#).unwrap_err().starts_with("malformed chunk"));
         assert!(Chunk::parse(r#"{"hello":1}"#).unwrap_err().starts_with("malformed chunk"));
+        let ids = r#"{"choices":[{"text":"","token_ids":[7,9]}]}"#;
+        assert_eq!(Chunk::parse(ids), Ok(Chunk::Text(String::new(), vec![7, 9])));
         let err = Chunk::parse(r#"{"error":{"message":"overloaded"}}"#).unwrap_err();
         assert!(err.contains("overloaded"));
     }

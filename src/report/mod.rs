@@ -15,6 +15,7 @@ pub mod html;
 pub mod json;
 pub mod jsonl;
 pub mod llamabench;
+pub mod machines;
 pub mod markdown;
 pub mod summary;
 pub mod table;

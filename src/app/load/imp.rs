@@ -35,7 +35,7 @@ pub(super) struct Settings {
 }
 
 /// The checks that need more than one flag, before anything is loaded.
-fn settings(a: &LoadArgs) -> Result<Settings> {
+pub(super) fn settings(a: &LoadArgs) -> Result<Settings> {
     if !REQUEST_MODELS.contains(&a.suite.as_str()) {
         let known = crate::suites::registry().iter().any(|s| s.name() == a.suite);
         let what = if known { "has no request model" } else { "is not a suite" };
@@ -57,6 +57,15 @@ fn settings(a: &LoadArgs) -> Result<Settings> {
     let price = a.price_per_hour.as_deref().map(Price::parse).transpose().context("--price-per-hour")?;
     if let Some(o) = &a.output {
         crate::app::check_writable(o, "--output")?;
+    }
+    if let Some(o) = &a.html {
+        crate::app::check_writable(o, "--html")?;
+    }
+    if let Some(addr) = &a.serve {
+        super::serve::address(addr)?;
+    }
+    if a.memory_pressure.is_some() && a.find_peak {
+        bail!("--memory-pressure: runs one scenario twice (unpressured, pressured); not with --find-peak");
     }
     let mut slo = Slo::default();
     for (k, ms) in &a.goodput {
@@ -105,7 +114,7 @@ fn tokenizer_of(src: &crate::model::source::Source) -> Option<FileTokenizer> {
     }
 }
 
-fn build(a: &LoadArgs, s: &Settings) -> Result<Setup> {
+pub(super) fn build(a: &LoadArgs, s: &Settings) -> Result<Setup> {
     let positions = s.workload.max_positions();
     let threads = a.threads.map_or_else(crate::backend::cpu::run_threads, |t| t as usize);
     let (model, tokenizer, name) = if let Some(p) = &a.model {
@@ -153,13 +162,17 @@ fn build(a: &LoadArgs, s: &Settings) -> Result<Setup> {
         (Some(m), None, format!("{} ({}, seeded weights)", a.preset, dtype.name()))
     };
     let tokenizer = tokenizer.map(Arc::new);
-    let vocab = model.as_ref().map_or(32000, |m| m.cfg.vocab);
+    // With no model here, a --preset's vocabulary (its prompt ids go to a
+    // `load --serve --preset` server with --prompt-ids).
+    let preset_vocab = ModelConfig::preset(&a.preset).map_or(32000, |c| c.vocab);
+    let vocab = model.as_ref().map_or(preset_vocab, |m| m.cfg.vocab);
     if let Some(url) = &a.endpoint {
         let api = if a.api == ApiKind::Chat { Api::Chat } else { Api::Completions };
         let ep = Endpoint::parse(url, api)?;
         let tok = tokenizer.clone().map(|t| t as Arc<dyn Tokenize + Send + Sync>);
         let label = format!("http://{}{} ({name})", ep.authority, ep.path);
-        let target = HttpTarget::new(ep, a.served_model.clone(), tok, Duration::from_secs_f64(a.timeout));
+        let target = HttpTarget::new(ep, a.served_model.clone(), tok, Duration::from_secs_f64(a.timeout))
+            .with_prompt_ids(a.prompt_ids);
         return Ok(Setup { target: Box::new(target), model: None, tokenizer, vocab, label, engine: None });
     }
     let model = Arc::new(model.context("no model to serve")?);
@@ -177,6 +190,9 @@ fn build(a: &LoadArgs, s: &Settings) -> Result<Setup> {
 #[derive(Serialize)]
 pub(super) struct Run {
     pub qps: Option<f64>,
+    /// The share of RAM taken while it ran (`--memory-pressure`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_pressure: Option<f64>,
     pub valid: Option<bool>,
     pub why: Vec<String>,
     pub summary: Summary,
@@ -199,7 +215,7 @@ fn mode(a: &LoadArgs, s: &Settings, qps: f64) -> Result<Mode> {
     })
 }
 
-fn run_once(a: &LoadArgs, s: &Settings, setup: &mut Setup, qps: f64) -> Result<Run> {
+pub(super) fn run_once(a: &LoadArgs, s: &Settings, setup: &mut Setup, qps: f64) -> Result<Run> {
     let m = mode(a, s, qps)?;
     let tok = setup.tokenizer.clone();
     let make_one = |i: usize| s.workload.request(i, tok.as_deref().map(|t| t as &dyn Tokenize), setup.vocab);
@@ -234,7 +250,7 @@ fn run_once(a: &LoadArgs, s: &Settings, setup: &mut Setup, qps: f64) -> Result<R
     let server = a.scenario == Scenario::Server;
     let why = if server && s.bounds.any() { s.bounds.violations(&summary) } else { Vec::new() };
     let valid = (server && s.bounds.any()).then_some(why.is_empty());
-    Ok(Run { qps: server.then_some(qps), valid, why, summary, log })
+    Ok(Run { qps: server.then_some(qps), memory_pressure: None, valid, why, summary, log })
 }
 
 /// Everything the command found.
@@ -255,6 +271,12 @@ pub(super) struct Results {
     pub usage: Usage,
     pub cost: Option<serde_json::Value>,
     pub self_check: Option<SelfCheck>,
+    /// A server's streamed token ids against one-request greedy generation.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_tokens: Option<crate::load::engine::TokenCheck>,
+    /// The pressured run against the unpressured one (`--memory-pressure`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_pressure: Option<serde_json::Value>,
 }
 
 fn loadavg() -> Option<String> {
@@ -266,6 +288,9 @@ fn loadavg() -> Option<String> {
 /// Runs `tfbench load`.
 pub fn load(a: &LoadArgs) -> Result<Outcome> {
     let s = settings(a)?;
+    if let Some(addr) = &a.serve {
+        return super::serve::serve(a, &s, addr);
+    }
     if a.find_peak && s.bounds.ttft_ms.is_none() && s.bounds.latency_ms.is_none() {
         eprintln!(
             "note: a TPOT bound alone does not bound queueing (a batch cap keeps TPOT flat while requests wait); \
@@ -292,10 +317,18 @@ pub fn load(a: &LoadArgs) -> Result<Outcome> {
         runs.push(run_once(a, &s, &mut setup, a.qps)?);
         None
     };
+    let memory_pressure = match a.memory_pressure {
+        Some(share) => Some(super::pressure::pressured_run(a, &s, &mut setup, share, &mut runs)?),
+        None => None,
+    };
     let wall_s = t0.elapsed().as_secs_f64();
     let usage = meter.read();
     let after = loadavg();
     let label = setup.label.clone();
+    let server_tokens = match runs.last() {
+        Some(last) if a.endpoint.is_some() => super::serve::server_tokens(a, &s, &setup, last)?,
+        _ => None,
+    };
     let check = match runs.last() {
         Some(last) => check_tokens(a, &s, setup, last),
         None => None,
@@ -308,7 +341,8 @@ pub fn load(a: &LoadArgs) -> Result<Outcome> {
         "input_len": a.input_len, "output_len": a.output_len, "len_spread": a.len_spread,
         "max_batch": a.max_batch, "kv_budget_mib": a.kv_budget_mib, "threads": a.threads,
         "timeout_s": a.timeout, "seed": a.seed, "search_tolerance_pct": a.search_tolerance,
-        "search_steps": s.steps, "quick": a.quick,
+        "search_steps": s.steps, "quick": a.quick, "memory_pressure": a.memory_pressure,
+        "prompt_ids": a.prompt_ids,
     });
     let res = Results {
         tool: format!("tfbench {}", env!("CARGO_PKG_VERSION")),
@@ -326,10 +360,16 @@ pub fn load(a: &LoadArgs) -> Result<Outcome> {
         usage,
         cost,
         self_check,
+        server_tokens,
+        memory_pressure,
     };
     super::super::print_stdout(&super::text::render(&res))?;
     if let Some(o) = &a.output {
         crate::util::write_atomic(o, serde_json::to_string_pretty(&res)?.as_bytes())?;
+    }
+    if let Some(h) = &a.html {
+        let page = crate::report::html::load_page("tfbench load", &serde_json::to_value(&res)?);
+        crate::util::write_atomic(h, page.as_bytes())?;
     }
     match check {
         Some(Err(e)) => {

@@ -132,6 +132,33 @@ pub fn render(res: &Results) -> String {
             c.requests, c.tokens, c.identical, c.near_ties
         );
     }
+    if let Some(c) = &res.server_tokens {
+        let _ = writeln!(
+            out,
+            "server tokens vs one-request greedy generation (exact f32): {} request(s), {} identical, {} parted at a near-tie, {} differ{}",
+            c.requests,
+            c.identical,
+            c.near_ties,
+            c.differing,
+            c.first_difference.as_deref().map_or(String::new(), |d| format!(" (first: {d})"))
+        );
+    }
+    if let Some(p) = &res.memory_pressure {
+        let f = |k: &str| p[k].as_f64().map_or("-".to_string(), |v| format!("{v:.2}x"));
+        let _ = writeln!(
+            out,
+            "memory pressure {:.1}% of RAM: {} MiB held at the start, {} MiB at the end; slowdown {} (output tok/s), {} (E2E p50); pressured run {}",
+            100.0 * p["share"].as_f64().unwrap_or(0.0),
+            p["held_bytes_start"].as_u64().unwrap_or(0) >> 20,
+            p["held_bytes_end"].as_u64().unwrap_or(0) >> 20,
+            f("slowdown_output_tok_per_s"),
+            f("slowdown_e2e_p50"),
+            if p["completed"].as_bool() == Some(true) { "completed" } else { "did NOT complete" }
+        );
+        if let Some(c) = p["cgroup"].as_str() {
+            let _ = writeln!(out, "  cgroup limit: {c}");
+        }
+    }
     if let Some(t) = res.runs.last().map(|r| &r.log.target)
         && let Some(cpu) = t.get("client_cpu_us_per_request")
     {

@@ -16,8 +16,10 @@
 mod charts;
 mod comparison;
 mod labels;
+mod machines;
 mod over_time;
 mod roofline;
+mod serving;
 mod svg;
 mod tables;
 #[cfg(test)]
@@ -27,6 +29,7 @@ mod trend;
 use crate::report::summary::{RunSummary, describe_ids};
 use crate::results::{CaseResult, Estimate, RunReport};
 use crate::suites::ThroughputKind;
+pub use serving::load_page;
 use std::fmt::Write as _;
 use svg::Esc;
 
@@ -115,15 +118,28 @@ pub fn case_id_html(id: &str) -> String {
 
 /// The whole page. Never fails: missing data shows as `-` or is left out.
 pub fn render(input: &HtmlInput) -> String {
-    render_page(input, None)
+    render_page(input, None, None)
+}
+
+/// [`render`] with a section comparing the machines the results came from
+/// (`tfbench report` over several machines' results, or with prices).
+pub fn render_with_machines(
+    input: &HtmlInput,
+    machines: Option<&crate::report::machines::Machines>,
+) -> String {
+    render_page(input, None, machines)
 }
 
 /// The whole page with what a dashboard adds ([`Served`]).
 pub fn render_served(input: &HtmlInput, served: &Served) -> String {
-    render_page(input, Some(served))
+    render_page(input, Some(served), None)
 }
 
-fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
+fn render_page(
+    input: &HtmlInput,
+    served: Option<&Served>,
+    machines: Option<&crate::report::machines::Machines>,
+) -> String {
     let mut out = String::with_capacity(64 * 1024);
     let refresh = served.and_then(|s| s.refresh_without_script).map_or(String::new(), |secs| {
         format!("<noscript><meta http-equiv=\"refresh\" content=\"{secs}\"/></noscript>")
@@ -146,6 +162,9 @@ fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
     }
     if input.reports.len() > 1 {
         sections.push(("side", "Side by side"));
+    }
+    if machines.is_some() {
+        sections.push(("machines", "Machines"));
     }
     if input.comparison.is_some() {
         sections.push(("comparison", "Comparison"));
@@ -181,6 +200,9 @@ fn render_page(input: &HtmlInput, served: Option<&Served>) -> String {
         });
         tables::side_by_side(&mut out, &input.reports, judged);
         out.push_str("</section>");
+    }
+    if let Some(m) = machines {
+        machines::section(&mut out, m);
     }
     if let Some(cmp) = input.comparison {
         comparison::section(&mut out, cmp);
