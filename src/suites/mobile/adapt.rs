@@ -26,7 +26,7 @@ use anyhow::{Result, bail};
 use std::time::{Duration, Instant};
 
 /// Levels searched (O0 is the one-thread reference, not a deployment choice).
-const LEVELS: &[(&str, &str)] = &[("O1", "f32"), ("O2", "w8a8"), ("O3", "q4_0")];
+const LEVELS: &[&str] = &["O1", "O2", "O3"];
 /// Batch sizes searched: sequences decoded together.
 const BATCHES: &[usize] = &[1, 2, 4];
 /// Least time each candidate's burst of decode calls runs.
@@ -51,9 +51,6 @@ pub struct Candidate {
 impl Candidate {
     fn label(&self) -> String {
         format!("{} threads={} batch={}", self.level, self.threads, self.batch)
-    }
-    fn dtype(&self) -> &'static str {
-        LEVELS.iter().find(|(l, _)| *l == self.level).map_or("f32", |(_, d)| d)
     }
 }
 
@@ -94,7 +91,7 @@ pub fn candidates(cores: usize) -> Vec<Candidate> {
         threads.push(cores);
     }
     let mut out = Vec::new();
-    for &(level, _) in LEVELS {
+    for &level in LEVELS {
         for &t in &threads {
             for &batch in BATCHES {
                 out.push(Candidate { level, threads: t, batch });
@@ -407,7 +404,6 @@ mod tests {
         assert_eq!(c.len(), 3 * 4 * 3, "threads 1, 2, 4, 6");
         assert!(c.iter().any(|c| c.threads == 6) && c.iter().all(|c| c.threads <= 6));
         assert_eq!(candidates(1).len(), 9);
-        assert_eq!(Candidate { level: "O3", threads: 1, batch: 1 }.dtype(), "q4_0");
     }
 
     #[test]

@@ -361,6 +361,9 @@ impl LevelRun {
         let mut v = checks;
         v.reference = format!("{}; {}", self.s.spec.what, v.reference);
         v.detail = format!("{}; {}; {note}", v.detail, self.fits);
+        if self.s.spec.int8_kv && matches!(self.s.shape, Shape::Encode { .. }) {
+            v.detail.push_str("; an encoder has no KV cache: O3 is its 4-bit weights alone");
+        }
         Ok(v)
     }
 }

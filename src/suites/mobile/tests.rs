@@ -225,8 +225,10 @@ fn levels_run_on_the_model_runtime_with_accuracy_against_o0() {
         }
         kv.push(metric(&m, "kv_cache_bytes"));
     }
-    // O3's int8 cache is under a third of the f32 cache of O0-O2.
-    assert!(kv[3] < kv[2] / 3.0 && kv[0] == kv[2], "{kv:?}");
+    // O3's int8 cache is smaller than the f32 cache of O0-O2 (by less than
+    // 3.8x here: it also holds one layer's f32 keys and values, and
+    // gpt2-tiny has two layers; `model::lowbit`'s test has the 1B model's).
+    assert!(kv[3] < kv[2] && kv[0] == kv[2], "{kv:?}");
     let bad =
         case("levels", &[("level", s("O9")), ("model", s("gpt2-tiny")), ("depth", i(4)), ("gen", i(2))]);
     assert!(prepare_standalone(&MobileSuite, &bad).err().unwrap().to_string().contains("O0, O1, O2, O3"));
