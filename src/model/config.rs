@@ -138,11 +138,25 @@ pub const PRESETS: &[&str] = &[
     "llama-tiny",
     "llama-7b",
     "llama-13b",
+    "mobilebert-size",
+    "distilbert",
+    "tinyllama-1.1b",
 ];
 
 impl ModelConfig {
     /// A catalogue entry with the published shape (the `-tiny` entries are
     /// small configs of the same architecture for fast tests and smoke runs).
+    ///
+    /// The mobile-class entries: `distilbert` is DistilBERT's shape (6
+    /// layers, 768 wide, 12 heads; tfbench's BERT keeps the segment
+    /// embeddings and pooler DistilBERT drops, 0.59M of its 66.4M
+    /// parameters); `mobilebert-size` is a plain BERT encoder of MobileBERT's
+    /// depth (24 layers), heads (4) and size (27.0M parameters against
+    /// MobileBERT's 25.3M), not MobileBERT's bottleneck blocks and stacked
+    /// FFNs, which tfbench does not implement; `tinyllama-1.1b` is
+    /// TinyLlama-1.1B's shape (22 layers, 2048 wide, 32 query and 4 KV
+    /// heads, FFN 5632), a ~1B-parameter on-device decoder. Weights are
+    /// seeded random, as for every catalogue entry.
     pub fn preset(name: &str) -> Result<Self> {
         let bert = |layers, hidden, heads, ffn, vocab| Self {
             name: name.to_string(),
@@ -199,6 +213,9 @@ impl ModelConfig {
             "llama-tiny" => llama(2, 128, 4, 2, 352, 4096),
             "llama-7b" => llama(32, 4096, 32, 32, 11008, 32000),
             "llama-13b" => llama(40, 5120, 40, 40, 13824, 32000),
+            "mobilebert-size" => bert(24, 256, 4, 1024, 30522),
+            "distilbert" => bert(6, 768, 12, 3072, 30522),
+            "tinyllama-1.1b" => Self { max_positions: 2048, ..llama(22, 2048, 32, 4, 5632, 32000) },
             _ => bail!("unknown model `{name}`; valid models: {}", PRESETS.join(", ")),
         })
     }
@@ -339,6 +356,13 @@ mod tests {
         assert!((millions("gpt2-medium") - 354.82).abs() < 0.01, "{}", millions("gpt2-medium"));
         assert!((millions("llama-7b") - 6738.42).abs() < 0.01, "{}", millions("llama-7b"));
         assert!((millions("llama-13b") - 13015.86).abs() < 0.01, "{}", millions("llama-13b"));
+        // TinyLlama-1.1B's model card count; DistilBERT's (66,362,880) plus
+        // the segment embeddings (2 x 768) and pooler (768 x 768 + 768) it drops.
+        let count = |n: &str| ModelConfig::preset(n).unwrap().param_count();
+        assert_eq!(count("tinyllama-1.1b"), 1_100_048_384);
+        assert_eq!(count("distilbert"), 66_362_880 + 2 * 768 + 768 * 768 + 768);
+        // Within 7% of MobileBERT's published 25.3M.
+        assert!((millions("mobilebert-size") / 25.3 - 1.0).abs() < 0.07, "{}", millions("mobilebert-size"));
     }
 
     #[test]

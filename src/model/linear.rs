@@ -6,7 +6,7 @@
 //! `src/kernels/quant/` ([`QMatrix`]: fused dequantize-and-dot for decode,
 //! dequantized tiles through the f32 GEMM for prefill), not copies of them.
 
-use crate::kernels::quant::{QMatrix, WeightFormat, halfs};
+use crate::kernels::quant::{DynamicLinear, Int8Path, QMatrix, WeightFormat, halfs};
 use crate::kernels::sgemm::PackedB;
 use crate::kernels::{Layout, matmul};
 use anyhow::Result;
@@ -26,9 +26,14 @@ pub enum DType {
     Int8,
     /// llama.cpp Q4_0 weight-only: blocks of 32 4-bit codes with an f16 scale.
     Q4_0,
+    /// W8A8 (the mobile suite's O2): int8 weights with one f32 scale per
+    /// output row, and activations quantized to int8 per row on every call
+    /// ([`DynamicLinear`]: the int8 GEMM, one f32 rescale per output).
+    W8A8,
 }
 
-/// Names accepted by the `dtype` parameter.
+/// Names accepted by the `dtype` parameter (not `w8a8`: the mobile suite's
+/// O2 runs it, with checks that allow for its activation rounding).
 pub const DTYPES: &[&str] = &["f32", "f16", "bf16", "int8", "q4_0"];
 
 impl DType {
@@ -40,6 +45,7 @@ impl DType {
             "bf16" => Some(Self::BF16),
             "int8" => Some(Self::Int8),
             "q4_0" => Some(Self::Q4_0),
+            "w8a8" => Some(Self::W8A8),
             _ => None,
         }
     }
@@ -49,14 +55,14 @@ impl DType {
         match self {
             Self::F32 => 4.0,
             Self::F16 | Self::BF16 => 2.0,
-            Self::Int8 => 1.0,
+            Self::Int8 | Self::W8A8 => 1.0,
             Self::Q4_0 => 18.0 / 32.0,
         }
     }
     /// The quantization kernels' format for the weight-only dtypes.
     pub fn quant_format(self) -> Option<WeightFormat> {
         match self {
-            Self::Int8 => Some(WeightFormat::Int8),
+            Self::Int8 | Self::W8A8 => Some(WeightFormat::Int8),
             Self::Q4_0 => Some(WeightFormat::Q4_0),
             _ => None,
         }
@@ -74,6 +80,7 @@ impl DType {
             Self::BF16 => "bf16",
             Self::Int8 => "int8",
             Self::Q4_0 => "q4_0",
+            Self::W8A8 => "w8a8",
         }
     }
 }
@@ -92,6 +99,8 @@ pub enum Weights {
     BF16(Vec<bf16>),
     /// int8 or Q4_0 through the shared quantization kernels.
     Quant(QMatrix),
+    /// W8A8: int8 weights, activations quantized per row on every call.
+    Dynamic(DynamicLinear),
 }
 
 impl Weights {
@@ -105,6 +114,7 @@ impl Weights {
             },
             DType::F16 => Self::F16(values.iter().map(|&v| f16::from_f32(v)).collect()),
             DType::BF16 => Self::BF16(values.iter().map(|&v| bf16::from_f32(v)).collect()),
+            DType::W8A8 => Self::Dynamic(DynamicLinear::new(&values, rows, cols, Int8Path::detect())),
             DType::Int8 | DType::Q4_0 => {
                 let format = dtype.quant_format().expect("quantized dtypes have a format");
                 // Weight-only: f32 activations, so the model is exactly its
@@ -121,6 +131,7 @@ impl Weights {
             Self::F32(_) | Self::Packed(_) => 4.0,
             Self::F16(_) | Self::BF16(_) => 2.0,
             Self::Quant(q) => q.storage_bytes() as f64 / (q.rows * q.cols).max(1) as f64,
+            Self::Dynamic(d) => d.storage_bytes() as f64 / d.weights.data.len().max(1) as f64,
         }
     }
 
@@ -132,6 +143,7 @@ impl Weights {
             Self::F16(w) => w.len(),
             Self::BF16(w) => w.len(),
             Self::Quant(q) => q.rows * q.cols,
+            Self::Dynamic(d) => d.weights.data.len(),
         }
     }
 
@@ -165,6 +177,12 @@ impl Weights {
                     "row_into: quantized weights are read by whole rows"
                 );
                 q.dequantize_rows(start / k, (start + n) / k, out);
+            }
+            Self::Dynamic(d) => {
+                let k = d.weights.cols.max(1);
+                for (i, o) in out.iter_mut().enumerate() {
+                    *o = d.weights.data[start + i] as f32 * d.scales[(start + i) / k];
+                }
             }
         }
     }
@@ -253,6 +271,7 @@ impl Linear {
             // The shared kernels pick the fused decode dot (m <= 8) or
             // dequantized tiles through the GEMM, on the current pool.
             Weights::Quant(q) => q.matmul(x, m, y),
+            Weights::Dynamic(d) => d.forward(x, m, y),
         }
         if let Some(b) = &self.bias {
             for row in y.chunks_mut(n) {
@@ -435,7 +454,7 @@ mod tests {
                     DType::F16 => 1.0 / 2048.0,
                     DType::BF16 => 1.0 / 256.0,
                     // Absolute: half a step of a scale of absmax/127 or /8.
-                    DType::Int8 | DType::Q4_0 => 0.0,
+                    DType::Int8 | DType::Q4_0 | DType::W8A8 => 0.0,
                 };
                 let absmax = w.iter().fold(0.0f32, |a, &v| a.max(v.abs()));
                 let abs = match dtype {

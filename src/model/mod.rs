@@ -10,6 +10,7 @@
 //! | `transformer.rs` | one transformer configured by shape (BERT, GPT-2, LLaMA), its forward passes and KV-cache decode |
 //! | `ops.rs`, `linear.rs` | attention, norms, activations, RoPE; linear layers over every weight storage |
 //! | `workspace.rs` | the buffers of a forward pass and the KV cache, sized once |
+//! | `lowbit.rs` | the int8 KV cache (one scale per token and head) and the W8A8 layers' model tests |
 //! | `generate.rs` | prefill in bounded chunks and greedy decoding on the CPU |
 //! | `ragged.rs` | one decode step of sequences at different positions (continuous batching) |
 //! | `loader.rs`, `weights.rs` | a model from named tensors: seeded random or a BERT safetensors file; the memory plan |
@@ -34,6 +35,8 @@ pub mod gguf;
 pub mod linear;
 #[cfg(feature = "models")]
 pub mod loader;
+#[cfg(feature = "models")]
+pub mod lowbit;
 #[cfg(feature = "models")]
 pub mod ops;
 #[cfg(feature = "models")]

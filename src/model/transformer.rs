@@ -88,7 +88,7 @@ pub struct Model {
 /// Copies token-major `[batch*n x kv_heads*hd]` rows into head-major
 /// `[batch][kv_heads][cap][hd]` at positions `start..start+n`.
 #[allow(clippy::too_many_arguments)]
-fn scatter_heads(
+pub(super) fn scatter_heads(
     src: &[f32],
     dst: &mut [f32],
     batch: usize,
@@ -324,7 +324,6 @@ impl Model {
             causal: true,
             window: 0,
         };
-        let ll = cache.layer_len();
         let norm = |nm: &Norm, x: &[f32], out: &mut [f32]| match &nm.b {
             Some(b) => ops::layer_norm_into(x, out, &nm.w, b, cfg.norm_eps),
             None => ops::rms_norm_into(x, out, &nm.w, cfg.norm_eps),
@@ -349,9 +348,9 @@ impl Model {
                 rope.apply(&mut ws.q[..rows * qd], qd, |r| past + r % n);
                 rope.apply(&mut ws.k[..rows * kvd], kvd, |r| past + r % n);
             }
-            let (kc, vc) = (&mut cache.k[l * ll..(l + 1) * ll], &mut cache.v[l * ll..(l + 1) * ll]);
-            scatter_heads(&ws.k[..rows * kvd], kc, batch, n, cfg.kv_heads, hd, cache.capacity, past);
-            scatter_heads(&ws.v[..rows * kvd], vc, batch, n, cfg.kv_heads, hd, cache.capacity, past);
+            // The new keys and values into the cache; layer l's keys and
+            // values as attention reads them (f32, or an int8 cache's dequantized).
+            let (kc, vc) = cache.store_layer(l, &ws.k[..rows * kvd], &ws.v[..rows * kvd], n, past);
             let shape = AttnShape { window: if windowed { cfg.variant.window } else { 0 }, ..shape };
             ops::attention(shape, &ws.q[..rows * qd], kc, vc, None, &mut ws.att[..rows * qd], &mut ws.attn);
             let post = blk.post_norms.as_ref();

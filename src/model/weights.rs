@@ -55,7 +55,7 @@ pub fn random_model(cfg: &ModelConfig, dtype: DType, seed: u64) -> Result<Model>
             }
             // The quantizers take a whole matrix: its f32 copy lives only
             // while it is quantized (`MemoryPlan::transient`).
-            DType::Int8 | DType::Q4_0 => {
+            DType::Int8 | DType::Q4_0 | DType::W8A8 => {
                 let mut out = Vec::with_capacity(n);
                 chunks.for_each(|c| out.extend_from_slice(&c));
                 let (rows, cols) = (shape[0], n / shape[0].max(1));

@@ -128,17 +128,22 @@ impl Workspace {
     }
 }
 
-/// Keys and values of every layer, head-major `[layer][batch][kv_heads][capacity][head_dim]`.
+/// Keys and values of every layer, head-major `[layer][batch][kv_heads][capacity][head_dim]`:
+/// f32 ([`KvCache::new`]), or int8 codes with one scale per token and head
+/// ([`KvCache::new_int8`], `lowbit.rs`), when `k` and `v` hold one layer's
+/// dequantized keys and values for attention.
 pub struct KvCache {
     pub(super) k: Vec<f32>,
     pub(super) v: Vec<f32>,
     pub(super) batch: usize,
-    kv_heads: usize,
-    head_dim: usize,
+    pub(super) kv_heads: usize,
+    pub(super) head_dim: usize,
     /// Positions each sequence can hold.
     pub capacity: usize,
     /// Positions filled (the same for every sequence of the batch).
     pub len: usize,
+    /// The int8 store of an int8 cache (`None`: f32).
+    pub(super) int8: Option<super::lowbit::Int8Kv>,
 }
 
 impl KvCache {
@@ -153,12 +158,13 @@ impl KvCache {
             head_dim: cfg.head_dim(),
             capacity,
             len: 0,
+            int8: None,
         }
     }
 
-    /// Bytes held.
+    /// Bytes held (an int8 cache: codes, scales and one layer's f32 scratch).
     pub fn bytes(&self) -> usize {
-        (self.k.len() + self.v.len()) * 4
+        (self.k.len() + self.v.len()) * 4 + self.int8.as_ref().map_or(0, |q| q.bytes())
     }
 
     pub(super) fn layer_len(&self) -> usize {

@@ -1,6 +1,7 @@
 //! `adapt`: device adaptation. Given a device profile, a per-token latency
 //! target, a memory target and an accuracy floor, search the optimisation
-//! levels (O1 f32, O2 int8 weights, O3 4-bit weights), thread counts (up to
+//! levels (O1 f32, O2 int8 dynamic quantization, O3 4-bit weights with an
+//! int8 KV cache: `levels.rs`'s, on the same runtime), thread counts (up to
 //! the profile's cores on this machine) and batch sizes for the
 //! configuration with the most tokens per second that meets every target.
 //!
@@ -22,11 +23,10 @@ use crate::isa;
 use crate::plan::{Case, ParamValue};
 use crate::suites::{Metric, Throughput, Verification, Workload, skip};
 use anyhow::{Result, bail};
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Levels searched (O0 is the one-thread reference, not a deployment choice).
-const LEVELS: &[(&str, &str)] = &[("O1", "f32"), ("O2", "int8"), ("O3", "q4_0")];
+const LEVELS: &[&str] = &["O1", "O2", "O3"];
 /// Batch sizes searched: sequences decoded together.
 const BATCHES: &[usize] = &[1, 2, 4];
 /// Least time each candidate's burst of decode calls runs.
@@ -51,9 +51,6 @@ pub struct Candidate {
 impl Candidate {
     fn label(&self) -> String {
         format!("{} threads={} batch={}", self.level, self.threads, self.batch)
-    }
-    fn dtype(&self) -> &'static str {
-        LEVELS.iter().find(|(l, _)| *l == self.level).map_or("f32", |(_, d)| d)
     }
 }
 
@@ -94,7 +91,7 @@ pub fn candidates(cores: usize) -> Vec<Candidate> {
         threads.push(cores);
     }
     let mut out = Vec::new();
-    for &(level, _) in LEVELS {
+    for &level in LEVELS {
         for &t in &threads {
             for &batch in BATCHES {
                 out.push(Candidate { level, threads: t, batch });
@@ -154,9 +151,6 @@ pub struct Adapted {
 pub fn prepare(case: &Case, _ctx: &Context) -> Result<Box<dyn Workload>> {
     let p = Profile::find(&case.str("profile")?)?;
     let t = targets(case, &p)?;
-    let runtime = crate::suites::find("inference").ok_or_else(|| {
-        skip("device adaptation searches the model runtime; this tfbench was built without the `models` feature")
-    })?;
     let (have_threads, _) = profile::machine();
     let cores = p.cores(0)?.min(have_threads);
     let cap = p.isa_cap();
@@ -181,8 +175,7 @@ pub fn prepare(case: &Case, _ctx: &Context) -> Result<Box<dyn Workload>> {
             judged.push(j);
             continue;
         }
-        let ctx = Context::new(Threads::Exactly(cand.threads))?;
-        let mut w = isa::with_cap(cap, || runtime.prepare(&decode_case(case, &cand)?, &ctx))?;
+        let mut w = build(case, &cand, cap)?;
         let v = isa::with_cap(cap, || w.verify())?;
         if !v.passed {
             bail!("{} failed verification: {} ({})", cand.label(), v.reference, v.detail);
@@ -223,33 +216,66 @@ fn verdict(j: &Judged, t: &Targets) -> Option<String> {
     None
 }
 
-/// The inference suite's decode case of `cand`.
-fn decode_case(case: &Case, cand: &Candidate) -> Result<Case> {
-    let mut p: BTreeMap<String, ParamValue> = BTreeMap::new();
-    p.insert("model".into(), ParamValue::Str(case.str("model")?));
-    for key in ["depth", "gen"] {
-        p.insert(key.into(), ParamValue::Int(case.usize(key)? as i64));
-    }
-    p.insert("batch".into(), ParamValue::Int(cand.batch as i64));
-    p.insert("dtype".into(), ParamValue::Str(cand.dtype().into()));
-    p.insert("layers".into(), ParamValue::Str("full".into()));
-    p.insert("shape".into(), ParamValue::Str("preset".into()));
-    Ok(Case::new("inference", "decode", p))
+/// The levels' run of `cand` (the profile's budget is the search's memory
+/// target, judged before this), in a pool of its threads.
+#[cfg(feature = "models")]
+fn candidate(case: &Case, cand: &Candidate) -> Result<super::level_run::Setup> {
+    use super::level_run::{Setup, Shape, spec};
+    let name = case.str("model")?;
+    Ok(Setup {
+        spec: spec(cand.level)?,
+        cfg: crate::model::config::ModelConfig::preset(&name)?,
+        batch: cand.batch,
+        shape: Shape::Decode { depth: case.usize("depth")?, gen_tokens: case.usize("gen")? },
+        seed: crate::model::weights::fnv(&format!("mobile/levels/{name}")),
+        threads: cand.threads,
+        budget: None,
+    })
 }
 
-/// The runtime's memory plan of `cand`, from shapes alone.
+/// Builds `cand` under `cap` in a pool of its threads.
+#[cfg(feature = "models")]
+fn build(case: &Case, cand: &Candidate, cap: isa::IsaLevel) -> Result<Box<dyn Workload>> {
+    let ctx = Context::new(Threads::Exactly(cand.threads))?;
+    let s = candidate(case, cand)?;
+    let run = ctx.install(|| isa::with_cap(cap, || super::level_run::LevelRun::build(s)))?;
+    Ok(Box::new(InPool { inner: super::levels::Level::from_run(run, Some(cap)), ctx }))
+}
+
+#[cfg(not(feature = "models"))]
+fn build(_case: &Case, _cand: &Candidate, _cap: isa::IsaLevel) -> Result<Box<dyn Workload>> {
+    Err(skip("device adaptation needs the model runtime (the `models` feature)"))
+}
+
+/// A workload run inside its own thread pool.
+#[cfg(feature = "models")]
+struct InPool {
+    inner: super::levels::Level,
+    ctx: Context,
+}
+
+#[cfg(feature = "models")]
+impl Workload for InPool {
+    fn verify(&mut self) -> Result<Verification> {
+        let (ctx, inner) = (&self.ctx, &mut self.inner);
+        ctx.install(|| inner.verify())
+    }
+    fn throughput(&self) -> Vec<Throughput> {
+        self.inner.throughput()
+    }
+    fn run(&mut self, iters: u64) -> Result<()> {
+        let (ctx, inner) = (&self.ctx, &mut self.inner);
+        ctx.install(|| inner.run(iters))
+    }
+    fn metrics(&mut self) -> Vec<Metric> {
+        self.inner.metrics()
+    }
+}
+
+/// The levels' memory plan of `cand`, from shapes alone.
 #[cfg(feature = "models")]
 fn planned_bytes(case: &Case, cand: &Candidate) -> Result<f64> {
-    use crate::model::{config::ModelConfig, linear::DType, weights, workspace::WorkspaceSize};
-    let cfg = ModelConfig::preset(&case.str("model")?)?;
-    let dtype = match cand.dtype() {
-        "int8" => DType::Int8,
-        "q4_0" => DType::Q4_0,
-        _ => DType::F32,
-    };
-    let keys = case.usize("depth")? + case.usize("gen")?;
-    let size = WorkspaceSize { batch: cand.batch, tokens: 1, keys, threads: cand.threads };
-    Ok(weights::plan(&cfg, dtype, size, keys).total())
+    Ok(candidate(case, cand)?.plan().total())
 }
 
 #[cfg(not(feature = "models"))]
@@ -281,7 +307,7 @@ fn measure(w: &mut dyn Workload, cap: isa::IsaLevel, case: &Case, j: &mut Judged
     j.step_p90_ns = Some(crate::stats::summary::quantile_sorted(&calls, 0.9));
     j.tokens_per_s = Some(j.cand.batch as f64 * 1e9 / p50);
     let m = w.metrics();
-    j.cosine = Some(m.iter().find(|x| x.name == "vs_f32_cosine").map_or(1.0, |x| x.value));
+    j.cosine = Some(m.iter().find(|x| x.name == "vs_o0_cosine").map_or(1.0, |x| x.value));
     Ok(())
 }
 
@@ -378,7 +404,6 @@ mod tests {
         assert_eq!(c.len(), 3 * 4 * 3, "threads 1, 2, 4, 6");
         assert!(c.iter().any(|c| c.threads == 6) && c.iter().all(|c| c.threads <= 6));
         assert_eq!(candidates(1).len(), 9);
-        assert_eq!(Candidate { level: "O3", threads: 1, batch: 1 }.dtype(), "q4_0");
     }
 
     #[test]

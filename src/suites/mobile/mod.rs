@@ -6,7 +6,7 @@
 //! | benchmark | file |
 //! |---|---|
 //! | `capped`, `sustained`, `thermal_simulated` | `capped.rs` (profiles: `profile.rs`, model: `thermal.rs`) |
-//! | `levels` (O0-O3 over the model runtime) | `levels.rs` |
+//! | `levels` (O0-O3 over the model runtime) | `levels.rs` (work: `level_run.rs`, checks: `level_check.rs`, accuracy vs O0: `level_accuracy.rs`) |
 //! | `adapt` (device adaptation: a search over levels, threads, batch) | `adapt.rs` |
 //! | `wasm_kernel` | `wasm_kernel.rs` |
 //! | `wasm_memory` | `wasm_memory.rs` |
@@ -18,6 +18,12 @@ use anyhow::Result;
 
 pub mod adapt;
 mod capped;
+#[cfg(feature = "models")]
+mod level_accuracy;
+#[cfg(feature = "models")]
+mod level_check;
+#[cfg(feature = "models")]
+mod level_run;
 mod levels;
 pub mod profile;
 mod thermal;
@@ -70,6 +76,17 @@ fn unit_interval(v: &ParamValue) -> Result<(), String> {
     }
 }
 
+/// A catalogue model of the family a key takes: `encoder` a BERT-family
+/// one, `model` a decoder (levels decode with a KV cache; adapt searches it).
+fn family(v: &ParamValue, encoder: bool) -> Result<(), String> {
+    let fits = |n: &str| {
+        crate::model::config::ModelConfig::preset(n)
+            .is_ok_and(|c| (c.arch == crate::model::config::Arch::Bert) == encoder)
+    };
+    let valid: Vec<&str> = crate::model::config::PRESETS.iter().copied().filter(|n| fits(n)).collect();
+    crate::suites::params::one_of(v, &valid)
+}
+
 /// A shape of positive integers joined by x (its rank is checked by op).
 fn shape(v: &ParamValue) -> Result<(), String> {
     match v {
@@ -103,10 +120,10 @@ impl Suite for MobileSuite {
             // The search builds a context per candidate; the chosen
             // configuration's threads are its `chosen_threads` metric.
             Ok(Threads::Run)
-        } else if case.params.contains_key("profile") {
-            capped::threads_of(case)
         } else if case.benchmark == "levels" {
             levels::threads(case)
+        } else if case.params.contains_key("profile") {
+            capped::threads_of(case)
         } else {
             case.threads_request()
         }
@@ -121,7 +138,9 @@ impl Suite for MobileSuite {
             "windows" | "n" | "pages" | "bytes" | "steps" => ParamRule::POSITIVE,
             "op" => ParamRule::OneOf(wasm_kernel::OPS),
             "level" => ParamRule::OneOf(levels::LEVELS),
-            "model" => ParamRule::OneOf(crate::model::config::PRESETS),
+            "model" => ParamRule::Check(|v| family(v, false)),
+            "encoder" => ParamRule::Check(|v| family(v, true)),
+            "seq" => ParamRule::POSITIVE,
             "depth" => ParamRule::NON_NEGATIVE,
             "latency_ms" => ParamRule::Check(positive_number),
             "memory_mib" => ParamRule::Check(seconds_like_non_negative),
