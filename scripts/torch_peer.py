@@ -15,14 +15,25 @@ estimates and throughput with PyTorch's timings and drops the rest:
   parameters, unlike the suite's flat vector; form=fused -> `fused=True`, form=unfused ->
   `foreach=True`; one flat parameter tensor, the suite's hyperparameters);
 - tensor: `matmul` (every impl's case gets `torch.mm` at its shape and
-  thread count; filter your run to one impl);
+  thread count; filter your run to one impl) and `reduction` op=layernorm;
+- nn and sci: conv (every algo's case gets PyTorch's own convolution;
+  layout=nhwc as channels_last), pool, adaptive_pool, norm, rnn, attention
+  (algo=materialised under SDPBackend.MATH, flash under FLASH_ATTENTION),
+  fft (torch.fft), sparse_convert/spmv/spmm (torch.sparse; every impl's
+  case gets PyTorch's), from scripts/torch_peer_nn.py; which case maps to
+  which call, and why a case has none, is scripts/torch_twins.py's (plain
+  Python, tested against `tfbench list` without torch);
 - with `--device cuda`: the tensor suite's GPU cases (ids ending in
   `device=cuda:N`: creation, binary, unary, reduction, gpu_gemm, gpu_bmm,
   transfer, launch) on the same GPU, from scripts/torch_peer_cuda.py (run on
   an H100; figures in docs/cuda.md), and the inference twins above on the
   GPU in f32, f16 or bf16 (encoder, prefill, decode; `decode_graph`'s twin
   is eager and says so; run on an H100 on 2026-11-27, figures in
-  docs/cuda-inference.md). Without it, GPU cases are left out.
+  docs/cuda-inference.md). Without it, GPU cases are skipped.
+
+A case with no twin here (another suite or benchmark, a parameter the twin
+does not model, the other device's case) is written as skipped with the
+reason, and printed, so `compare` lists it; never silently dropped.
 
     cargo run --release -- run --suite inference 'model=(bert-base|gpt2),' -o ours.json
     pip install torch   # the PyPI wheel, about 540 MB plus its CUDA libraries
@@ -44,6 +55,8 @@ import time
 
 import torch
 import torch.nn.functional as F
+
+import torch_peer_nn
 
 SHAPES = {  # layers, hidden, heads, ffn, vocab, positions
     "bert-tiny": (2, 128, 2, 512, 30522, 512), "bert-base": (12, 768, 12, 3072, 30522, 512),
@@ -202,8 +215,10 @@ OPTIMIZERS = {
 def optim_case(c, reps):
     p = c["params"]
     make = OPTIMIZERS.get(p.get("optimizer"))
-    if c["benchmark"] != "optimizer_step" or make is None:
+    if c["benchmark"] != "optimizer_step":
         return None
+    if make is None:
+        return f"optimizer={p.get('optimizer')}: PyTorch has no twin of it here (twins: {', '.join(OPTIMIZERS)})"
     n = int(p["params"])
     w = torch.randn(n) * 0.02
     w.grad = torch.randn(n) * 1e-2
@@ -264,8 +279,25 @@ def tensor_case(c, reps):
     return (*timed(lambda: torch.mm(a, b, out=out), reps, MAX_SECS), ok)
 
 
-SUITES = {"inference": inference_case, "optim": optim_case, "tensor": tensor_case}
+def nn_sci_case(c, reps):
+    """The nn/sci twins (scripts/torch_peer_nn.py, mapped by scripts/torch_twins.py)."""
+    return torch_peer_nn.twin_case(c, reps, timed, MAX_SECS)
+
+
+SUITES = {"inference": inference_case, "optim": optim_case,
+          "tensor": lambda c, reps: (nn_sci_case if c["benchmark"] == "reduction" else tensor_case)(c, reps),
+          "nn": nn_sci_case, "sci": nn_sci_case}
 MAX_SECS = 2.0
+
+
+def skipped_case(c, reason):
+    """Case `c` recorded as skipped, with the reason, so `compare` lists it
+    (a case with no PyTorch twin is never silently dropped)."""
+    c = copy.deepcopy(c)
+    c.update(status={"state": "skipped", "reason": f"PyTorch peer: {reason}"}, sampling=None, samples=[],
+             estimates=None, outliers=None, throughput=[], alloc=None, metrics=[], verification=None, bound=None,
+             notes=[], roof=None)
+    return c
 
 
 def quantile(s, p):
@@ -338,7 +370,7 @@ def main():
         SUITES["inference"] = lambda c, reps: inference_case(c, reps, torch_peer_cuda.device_of(c["id"]))
         peer_errors = (VerifyError, torch_peer_cuda.VerifyError)
     else:
-        peer_errors = (VerifyError,)
+        peer_errors = (VerifyError, torch_peer_nn.VerifyError)
     MAX_SECS = a.secs
     try:
         with open(a.template) as f:
@@ -351,7 +383,15 @@ def main():
     for c in report["cases"]:
         run = SUITES.get(c["suite"])
         on_gpu = "device=cuda" in c["id"]
-        if run is None or c["status"]["state"] != "ok" or on_gpu != (a.device == "cuda"):
+        if c["status"]["state"] != "ok":
+            skipped += 1
+            continue
+        why = (f"no PyTorch twin for the {c['suite']} suite" if run is None else
+               "a GPU case; this run is --device cpu" if on_gpu and a.device != "cuda" else
+               "a CPU case; this run is --device cuda" if a.device == "cuda" and not on_gpu else None)
+        if why:
+            print(f"{c['id']}: skipped ({why})")
+            cases.append(skipped_case(c, why))
             skipped += 1
             continue
         threads = 1 if str(c["params"].get("threads")) == "1" else a.threads
@@ -369,10 +409,14 @@ def main():
             cases.append(c)
             failed += 1
             continue
+        except torch_peer_nn.Skip as e:
+            got = str(e)
         except (RuntimeError, TypeError, ValueError) as e:  # e.g. no fused kernel for this optimizer on CPU
-            print(f"{c['id']}: skipped ({type(e).__name__}: {e})")
-            got = None
-        if got is None:
+            got = f"{type(e).__name__}: {e}".splitlines()[0]
+        if got is None or isinstance(got, str):
+            why = got or f"no PyTorch twin for {c['suite']}/{c['benchmark']} with these parameters"
+            print(f"{c['id']}: skipped ({why})")
+            cases.append(skipped_case(c, why))
             skipped += 1
             continue
         ns, info, check = got
@@ -407,7 +451,8 @@ def main():
     with open(tmp, "w") as f:
         json.dump(report, f, indent=1)
     os.replace(tmp, a.output)
-    print(f"{len(cases)} cases written to {a.output} ({skipped} without a PyTorch twin, {failed} failed)")
+    print(f"{len(cases)} cases written to {a.output} ({skipped} skipped: no PyTorch twin or not ok in the "
+          f"template; {failed} failed)")
     # tfbench's exit code for failed cases (results still written).
     sys.exit(3 if failed else 0)
 

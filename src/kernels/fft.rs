@@ -10,6 +10,7 @@
 //! The f64 references beside them ([`dft_f64`], [`dft_bin_f64`]) are the
 //! textbook sums, for small sizes in full and single bins of large ones.
 
+use crate::kernels::SendPtr;
 use rayon::prelude::*;
 use realfft::{RealFftPlanner, RealToComplex};
 use rustfft::num_complex::Complex;
@@ -89,6 +90,9 @@ impl FftPlan {
     }
 
     /// Every axis but the last, for data whose last axis is `last` long.
+    /// Tasks are (plane, block of BLOCK columns) pairs, not whole planes,
+    /// so a 2-D transform's single plane (or a 3-D one's outermost axis)
+    /// still spreads over every thread.
     fn other_axes(&self, data: &mut [C32], last: usize) {
         let nd = self.shape.len();
         for axis in (0..nd - 1).rev() {
@@ -96,22 +100,35 @@ impl FftPlan {
             // Inner stride: the product of the (stored) extents after `axis`.
             let inner: usize = self.shape[axis + 1..nd - 1].iter().product::<usize>() * last;
             let plan = &self.axes[axis];
-            data.par_chunks_mut(len * inner).for_each_init(
-                || vec![C32::default(); len * inner.min(BLOCK)],
-                |buf, block| {
-                    // Columns of this [len x inner] block, BLOCK at a time.
-                    for c0 in (0..inner).step_by(BLOCK) {
-                        let w = BLOCK.min(inner - c0);
-                        let buf = &mut buf[..len * w];
+            let blocks = inner.div_ceil(BLOCK);
+            let planes = data.len() / (len * inner);
+            let base = SendPtr(data.as_mut_ptr());
+            (0..planes * blocks).into_par_iter().for_each_init(
+                || {
+                    let scratch = vec![C32::default(); plan.get_inplace_scratch_len()];
+                    (vec![C32::default(); len * inner.min(BLOCK)], scratch)
+                },
+                |(buf, scratch), task| {
+                    let (plane, c0) = (task / blocks, task % blocks * BLOCK);
+                    let w = BLOCK.min(inner - c0);
+                    let buf = &mut buf[..len * w];
+                    let start = plane * len * inner + c0;
+                    // SAFETY: this task alone reads and writes columns
+                    // c0..c0 + w of plane `plane`, elements start + r *
+                    // inner + c for r < len, c < w: in bounds (plane <
+                    // planes, c0 + w <= inner) and disjoint from every
+                    // other task's; `data` outlives the loop.
+                    unsafe {
+                        let p = base.get().add(start);
                         for r in 0..len {
                             for c in 0..w {
-                                buf[c * len + r] = block[r * inner + c0 + c];
+                                buf[c * len + r] = *p.add(r * inner + c);
                             }
                         }
-                        plan.process(buf);
+                        plan.process_with_scratch(buf, scratch);
                         for r in 0..len {
                             for c in 0..w {
-                                block[r * inner + c0 + c] = buf[c * len + r];
+                                *p.add(r * inner + c) = buf[c * len + r];
                             }
                         }
                     }

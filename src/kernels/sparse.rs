@@ -167,7 +167,7 @@ crate::kernels::simd_dispatch! {
             let (idx, val) = (&a.indices[a.indptr[r]..a.indptr[r + 1]], &a.data[a.indptr[r]..a.indptr[r + 1]]);
             let out = &mut y[(r - r0) * k..][..k];
             if k == 1 {
-                out[0] = idx.iter().zip(val).map(|(&j, &v)| v * x[j]).sum();
+                out[0] = gather_dot(idx, val, x);
             } else {
                 out.fill(0.0);
                 for (&j, &v) in idx.iter().zip(val) {
@@ -176,6 +176,23 @@ crate::kernels::simd_dispatch! {
             }
         }
     }
+}
+
+/// `sum val[i] * x[idx[i]]` with four independent accumulators: one
+/// running sum waits the add latency (about 4 cycles) per nonzero, which
+/// bounded SpMV at density 1% when the matrix sits in cache.
+#[inline(always)]
+fn gather_dot(idx: &[usize], val: &[f32], x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 4];
+    let (ic, vc) = (idx.chunks_exact(4), val.chunks_exact(4));
+    let (it, vt) = (ic.remainder(), vc.remainder());
+    for (i, v) in ic.zip(vc) {
+        for ((a, &v), &j) in acc.iter_mut().zip(v).zip(i) {
+            *a += v * x[j];
+        }
+    }
+    let tail: f32 = it.iter().zip(vt).map(|(&j, &v)| v * x[j]).sum();
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
 /// `Y = A X` in f64 straight from the triplets (no compressed form involved).
