@@ -224,13 +224,17 @@ fn smollm2_serves_and_passes_its_self_check() {
     assert!(v["target"].as_str().unwrap().contains("q4_1"), "{}", v["target"]);
 }
 
-/// `tfbench load --serve`, killed when the test ends (passed or not).
-struct Served(Child);
+/// `tfbench load --serve`, killed when the test ends (passed or not), with
+/// its stdout kept open until then.
+struct Served {
+    child: Child,
+    _stdout: BufReader<std::process::ChildStdout>,
+}
 
 impl Drop for Served {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -245,8 +249,9 @@ fn serve(args: &[&str]) -> (Served, String) {
         .spawn()
         .expect("start tfbench load --serve");
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let served = Served(child);
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut line).unwrap();
+    let served = Served { child, _stdout: out };
     let url = line.split_whitespace().find(|w| w.starts_with("http://")).unwrap_or_else(|| panic!("{line}"));
     (served, url.to_string())
 }

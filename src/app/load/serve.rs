@@ -50,18 +50,17 @@ pub(super) fn serve(a: &LoadArgs, s: &Settings, addr: &str) -> Result<Outcome> {
         libc::signal(libc::SIGTERM, handler as libc::sighandler_t);
     }
     let url = format!("http://{}/v1/completions", server.addr());
-    {
-        // The first line names the URL (scripts and tests read it), then the rest.
-        let mut out = std::io::stdout().lock();
-        writeln!(out, "tfbench load: serving {label} at {url}")?;
-        writeln!(
-            out,
-            "  POST /v1/completions (prompt: text or token ids; stream; greedy, end-of-sequence ignored), \
-             GET /health; up to {} positions per request; Ctrl-C stops",
-            s.workload.max_positions()
-        )?;
-        out.flush()?;
-    }
+    // The first line names the URL (scripts and tests read it), then the
+    // rest, in one write: a reader that takes the first line and closes the
+    // pipe must not stop the server, so a closed stdout is not an error here.
+    let banner = format!(
+        "tfbench load: serving {label} at {url}\n  POST /v1/completions (prompt: text or token ids; stream; greedy, \
+         end-of-sequence ignored), GET /health; up to {} positions per request; Ctrl-C stops\n",
+        s.workload.max_positions()
+    );
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
+    drop(out);
     let served = server.serve(&STOP);
     eprintln!("tfbench load: stopped after {served} completed request(s)");
     Ok(Outcome::Success)
