@@ -3,7 +3,7 @@
 //!
 //! | benchmark   | file           | what                                                     |
 //! |-------------|----------------|----------------------------------------------------------|
-//! | `conv`      | `conv.rs`      | 1-D/2-D/3-D convolution, im2col + GEMM vs direct          |
+//! | `conv`      | `conv.rs`      | 1-D/2-D/3-D convolution, im2col + GEMM, direct, Winograd  |
 //! | `pool`, `adaptive_pool` | `conv.rs` | max, average and adaptive-average pooling     |
 //! | `norm`      | `norm.rs`      | batch norm (inference, training), group and instance norm |
 //! | `rnn`       | `rnn.rs`       | RNN, LSTM and GRU layers over a sequence, forward         |
@@ -40,7 +40,7 @@ impl Suite for NnSuite {
         "nn"
     }
     fn describe(&self) -> &'static str {
-        "Neural-network layers: 1-3D convolution (im2col+GEMM vs direct, ResNet-50/MobileNetV2/audio/video \
+        "Neural-network layers: 1-3D convolution (im2col+GEMM vs direct vs Winograd, ResNet-50/MobileNetV2/audio/video \
          shapes), pooling, batch/group/instance norm, RNN/LSTM/GRU, materialised vs flash attention"
     }
     fn spec_toml(&self) -> &'static str {
