@@ -182,8 +182,8 @@ const POINT_ROWS: usize = 12;
 /// tfbench's GEMM ([`super::gemm`]), which packs its own copy of `w`:
 /// handing it to the `gemm` crate's threaded split, as every product was
 /// before, made ResNet-50's layer-3 1x1 at batch 1 (196 x 1024 x 256,
-/// weights read transposed) 2.5x PyTorch's time, and the split 0.42x of
-/// that (busy host, paired runs).
+/// weights read transposed) 2.5x PyTorch's time; the split took 0.58x of
+/// the time (median paired ratio, busy host, 12 rounds).
 fn pointwise(threads: usize, (m, c, k): (usize, usize, usize), x: &[f32], w: &[f32], out: &mut [f32]) {
     // One task per thread, whole register tiles split evenly. Only for
     // short products: from 64 tiles per thread on (ResNet-50's layer-1 1x1
