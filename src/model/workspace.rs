@@ -140,20 +140,12 @@ pub enum KvStorage {
 }
 
 impl KvStorage {
-    /// The storages by name, as options and reports spell them.
-    pub const ALL: [(&'static str, KvStorage); 2] = [("f32", KvStorage::F32), ("int8", KvStorage::Int8)];
-
-    /// `f32` or `int8`.
+    /// `f32` or `int8`, as `--kv-cache` and the reports spell it.
     pub fn name(self) -> &'static str {
         match self {
             Self::F32 => "f32",
             Self::Int8 => "int8",
         }
-    }
-
-    /// The storage called `name` (`f32`, `int8`).
-    pub fn parse(name: &str) -> Option<Self> {
-        Self::ALL.iter().find(|(n, _)| *n == name).map(|&(_, s)| s)
     }
 
     /// Bytes a cache of this storage for `batch` sequences of up to
