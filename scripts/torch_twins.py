@@ -37,13 +37,15 @@ LAYERS = {
 # Parameters each benchmark's twin understands, with the values it accepts
 # (None: any). A case with another parameter or value (a new `dtype=bf16`,
 # `pass=train`) is listed as skipped, naming it, never run as something else.
+# rnn's `pass=forward_backward` twin is autograd's backward through the
+# same PyTorch module (a case without `pass` is the forward).
 KNOWN = {
     ("nn", "conv"): {"algo": None, "layer": None, "layout": ("nchw", "nhwc"), "dtype": ("f32",)},
     ("nn", "pool"): {"op": ("max", "avg"), "shape": None},
     ("nn", "adaptive_pool"): {"shape": None},
     ("nn", "norm"): {"kind": ("batch_infer", "batch_train", "group", "instance"), "shape": None},
     ("nn", "rnn"): {"cell": ("rnn", "lstm", "gru"), "hidden": None, "batch": None, "seq": None,
-                    "pass": ("forward",), "dtype": ("f32",)},
+                    "pass": ("forward", "forward_backward"), "dtype": ("f32",)},
     ("nn", "attention"): {"algo": ("materialised", "flash"), "mask": ("none", "causal"), "seq": None,
                           "heads": None, "dtype": ("f32",)},
     ("sci", "fft"): {"kind": ("c2c", "r2c"), "shape": None},
@@ -195,8 +197,9 @@ def plan(case):
         twin.update(call=call, kind=p["kind"], input=shape, output=shape)
     elif bench == "rnn":
         t, b, h = int(p["seq"]), int(p["batch"]), int(p["hidden"])
-        twin.update(call=f"torch.nn.{p['cell'].upper()}({h}, {h})", cell=p["cell"], input=[t, b, h],
-                    output=[t, b, h])
+        backward = p.get("pass", "forward") == "forward_backward"
+        call = f"torch.nn.{p['cell'].upper()}({h}, {h})" + (", then y.backward(dL/dh)" if backward else "")
+        twin.update(call=call, cell=p["cell"], input=[t, b, h], output=[t, b, h], backward=backward)
     elif bench == "attention":
         shape = [1, int(p["heads"]), int(p["seq"]), 64]
         backend = "MATH" if p["algo"] == "materialised" else "FLASH_ATTENTION"

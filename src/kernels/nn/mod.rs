@@ -1,7 +1,8 @@
 //! Neural-network layer kernels beyond the transformer's own (the `nn`
 //! suite times them; models may call them): convolution ([`conv`], im2col +
 //! GEMM and direct, NCHW and NHWC in [`conv_nhwc`]), pooling ([`pool`]), channel normalisations ([`chnorm`]:
-//! batch, group, instance), recurrent layers ([`rnn`]: RNN, LSTM, GRU) and
+//! batch, group, instance), recurrent layers ([`rnn`]: RNN, LSTM, GRU;
+//! backward through time in [`rnn_bwd`], its f64 reference in [`rnn_ref`]) and
 //! attention with the scores materialised or tiled ([`attention`]). Each
 //! file carries its f64 reference and unit tests against it.
 
@@ -11,6 +12,8 @@ pub mod conv;
 pub mod conv_nhwc;
 pub mod pool;
 pub mod rnn;
+pub mod rnn_bwd;
+pub mod rnn_ref;
 
 use crate::kernels::{Layout, sgemm};
 
