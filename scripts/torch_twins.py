@@ -48,7 +48,7 @@ KNOWN = {
                     "pass": ("forward", "forward_backward"), "dtype": ("f32",)},
     ("nn", "attention"): {"algo": ("materialised", "flash"), "mask": ("none", "causal"), "seq": None,
                           "heads": None, "dtype": ("f32",)},
-    ("sci", "fft"): {"kind": ("c2c", "r2c"), "shape": None},
+    ("sci", "fft"): {"kind": ("c2c", "r2c"), "shape": None, "size": None, "algo": ("rustfft", "four_step")},
     ("sci", "sparse_convert"): {"op": ("coo_to_csr", "csr_to_csc"), "impl": None, "pattern": None,
                                 "density": None, "n": None},
     ("sci", "spmv"): {"impl": None, "pattern": None, "density": None, "n": None},
@@ -207,7 +207,8 @@ def plan(case):
         twin.update(call=f"F.scaled_dot_product_attention under SDPBackend.{backend}", backend=backend,
                     causal=p["mask"] == "causal", input=shape, output=shape, flops=flops)
     elif bench == "fft":
-        shape = dims(p["shape"], "shape")
+        # `size` (a 1-D length) where the case pins tfbench's `algo`; torch.fft has one algorithm.
+        shape = dims(p["size"], "size") if "size" in p else dims(p["shape"], "shape")
         real = p["kind"] == "r2c"
         out = shape[:-1] + [shape[-1] // 2 + 1] if real else shape
         name = ("rfft" if real else "fft") + {1: "", 2: "2", 3: "n"}[len(shape)] if len(shape) <= 3 else None
