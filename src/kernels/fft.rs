@@ -1,9 +1,10 @@
 //! Multi-dimensional FFTs over `rustfft` (complex) and `realfft` (real
 //! input), forward and inverse, unnormalised as FFTW and `torch.fft` with
-//! `norm="backward"` are. A 1-D transform is one rustfft call, except
-//! complex powers of two from [`FOUR_STEP_MIN`] elements, which run as
-//! Bailey's four-step transform over rustfft sub-plans ([`four_step`]),
-//! threaded and blocked for the caches; each further
+//! `norm="backward"` are. A 1-D transform is one rustfft call (Bailey's
+//! four-step form over rustfft sub-plans, [`four_step`], threaded and
+//! blocked for the caches, is there to be timed beside it through
+//! [`FftPlan::with_four_step`]; it did not win here, see `FftPlan::new`);
+//! each further
 //! axis is done by transposing it to the last position in blocks, running
 //! the row transforms, and transposing back, with the planes spread over the
 //! context's threads (rustfft itself is single-threaded). Real transforms
@@ -21,16 +22,6 @@ use rustfft::{Fft, FftDirection, FftPlanner};
 use std::sync::Arc;
 
 pub mod four_step;
-
-/// Complex 1-D power-of-two transforms of at least this many elements run
-/// as [`four_step::FourStep`]; smaller ones as one rustfft plan. Chosen
-/// from interleaved timings of both at 2^14 to 2^22 on the shared 2-core
-/// dev host (busy, load 4-8), with one thread and with two: the four-step
-/// form was 1.2-2x slower up to 2^21 and 0.7-0.8x the single plan's time
-/// at 2^22 with either count, so it is used from 2^22 whatever the
-/// threads. The `fft` cases with `algo` pinned time both at 2^20 and 2^22
-/// for a quiet host to check this.
-pub const FOUR_STEP_MIN: usize = 1 << 22;
 
 /// A complex f32.
 pub type C32 = Complex<f32>;
@@ -51,12 +42,12 @@ pub struct FftPlan {
 
 impl FftPlan {
     /// Plans the forward (or inverse) transform of `shape`: one rustfft
-    /// plan per axis, or for a 1-D complex power of two of at least
-    /// [`FOUR_STEP_MIN`] the four-step form.
+    /// plan per axis. The four-step form is not chosen here: in the `fft`
+    /// cases that pin `algo` (interleaved rounds on the busy 2-core dev
+    /// host, 2026-11-28) it took 3.5x the single plan's time at 2^20 and
+    /// 1.04-1.28x at 2^22, with two threads or one.
     pub fn new(shape: &[usize], real: bool, direction: FftDirection) -> Self {
-        let n = shape.iter().product::<usize>();
-        let four = !real && shape.len() == 1 && n.is_power_of_two() && n >= FOUR_STEP_MIN;
-        Self::with_four_step(shape, real, direction, four)
+        Self::with_four_step(shape, real, direction, false)
     }
 
     /// As [`FftPlan::new`], with the four-step form used (a 1-D complex

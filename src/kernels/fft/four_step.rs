@@ -18,7 +18,8 @@
 //! are runs of blocks spread over the current rayon pool, each task with
 //! buffers kept in the plan between calls. rustfft's single plan
 //! runs on one thread and, past the caches, makes more passes over memory;
-//! [`super::FftPlan`] uses this form from [`super::FOUR_STEP_MIN`] elements.
+//! [`super::FftPlan::with_four_step`] selects this form; `FftPlan::new` does
+//! not (it lost to the single plan on the 2-core dev host, see there).
 
 use super::C32;
 use crate::kernels::{SendPtr, simd_dispatch};
@@ -231,7 +232,7 @@ simd_dispatch! {
     fn twiddle_row(row: &mut [C32], a: &[C32], b: &[C32]) {
         for (chunk, &aa) in row.chunks_mut(TW).zip(a) {
             for (v, &bb) in chunk.iter_mut().zip(b) {
-                *v = *v * (aa * bb);
+                *v *= aa * bb;
             }
         }
     }

@@ -167,8 +167,8 @@ pub fn bptt_f64(
         for j in 0..gh {
             g.db_ih[j] += dax[j];
             g.db_hh[j] += dah[j];
-            for p in 0..i {
-                g.dw_ih[j * i + p] += dax[j] * xt[p];
+            for (p, &xp) in xt.iter().enumerate() {
+                g.dw_ih[j * i + p] += dax[j] * xp;
                 g.dx[t * i + p] += dax[j] * w.w_ih[j * i + p];
             }
             for p in 0..h {
