@@ -6,7 +6,8 @@ builds the tensors, checks PyTorch's output and times the call.
 Every twin checks its own output before it is timed: shape and finiteness,
 plus sampled values against f64 sums written here (not through PyTorch's
 operator): convolution outputs over every tap, pooling windows, norm
-statistics, the first recurrent step, attention rows, FFT bins and
+statistics, the first recurrent step (for backward twins, gradients
+against autograd of the cell equations in f64), attention rows, FFT bins and
 Parseval's identity, sparse rows from the triplets. The work tfbench
 declared for the case (FLOPs of conv and attention, elements of FFT and
 sparse) must match the twin's shape, so a twin never times something else.
@@ -192,6 +193,8 @@ def rnn(t, c):
     torch.manual_seed(4)
     m = {"rnn": torch.nn.RNN, "lstm": torch.nn.LSTM, "gru": torch.nn.GRU}[t["cell"]](h, h)
     x = torch.randn(t["input"])
+    if t.get("backward"):
+        return rnn_backward(t, c, m, x)
     call = lambda: m(x)[0]
     y = call()
     sane(y, t["output"], "hidden states")
@@ -211,6 +214,70 @@ def rnn(t, c):
     if not err <= 1e-4:
         raise VerifyError(f"first step of row 0 off the f64 cell by {err:.3g}")
     return call, ok("first step of row 0 against the f64 cell", err, "within 1e-4")
+
+
+def cell_f64(cell, w, xt, hp, cp):
+    """One step of `cell` in f64 from the equations (PyTorch's gate order),
+    plain tensor operations: the reference autograd differentiates."""
+    wih, whh, bih, bhh = w
+    ax, ah = wih @ xt + bih, whh @ hp + bhh
+    if cell == "rnn":
+        return torch.tanh(ax + ah), cp
+    if cell == "lstm":
+        i, f, g, o = (ax + ah).chunk(4)
+        c = torch.sigmoid(f) * cp + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+    (xr, xz, xn), (hr, hz, hn) = ax.chunk(3), ah.chunk(3)
+    r, z = torch.sigmoid(xr + hr), torch.sigmoid(xz + hz)
+    return (1 - z) * torch.tanh(xn + r * hn) + z * hp, cp
+
+
+def rnn_backward(t, c, m, x):
+    """Forward plus backward through time: autograd through the module with
+    dL/dh given for every step's output (seeded), for the gradients of x,
+    the weights, the biases and the zero initial state (tfbench's set). The
+    check runs it with dL/dh nonzero on the first 4 steps of row 0 only, as
+    tfbench's does, against the f64 cell equations written above,
+    differentiated over those steps."""
+    seq, batch, h = t["input"]
+    lstm = t["cell"] == "lstm"
+    dy = torch.randn(t["output"], generator=torch.Generator().manual_seed(9))
+    params = [m.weight_ih_l0, m.weight_hh_l0, m.bias_ih_l0, m.bias_hh_l0]
+
+    def run(dyv):
+        xg = x.detach().requires_grad_()
+        h0 = torch.zeros(1, batch, h, requires_grad=True)
+        state = (h0, torch.zeros(1, batch, h, requires_grad=True)) if lstm else h0
+        m.zero_grad(set_to_none=True)
+        y = m(xg, state)[0]
+        y.backward(dyv)
+        return y, xg.grad, h0.grad
+    steps = min(seq, 4)
+    dys = torch.zeros_like(dy)
+    dys[:steps, 0] = dy[:steps, 0]
+    y, dx, dh0 = run(dys)
+    sane(y, t["output"], "hidden states")
+    got = [dx[:steps, 0], dh0[0, 0]] + [p.grad for p in params]
+    w = [p.detach().double().requires_grad_() for p in params]
+    xs = x[:steps, 0].double().requires_grad_()
+    h0 = torch.zeros(h, dtype=torch.float64, requires_grad=True)
+    hp, cp, loss = h0, torch.zeros(h, dtype=torch.float64), 0.0
+    for s in range(steps):
+        hp, cp = cell_f64(t["cell"], w, xs[s], hp, cp)
+        loss = loss + (hp * dys[s, 0].double()).sum()
+    want = torch.autograd.grad(loss, [xs, h0] + w)
+    worst = 0.0
+    for name, g, r in zip(("dx", "dh0", "dW_ih", "dW_hh", "db_ih", "db_hh"), got, want):
+        err = float((g.double() - r).abs().max())
+        if not err <= 1e-4 * float(r.abs().max()) + 1e-6:
+            raise VerifyError(f"{name}: off the f64 cell equations' gradient by {err:.3g}")
+        worst = max(worst, err)
+    if bool(dx[steps:].any()) or bool(dx[:, 1:].any()):
+        raise VerifyError("dx nonzero where dL/dh was zero")
+    same_work(c, "tokens", seq * batch, 1e-9)
+    call = lambda: run(dy)
+    return call, ok(f"gradients with dL/dh on {steps} steps of row 0 against f64 autograd of the cell equations",
+                    worst, "within 1e-4 x each tensor's largest")
 
 
 def attention(t, c):
@@ -378,6 +445,7 @@ def twin_case(c, reps, timed, secs):
     """(samples, sampling, verification) of case `c`'s twin; raises Skip
     when it has none, VerifyError when PyTorch's output fails its check."""
     t = torch_twins.plan(c)
-    with torch.inference_mode():
+    # Backward twins need autograd; the rest run without it, as inference does.
+    with torch.enable_grad() if t.get("backward") else torch.inference_mode():
         call, check = RUNNERS[t["benchmark"]](t, c)
         return (*timed(call, reps, secs), check)

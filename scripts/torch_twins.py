@@ -37,16 +37,18 @@ LAYERS = {
 # Parameters each benchmark's twin understands, with the values it accepts
 # (None: any). A case with another parameter or value (a new `dtype=bf16`,
 # `pass=train`) is listed as skipped, naming it, never run as something else.
+# rnn's `pass=forward_backward` twin is autograd's backward through the
+# same PyTorch module (a case without `pass` is the forward).
 KNOWN = {
     ("nn", "conv"): {"algo": None, "layer": None, "layout": ("nchw", "nhwc"), "dtype": ("f32",)},
     ("nn", "pool"): {"op": ("max", "avg"), "shape": None},
     ("nn", "adaptive_pool"): {"shape": None},
     ("nn", "norm"): {"kind": ("batch_infer", "batch_train", "group", "instance"), "shape": None},
     ("nn", "rnn"): {"cell": ("rnn", "lstm", "gru"), "hidden": None, "batch": None, "seq": None,
-                    "pass": ("forward",), "dtype": ("f32",)},
+                    "pass": ("forward", "forward_backward"), "dtype": ("f32",)},
     ("nn", "attention"): {"algo": ("materialised", "flash"), "mask": ("none", "causal"), "seq": None,
                           "heads": None, "dtype": ("f32",)},
-    ("sci", "fft"): {"kind": ("c2c", "r2c"), "shape": None},
+    ("sci", "fft"): {"kind": ("c2c", "r2c"), "shape": None, "size": None, "algo": ("rustfft", "four_step")},
     ("sci", "sparse_convert"): {"op": ("coo_to_csr", "csr_to_csc"), "impl": None, "pattern": None,
                                 "density": None, "n": None},
     ("sci", "spmv"): {"impl": None, "pattern": None, "density": None, "n": None},
@@ -196,8 +198,9 @@ def plan(case):
         twin.update(call=call, kind=p["kind"], input=shape, output=shape)
     elif bench == "rnn":
         t, b, h = int(p["seq"]), int(p["batch"]), int(p["hidden"])
-        twin.update(call=f"torch.nn.{p['cell'].upper()}({h}, {h})", cell=p["cell"], input=[t, b, h],
-                    output=[t, b, h])
+        backward = p.get("pass", "forward") == "forward_backward"
+        call = f"torch.nn.{p['cell'].upper()}({h}, {h})" + (", then y.backward(dL/dh)" if backward else "")
+        twin.update(call=call, cell=p["cell"], input=[t, b, h], output=[t, b, h], backward=backward)
     elif bench == "attention":
         shape = [1, int(p["heads"]), int(p["seq"]), 64]
         backend = "MATH" if p["algo"] == "materialised" else "FLASH_ATTENTION"
@@ -205,7 +208,8 @@ def plan(case):
         twin.update(call=f"F.scaled_dot_product_attention under SDPBackend.{backend}", backend=backend,
                     causal=p["mask"] == "causal", input=shape, output=shape, flops=flops)
     elif bench == "fft":
-        shape = dims(p["shape"], "shape")
+        # `size` (a 1-D length) where the case pins tfbench's `algo`; torch.fft has one algorithm.
+        shape = dims(p["size"], "size") if "size" in p else dims(p["shape"], "shape")
         real = p["kind"] == "r2c"
         out = shape[:-1] + [shape[-1] // 2 + 1] if real else shape
         name = ("rfft" if real else "fft") + {1: "", 2: "2", 3: "n"}[len(shape)] if len(shape) <= 3 else None

@@ -135,6 +135,11 @@ fn every_case_gets_a_twin_of_tfbench_shape_or_a_reason() {
         find("nn/attention/algo=flash,heads=8,mask=causal,seq=4096,threads=all")["twin"]["flops"].as_f64();
     assert_eq!(none, Some(4.0 * 8.0 * 4096.0 * 4096.0 * 64.0));
     assert_eq!(causal.map(|c| 2.0 * c), none);
+    // Backward cases get the autograd twin, forward ones (no `pass`) do not.
+    let t = &find("nn/rnn/batch=32,cell=lstm,hidden=1024,pass=forward_backward,seq=128,threads=all")["twin"];
+    assert_eq!((&t["backward"], &t["input"]), (&json!(true), &json!([128, 32, 1024])));
+    let t = &find("nn/rnn/batch=32,cell=lstm,hidden=1024,seq=128,threads=all")["twin"];
+    assert_eq!(t["backward"], json!(false));
     let t = &find("sci/fft/kind=r2c,shape=1024x1024,threads=all")["twin"];
     assert_eq!((&t["call"], &t["output"]), (&json!("torch.fft.rfft2"), &json!([1024, 513])));
 }
@@ -163,7 +168,10 @@ fn parameters_the_twins_do_not_model_are_skipped_by_name() {
     let known = &text[text.find("KNOWN = {").expect("a KNOWN table")..];
     let conv_line = known.lines().find(|l| l.contains("(\"nn\", \"conv\")")).expect("conv's entry");
     assert!(conv_line.contains("\"dtype\": (\"f32\",)"), "{conv_line}");
-    assert!(known.contains("\"pass\": (\"forward\",)"), "rnn twins are forward only");
+    assert!(
+        known.contains("\"pass\": (\"forward\", \"forward_backward\")"),
+        "rnn twins: the forward and forward_backward passes only"
+    );
     let Some(got) = classify(&doc) else { return };
     let why = |i: usize| {
         got[i]["skip"].as_str().unwrap_or_else(|| panic!("case {i} not skipped: {}", got[i])).to_string()

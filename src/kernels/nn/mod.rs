@@ -2,7 +2,8 @@
 //! suite times them; models may call them): convolution ([`conv`], im2col +
 //! GEMM and direct, NCHW and NHWC in [`conv_nhwc`], Winograd F(4x4, 3x3) in
 //! [`winograd`]), pooling ([`pool`]), channel normalisations ([`chnorm`]:
-//! batch, group, instance), recurrent layers ([`rnn`]: RNN, LSTM, GRU) and
+//! batch, group, instance), recurrent layers ([`rnn`]: RNN, LSTM, GRU;
+//! backward through time in [`rnn_bwd`], its f64 reference in [`rnn_ref`]) and
 //! attention with the scores materialised or tiled ([`attention`]). Each
 //! file carries its f64 reference and unit tests against it.
 
@@ -12,6 +13,8 @@ pub mod conv;
 pub mod conv_nhwc;
 pub mod pool;
 pub mod rnn;
+pub mod rnn_bwd;
+pub mod rnn_ref;
 pub mod winograd;
 
 use crate::kernels::{Layout, sgemm};

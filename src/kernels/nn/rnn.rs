@@ -96,7 +96,7 @@ impl RnnScratch {
 
 /// `c = a * w^T` (`w` is `[n x k]`) through the packed form when there is
 /// one (AVX-512, shapes matching), else tfbench's per-call GEMM.
-fn project(
+pub(super) fn project(
     threads: usize,
     (m, k, n): (usize, usize, usize),
     a: &[f32],

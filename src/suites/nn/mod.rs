@@ -6,7 +6,7 @@
 //! | `conv`      | `conv.rs`      | 1-D/2-D/3-D convolution, im2col + GEMM, direct, Winograd  |
 //! | `pool`, `adaptive_pool` | `conv.rs` | max, average and adaptive-average pooling     |
 //! | `norm`      | `norm.rs`      | batch norm (inference, training), group and instance norm |
-//! | `rnn`       | `rnn.rs`       | RNN, LSTM and GRU layers over a sequence, forward         |
+//! | `rnn`       | `rnn.rs`, `rnn_train.rs` | RNN, LSTM and GRU layers over a sequence, forward (and backward) |
 //! | `attention` | `attention.rs` | materialised scores vs tiled online softmax, causal or not |
 //!
 //! The kernels live in [`crate::kernels::nn`]; this suite only draws the
@@ -21,6 +21,7 @@ mod attention;
 mod conv;
 mod norm;
 mod rnn;
+mod rnn_train;
 
 /// Convolutions, pooling, channel norms, recurrent layers and attention.
 pub struct NnSuite;
@@ -59,6 +60,7 @@ impl Suite for NnSuite {
             ("norm", "kind") => ParamRule::OneOf(norm::KINDS),
             ("norm", "shape") => ParamRule::Shape("NxCxHxW"),
             ("rnn", "cell") => ParamRule::OneOf(rnn::CELLS),
+            ("rnn", "pass") => ParamRule::OneOf(rnn::PASSES),
             ("rnn", "hidden" | "batch" | "seq") => ParamRule::POSITIVE,
             ("attention", "algo") => ParamRule::OneOf(attention::ALGOS),
             ("attention", "mask") => ParamRule::OneOf(attention::MASKS),
@@ -217,6 +219,39 @@ mod tests {
             case(
                 "rnn",
                 &[("cell", s("gru")), ("hidden", i(32)), ("batch", i(3)), ("seq", i(7)), ("threads", i(2))],
+            ),
+            case(
+                "rnn",
+                &[
+                    ("cell", s("lstm")),
+                    ("hidden", i(24)),
+                    ("batch", i(3)),
+                    ("seq", i(11)),
+                    ("pass", s("forward_backward")),
+                    ("threads", i(2)),
+                ],
+            ),
+            case(
+                "rnn",
+                &[
+                    ("cell", s("gru")),
+                    ("hidden", i(40)),
+                    ("batch", i(1)),
+                    ("seq", i(5)),
+                    ("pass", s("forward_backward")),
+                    ("threads", i(2)),
+                ],
+            ),
+            case(
+                "rnn",
+                &[
+                    ("cell", s("rnn")),
+                    ("hidden", i(16)),
+                    ("batch", i(4)),
+                    ("seq", i(9)),
+                    ("pass", s("forward")),
+                    ("threads", i(2)),
+                ],
             ),
             case(
                 "attention",

@@ -1,6 +1,8 @@
 //! `rnn`: one RNN, LSTM or GRU layer over a sequence (input width = hidden
 //! width, zero initial state), forward, checked against the f64 recurrence
-//! of [`crate::kernels::nn::rnn`] on the first and last batch rows.
+//! of [`crate::kernels::nn::rnn`] on the first and last batch rows; with
+//! `pass=forward_backward`, forward and backward through time
+//! ([`super::rnn_train`]).
 
 use super::{check, choice, ensure_memory, positive, seed};
 use crate::kernels::nn::rnn::{Cell, RnnScratch, RnnWeights, init_weights, rnn_forward, rnn_row_f64};
@@ -12,6 +14,9 @@ use std::sync::Arc;
 
 /// The cells.
 pub(super) const CELLS: &[&str] = &["rnn", "lstm", "gru"];
+/// The passes: a case without `pass` is `forward` (the ids of the forward
+/// cases predate the parameter and stay as they were).
+pub(super) const PASSES: &[&str] = &["forward", "forward_backward"];
 
 struct Rnn {
     cell: Cell,
@@ -32,12 +37,18 @@ pub(super) fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result
         _ => Cell::Gru,
     };
     let (h, b, t) = (positive(case, "hidden")?, positive(case, "batch")?, positive(case, "seq")?);
+    let backward = case.params.contains_key("pass") && choice(case, "pass", PASSES)? == "forward_backward";
     // In f64: absurd sizes must reach the memory check, not wrap around.
     let (tf, bf, hf, gf) = (t as f64, b as f64, h as f64, cell.gates() as f64);
     let floats = tf * bf * hf * 2.0 + gf * hf * 2.0 * hf + tf * bf * gf * hf;
-    ensure_memory("this recurrent layer", 4.0 * floats)?;
+    let bytes = if backward { super::rnn_train::bytes(cell, (t, b, h, h)) } else { 4.0 * floats };
+    ensure_memory("this recurrent layer", bytes)?;
     let seed = seed(case);
     let w = init_weights(cell, h, h, seed ^ 1);
+    if backward {
+        let x = crate::util::randn(t * b * h, seed);
+        return Ok(super::rnn_train::prepare(cell, (t, b, h, h), x, w, seed, ctx));
+    }
     // The weights packed once for the GEMM, untimed, as a model loads them.
     let mut scratch = RnnScratch::new(cell, t, b, h);
     scratch.pack(&w, h, h);

@@ -15,6 +15,10 @@ use std::sync::Arc;
 
 /// Transform kinds.
 pub(super) const KINDS: &[&str] = &["c2c", "r2c"];
+/// Algorithms a case may pin (without `algo`, [`FftPlan::new`] chooses):
+/// one rustfft plan, or the four-step form over rustfft sub-plans (1-D
+/// complex only), so both can be timed side by side.
+pub(super) const ALGOS: &[&str] = &["rustfft", "four_step"];
 /// Largest transform accepted (elements): 2^28, 2 GiB of complex f32.
 const MAX_LEN: usize = 1 << 28;
 /// Sizes up to this are checked against the full f64 DFT.
@@ -44,11 +48,20 @@ struct Fft {
 /// Prepares an `fft` case.
 pub(super) fn prepare(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
     let real = choice(case, "kind", KINDS)? == "r2c";
-    let shape = shape_of(case, "shape")?;
+    // `size`: a 1-D length (the grid that pins `algo` uses it, so the quick
+    // profile's `shape` list does not give it 2-D shapes).
+    let shape = shape_of(case, if case.params.contains_key("size") { "size" } else { "shape" })?;
+    let algo = if case.params.contains_key("algo") { Some(choice(case, "algo", ALGOS)?) } else { None };
+    if algo == Some("four_step") && (real || shape.len() != 1) {
+        bail!("case {}: algo=four_step is for 1-D complex (kind=c2c) transforms", case.id);
+    }
     let n: usize = shape.iter().product();
     ensure_memory("this transform", if real { 8.0 * n as f64 + 8.0 * n as f64 } else { 24.0 * n as f64 })?;
     let seed = seed(case);
-    let plan = ctx.install(|| FftPlan::new(&shape, real, FftDirection::Forward));
+    let plan = ctx.install(|| match algo {
+        None => FftPlan::new(&shape, real, FftDirection::Forward),
+        Some(a) => FftPlan::with_four_step(&shape, real, FftDirection::Forward, a == "four_step"),
+    });
     let out = vec![C32::default(); plan.output_len()];
     let (input_c, input_r) = if real {
         (Vec::new(), crate::util::randn(n, seed))

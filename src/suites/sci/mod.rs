@@ -47,7 +47,8 @@ impl Suite for SciSuite {
         Some(match (benchmark, key) {
             (_, "kind") => ParamRule::OneOf(fft::KINDS),
             ("fft", "shape") => ParamRule::Check(check_fft_shape),
-            ("fft_plan", "size") => ParamRule::Check(check_fft_size),
+            ("fft_plan" | "fft", "size") => ParamRule::Check(check_fft_size),
+            ("fft", "algo") => ParamRule::OneOf(fft::ALGOS),
             (_, "impl") => ParamRule::OneOf(sparse::IMPLS),
             (_, "op") => ParamRule::OneOf(sparse::CONVERSIONS),
             (_, "pattern") => ParamRule::OneOf(crate::kernels::sparse::PATTERNS),
@@ -139,6 +140,15 @@ mod tests {
         for shape in [s("1000"), s("12x20"), s("4x6x5"), i(8192), i(3 * 4096), s("96x96"), s("16x20x18")] {
             for kind in ["c2c", "r2c"] {
                 cases.push(case("fft", &[("kind", s(kind)), ("shape", shape.clone()), ("threads", i(2))]));
+            }
+        }
+        // Both algorithms pinned, on a power of two and on 3 x 2^12.
+        for size in [1 << 14, 3 << 12] {
+            for algo in ["rustfft", "four_step"] {
+                cases.push(case(
+                    "fft",
+                    &[("kind", s("c2c")), ("size", i(size)), ("algo", s(algo)), ("threads", i(2))],
+                ));
             }
         }
         cases.push(case("fft_plan", &[("kind", s("c2c")), ("size", i(1009))]));
