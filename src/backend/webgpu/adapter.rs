@@ -55,6 +55,16 @@ fn type_name(t: wgpu::DeviceType) -> &'static str {
     }
 }
 
+fn api_name(b: wgpu::Backend) -> &'static str {
+    match b {
+        wgpu::Backend::Vulkan => "Vulkan",
+        wgpu::Backend::Metal => "Metal",
+        wgpu::Backend::Dx12 => "Direct3D 12",
+        wgpu::Backend::Gl => "OpenGL",
+        other => other.to_str(),
+    }
+}
+
 /// Every adapter with compute shaders, listed once per process (creating
 /// a Vulkan instance loads the drivers: milliseconds, not per case).
 fn entries() -> &'static [Entry] {
@@ -81,7 +91,7 @@ fn entries() -> &'static [Entry] {
                 let info = AdapterInfo {
                     index: i as u32,
                     name: g.name.clone(),
-                    backend: g.backend.to_str().to_string(),
+                    backend: api_name(g.backend).to_string(),
                     device_type: type_name(g.device_type).to_string(),
                     driver,
                     emulated: g.device_type == wgpu::DeviceType::Cpu,

@@ -169,18 +169,18 @@ impl Program {
         let index = self.gpu.queue.submit([encoder.finish()]);
         self.wait(index)?;
         let slice = self.staging.slice(..);
-        let mapped = std::sync::Arc::new(std::sync::Mutex::new(None));
-        let done = mapped.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
-            *done.lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
+            let _ = tx.send(r);
         });
         let poll = wgpu::PollType::Wait { submission_index: None, timeout: self.limit };
         self.gpu.device.poll(poll).map_err(|e| anyhow!("webgpu:{}: reading the output: {e}", self.gpu.info.index))?;
-        let state = mapped.lock().unwrap_or_else(|p| p.into_inner()).take();
-        match state {
-            Some(Ok(())) => {}
-            Some(Err(e)) => bail!("webgpu:{}: mapping the output failed: {e}", self.gpu.info.index),
-            None => bail!("webgpu:{}: the output was not mapped after the device went idle", self.gpu.info.index),
+        // The callback runs in whichever thread's poll resolved the mapping:
+        // another thread sharing the device may be about to run it.
+        match rx.recv_timeout(self.limit.unwrap_or(Duration::from_secs(60))) {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => bail!("webgpu:{}: mapping the output failed: {e}", self.gpu.info.index),
+            Err(_) => bail!("webgpu:{}: the output was not mapped after the device went idle", self.gpu.info.index),
         }
         let out = slice.get_mapped_range().map(|view| {
             view.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
