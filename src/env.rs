@@ -123,7 +123,11 @@ impl GpuEnvironment {
     pub fn kind(&self) -> String {
         if let Some(api) = &self.api {
             // A WebGPU adapter: no compute capability, no memory size.
-            return format!("{} ({api}, {})", self.name, self.device_type.as_deref().unwrap_or("unknown type"));
+            return format!(
+                "{} ({api}, {})",
+                self.name,
+                self.device_type.as_deref().unwrap_or("unknown type")
+            );
         }
         let gib = (self.memory_bytes as f64 / (1u64 << 30) as f64).round() as u64;
         format!("{} (compute {}, {gib} GiB)", self.name, self.compute_capability)

@@ -160,11 +160,8 @@ pub(super) fn gpu(n: u32) -> Result<Gpu, String> {
         max_storage_buffer_binding_size: have.max_storage_buffer_binding_size,
         ..wgpu::Limits::default()
     };
-    let desc = wgpu::DeviceDescriptor {
-        label: Some("tfbench"),
-        required_limits: limits,
-        ..Default::default()
-    };
+    let desc =
+        wgpu::DeviceDescriptor { label: Some("tfbench"), required_limits: limits, ..Default::default() };
     let (device, queue) = block_on(adapter.request_device(&desc))
         .map_err(|e| format!("webgpu:{n}: {} refused a device: {e}", info.name))?;
     let errors: Sink = Arc::default();

@@ -64,7 +64,9 @@ impl Op {
         }
         let (x, y, _) = op.workgroups();
         if y > MAX_GROUPS_PER_DIM || x > MAX_GROUPS_PER_DIM {
-            bail!("{name} {dims:?} needs a grid of {x} x {y} workgroups, past WebGPU's {MAX_GROUPS_PER_DIM} a side");
+            bail!(
+                "{name} {dims:?} needs a grid of {x} x {y} workgroups, past WebGPU's {MAX_GROUPS_PER_DIM} a side"
+            );
         }
         Ok(op)
     }
@@ -136,9 +138,11 @@ impl Op {
         };
         match self {
             Op::Add { n } => fold(n.div_ceil(256)),
-            Op::Gemm { m, n, .. } => {
-                (n.div_ceil(64).min(u32::MAX as usize) as u32, m.div_ceil(64).min(u32::MAX as usize) as u32, 1)
-            }
+            Op::Gemm { m, n, .. } => (
+                n.div_ceil(64).min(u32::MAX as usize) as u32,
+                m.div_ceil(64).min(u32::MAX as usize) as u32,
+                1,
+            ),
             Op::Softmax { rows, .. } => fold(rows),
         }
     }

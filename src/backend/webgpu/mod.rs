@@ -23,9 +23,9 @@
 //! asynchronous launch. Shader compilation (module + pipeline) and the
 //! upload are reported as phases of their own ([`Phases`]).
 
-mod kernels;
 #[cfg(feature = "webgpu")]
 mod adapter;
+mod kernels;
 #[cfg(feature = "webgpu")]
 mod program;
 #[cfg(not(feature = "webgpu"))]
