@@ -107,7 +107,7 @@ pub struct GpuEnvironment {
     pub memory_bytes: u64,
     /// The driver's CUDA version (`13.0`), if known.
     pub driver_cuda_version: Option<String>,
-    /// The API it was driven through when not CUDA (`WebGPU (wgpu, Vulkan)`).
+    /// The API it was driven through when not CUDA (`WebGPU through wgpu, Vulkan`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     /// The kind of adapter when not a CUDA GPU (`discrete GPU`, or
