@@ -208,7 +208,8 @@ pub struct Selection {
     #[arg(long)]
     pub quick: bool,
     /// Device(s) to run on: cpu, cuda, cuda:N, wasm (= wasm:wasmi),
-    /// wasm:wasmi, wasm:node, wasm:wasmtime (repeatable or comma-separated)
+    /// wasm:wasmi, wasm:node, wasm:wasmtime, webgpu (= webgpu:0), webgpu:N
+    /// (repeatable or comma-separated)
     /// [default: cpu]. Benchmarks that do not run on a
     /// chosen device are left out; a device this build or machine lacks is
     /// listed and its cases skipped with the reason.

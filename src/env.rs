@@ -107,6 +107,13 @@ pub struct GpuEnvironment {
     pub memory_bytes: u64,
     /// The driver's CUDA version (`13.0`), if known.
     pub driver_cuda_version: Option<String>,
+    /// The API it was driven through when not CUDA (`WebGPU through wgpu, Vulkan`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
+    /// The kind of adapter when not a CUDA GPU (`discrete GPU`, or
+    /// `CPU-emulated` for lavapipe: its figures are the host CPU's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_type: Option<String>,
 }
 
 impl GpuEnvironment {
@@ -114,6 +121,14 @@ impl GpuEnvironment {
     /// compute capability and memory (GiB), like the CPU fingerprint's
     /// model, not the card's serial.
     pub fn kind(&self) -> String {
+        if let Some(api) = &self.api {
+            // A WebGPU adapter: no compute capability, no memory size.
+            return format!(
+                "{} ({api}, {})",
+                self.name,
+                self.device_type.as_deref().unwrap_or("unknown type")
+            );
+        }
         let gib = (self.memory_bytes as f64 / (1u64 << 30) as f64).round() as u64;
         format!("{} (compute {}, {gib} GiB)", self.name, self.compute_capability)
     }

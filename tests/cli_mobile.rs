@@ -101,3 +101,41 @@ fn a_users_own_profile_file_runs_and_a_typo_is_refused() {
     let r = tfbench_env(&env, &with);
     assert_usage_error(&r, &["mobile.toml", "my-bord-emulated", "my-board-emulated", "pixel8-emulated"]);
 }
+
+/// `--device webgpu` through the binary: with an adapter (lavapipe counts)
+/// the WGSL kernels run verified with their phases; without the feature or
+/// an adapter every case is skipped, the reason naming what is missing.
+#[test]
+fn webgpu_cases_run_verified_or_are_skipped_with_the_reason() {
+    let filter = r"mobile/webgpu_kernel/(n=65536,op=add|op=gemm,shape=64x64x64|op=softmax,rows=64x768)";
+    let (r, v) = suite_json("mobile", "3", &["--device", "webgpu", filter]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert_eq!(cases(&v).len(), 3, "{:?}", cases(&v).iter().map(|c| &c["id"]).collect::<Vec<_>>());
+    let skipped = cases(&v).iter().filter(|c| c["status"]["state"] == "skipped").count();
+    for c in cases(&v) {
+        let id = c["id"].as_str().unwrap();
+        assert!(id.ends_with(",device=webgpu:0"), "{id}");
+        if c["status"]["state"] == "skipped" {
+            let why = c["status"]["reason"].as_str().unwrap_or_default();
+            eprintln!("{id}: skipped: {why}");
+            if cfg!(feature = "webgpu") {
+                assert!(why.contains("no WebGPU adapter") && why.contains("mesa-vulkan-drivers"), "{why}");
+            } else {
+                assert!(why.contains("built without the `webgpu` feature"), "{why}");
+            }
+            continue;
+        }
+        assert_eq!(c["status"]["state"], "ok", "{id}: {}", c["status"]);
+        assert_eq!(c["verification"]["passed"], true, "{id}");
+        assert!(metric(c, "compile_ns").unwrap() > 0.0 && metric(c, "upload_ns").unwrap() > 0.0, "{id}");
+        assert!(metric(c, "webgpu_native_ratio").unwrap() > 0.0, "{id}");
+    }
+    // All or none: the adapter is the machine's, not the case's.
+    assert!(skipped == 0 || skipped == 3, "{skipped} of 3 skipped");
+    if skipped == 0 {
+        // The run records the adapter, labelled when it is CPU-emulated.
+        let gpus = v["environment"]["gpus"].as_array().expect("the adapter is recorded");
+        assert_eq!(gpus[0]["device"], "webgpu:0", "{gpus:?}");
+        assert!(gpus[0]["api"].as_str().unwrap().contains("WebGPU"), "{gpus:?}");
+    }
+}

@@ -95,7 +95,7 @@ fn module_of(file: &str) -> String {
 
 /// Sub-folders of `src/backend/` that are layers of their own in the
 /// cycle check.
-const BACKEND_LAYERS: &[&str] = &["cpu", "cuda", "wasm"];
+const BACKEND_LAYERS: &[&str] = &["cpu", "cuda", "wasm", "webgpu"];
 
 /// The layer a crate path (`backend::cpu`, `util`) names, as [`module_of`].
 fn layer_of(path: &str) -> String {

@@ -29,24 +29,32 @@ pub enum Device {
     /// A WebAssembly runtime: embedded in the process (wasmi, wasmtime) or
     /// a child process (Node.js's V8).
     Wasm(WasmRuntime),
+    /// WebGPU adapter number N through `wgpu` (feature `webgpu`): adapters
+    /// in the order [`super::webgpu`] lists them, real GPUs before
+    /// CPU-emulated ones (lavapipe), so `webgpu` (= `webgpu:0`) is the best.
+    WebGpu(u32),
 }
 
 /// The spellings `--device` accepts, for error messages.
-pub const CHOICES: &str = "cpu, cuda, cuda:N, wasm, wasm:wasmi, wasm:wasmtime, wasm:node";
+pub const CHOICES: &str = "cpu, cuda, cuda:N, wasm, wasm:wasmi, wasm:wasmtime, wasm:node, webgpu, webgpu:N";
 
 impl Device {
     /// Parses `cpu`, `cuda` (GPU 0), `cuda:N`, `wasm` (the default runtime,
-    /// [`WasmRuntime::default`]) or `wasm:RUNTIME`; the error names the
-    /// choices.
+    /// [`WasmRuntime::default`]), `wasm:RUNTIME`, `webgpu` (adapter 0) or
+    /// `webgpu:N`; the error names the choices.
     pub fn parse(s: &str) -> Result<Device> {
         let t = s.trim().to_ascii_lowercase();
         match t.as_str() {
             "cpu" => Ok(Device::Cpu),
             "cuda" => Ok(Device::Cuda(0)),
             "wasm" => Ok(Device::Wasm(WasmRuntime::default())),
+            "webgpu" => Ok(Device::WebGpu(0)),
             _ => {
                 if let Some(rt) = t.strip_prefix("wasm:").and_then(WasmRuntime::parse) {
                     return Ok(Device::Wasm(rt));
+                }
+                if let Some(Ok(n)) = t.strip_prefix("webgpu:").map(str::parse::<u32>) {
+                    return Ok(Device::WebGpu(n));
                 }
                 match t.strip_prefix("cuda:").map(str::parse::<u32>) {
                     Some(Ok(n)) => Ok(Device::Cuda(n)),
@@ -62,6 +70,7 @@ impl Device {
             Device::Cpu => DeviceKind::Cpu,
             Device::Cuda(_) => DeviceKind::Cuda,
             Device::Wasm(_) => DeviceKind::Wasm,
+            Device::WebGpu(_) => DeviceKind::WebGpu,
         }
     }
 
@@ -69,7 +78,8 @@ impl Device {
     /// skip reason), as its backend answers ([`super::Backend::availability`]):
     /// CUDA asks the driver (no libcuda, no device, no such device);
     /// WebAssembly whether its runtime is built in (wasmtime) or on the PATH
-    /// (node).
+    /// (node); WebGPU whether the `webgpu` feature is built and wgpu finds
+    /// the adapter.
     pub fn availability(self) -> Result<(), String> {
         super::of(self.kind()).availability(self)
     }
@@ -81,6 +91,7 @@ impl fmt::Display for Device {
             Device::Cpu => f.write_str("cpu"),
             Device::Cuda(n) => write!(f, "cuda:{n}"),
             Device::Wasm(rt) => write!(f, "wasm:{}", rt.name()),
+            Device::WebGpu(n) => write!(f, "webgpu:{n}"),
         }
     }
 }
@@ -107,6 +118,8 @@ pub enum DeviceKind {
     Cuda,
     /// A WebAssembly runtime.
     Wasm,
+    /// A WebGPU adapter through `wgpu`.
+    WebGpu,
 }
 
 /// Benchmarks that run on the CPU only (the default of `Suite::devices`).
@@ -140,6 +153,8 @@ mod tests {
             ("wasm", Device::Wasm(WasmRuntime::default())),
             ("wasm:node", Device::Wasm(WasmRuntime::Node)),
             ("WASM:wasmtime", Device::Wasm(WasmRuntime::Wasmtime)),
+            ("webgpu", Device::WebGpu(0)),
+            ("WebGPU:2", Device::WebGpu(2)),
         ] {
             assert_eq!(Device::parse(s).unwrap(), d);
             assert_eq!(Device::parse(&d.to_string()).unwrap(), d, "round trip");
@@ -147,6 +162,12 @@ mod tests {
         let e = Device::parse("tpu").unwrap_err().to_string();
         assert!(e.contains("unknown device `tpu`") && e.contains(CHOICES), "{e}");
         assert!(Device::parse("cuda:x").is_err());
+        for bad in ["webgpu:", "webgpu:-1", "webgpu:x", "wgpu"] {
+            let e = Device::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("webgpu:N"), "{bad}: {e}");
+        }
+        assert_eq!(Device::WebGpu(1).to_string(), "webgpu:1");
+        assert_eq!(Device::WebGpu(1).kind(), DeviceKind::WebGpu);
         let e = Device::parse("wasm:v8").unwrap_err().to_string();
         assert!(e.contains("wasm:node") && e.contains("wasm:wasmi"), "{e}");
         assert_eq!(Device::Wasm(WasmRuntime::Wasmi).to_string(), "wasm:wasmi");
@@ -178,6 +199,17 @@ mod tests {
         if !cfg!(feature = "wasmtime") {
             let why = Device::Wasm(WasmRuntime::Wasmtime).availability().unwrap_err();
             assert!(why.contains("wasm:wasmtime") && why.contains("wasmtime feature"), "{why}");
+        }
+        // WebGPU: without its feature every adapter is refused saying so;
+        // with it, wgpu's answer (webgpu::tests checks what it says).
+        for n in [0, 9] {
+            let a = Device::WebGpu(n).availability();
+            if !cfg!(feature = "webgpu") {
+                let why = a.as_ref().unwrap_err();
+                assert!(why.contains(&format!("webgpu:{n}")) && why.contains("`webgpu` feature"), "{why}");
+            } else if let Err(why) = a {
+                assert!(why.starts_with(&format!("webgpu:{n}")), "{why}");
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 //! | `cpu/` | [`cpu::CpuBackend`] | the execution context that owns the CPU's threads ([`cpu::Context`]); the CPU's roof is the probe (`crate::probe`) |
 //! | `cuda/` | `cuda::CudaBackend` (feature `cuda`) | driver, contexts, NVRTC, cuBLAS, kernels, the GPU workload harness, its probe; `cuda/tensor/`: the tensor work of [`ops`] on a GPU |
 //! | `wasm/` | [`wasm::WasmBackend`] | WebAssembly runtimes (wasmi, wasmtime with feature `wasmtime`, Node.js's V8), kernels in WebAssembly text, compile/instantiate/execute phases |
+//! | `webgpu/` | [`webgpu::WebGpuBackend`] | WebGPU adapters through wgpu (feature `webgpu`; lavapipe counts, labelled CPU-emulated), kernels in WGSL, compile/upload/execute phases |
 //! | `ops.rs` | (every backend) | the words for tensor work: [`ops::TensorWork`] (op, host inputs, work counts, the suite's check) and [`ops::TensorOps`], what a backend implements to run it |
 //!
 //! Suites describe a benchmark once (parameters, inputs, work counts,
@@ -36,6 +37,7 @@ pub mod cuda;
 mod device;
 pub mod ops;
 pub mod wasm;
+pub mod webgpu;
 
 pub use device::{CHOICES, CPU_ONLY, Device, DeviceKind, WasmRuntime, parse_list};
 
@@ -79,6 +81,7 @@ pub fn registry() -> &'static [&'static dyn Backend] {
         #[cfg(not(feature = "cuda"))]
         &Unbuilt(DeviceKind::Cuda),
         &wasm::WasmBackend,
+        &webgpu::WebGpuBackend,
     ];
     BACKENDS
 }

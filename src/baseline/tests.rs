@@ -217,6 +217,7 @@ fn runs_on_different_kinds_of_gpu_cannot_stand_together() {
         compute_capability: "9.0".into(),
         memory_bytes: 80 << 30,
         driver_cuda_version: Some("13.0".into()),
+        ..Default::default()
     };
     let mut a = fixture();
     let mut b = fixture();

@@ -76,6 +76,7 @@ pub fn environment(ordinals: &[u32]) -> Vec<crate::env::GpuEnvironment> {
             compute_capability: g.compute_capability,
             memory_bytes: g.memory_bytes,
             driver_cuda_version: Some(version_string(d.version)),
+            ..Default::default()
         })
         .collect()
 }

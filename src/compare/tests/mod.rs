@@ -279,6 +279,7 @@ fn gpu_cases_on_another_kind_of_gpu_are_a_machine_mismatch() {
         compute_capability: "9.0".into(),
         memory_bytes: 80 << 30,
         driver_cuda_version: Some("13.0".into()),
+        ..Default::default()
     };
     let mut old = report(vec![timed("op", 1.0, 1)]);
     let mut new = report(vec![timed("op", 1.0, 2)]);

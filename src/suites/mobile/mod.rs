@@ -1,7 +1,8 @@
 //! The mobile and WebAssembly suite: work under device profiles (threads,
 //! ISA cap and memory budget imposed for real, clock and bandwidth not),
 //! sustained load, simulated thermal throttling, and kernels and memory
-//! patterns in real WebAssembly runtimes (the `wasm` backend).
+//! patterns in real WebAssembly runtimes (the `wasm` backend), and WGSL
+//! kernels on a WebGPU adapter (the `webgpu` backend).
 //!
 //! | benchmark | file |
 //! |---|---|
@@ -10,6 +11,7 @@
 //! | `adapt` (device adaptation: a search over levels, threads, batch) | `adapt.rs` |
 //! | `wasm_kernel` | `wasm_kernel.rs` |
 //! | `wasm_memory` | `wasm_memory.rs` |
+//! | `webgpu_kernel` (WGSL kernels on a WebGPU adapter, `--device webgpu`) | `webgpu_kernel.rs` |
 
 use crate::backend::DeviceKind;
 use crate::plan::{Case, ParamValue};
@@ -29,6 +31,7 @@ pub mod profile;
 mod thermal;
 mod wasm_kernel;
 mod wasm_memory;
+mod webgpu_kernel;
 
 /// Device profiles, sustained load, simulated throttling, WebAssembly.
 pub struct MobileSuite;
@@ -42,6 +45,7 @@ const BENCHMARKS: crate::suites::Benchmarks = &[
     ("adapt", adapt::prepare),
     ("wasm_kernel", |c, _| wasm_kernel::prepare(c)),
     ("wasm_memory", |c, _| wasm_memory::prepare(c)),
+    ("webgpu_kernel", |c, _| webgpu_kernel::prepare(c)),
 ];
 
 /// A non-negative number of seconds.
@@ -101,7 +105,7 @@ impl Suite for MobileSuite {
         "mobile"
     }
     fn describe(&self) -> &'static str {
-        "Mobile & WebAssembly: device profiles (emulated), sustained load, simulated throttling, wasm kernels and memory"
+        "Mobile & WebAssembly: device profiles (emulated), sustained load, simulated throttling, wasm kernels and memory, WebGPU kernels"
     }
     fn spec_toml(&self) -> &'static str {
         include_str!("../../../suites/mobile.toml")
@@ -112,6 +116,7 @@ impl Suite for MobileSuite {
     fn devices(&self, benchmark: &str) -> &'static [DeviceKind] {
         match benchmark {
             "wasm_kernel" | "wasm_memory" => &[DeviceKind::Wasm],
+            "webgpu_kernel" => &[DeviceKind::WebGpu],
             _ => crate::backend::CPU_ONLY,
         }
     }
@@ -128,8 +133,9 @@ impl Suite for MobileSuite {
             case.threads_request()
         }
     }
-    fn param_rule(&self, _benchmark: &str, key: &str) -> Option<ParamRule> {
+    fn param_rule(&self, benchmark: &str, key: &str) -> Option<ParamRule> {
         Some(match key {
+            "op" if benchmark == "webgpu_kernel" => ParamRule::OneOf(crate::backend::webgpu::OPS),
             "profile" => ParamRule::Check(profile::check_param),
             "powersave" => ParamRule::Int { min: 0, max: 2 },
             "threads" => ParamRule::Threads,

@@ -359,3 +359,44 @@ fn adaptation_with_unreachable_targets_skips_naming_each_rejection() {
         assert!(why.contains("O1 threads=1 batch=1") && why.contains("O3"), "{why}");
     }
 }
+
+/// webgpu_kernel on adapter 0: every op verifies and reports its phases
+/// and ratio where an adapter exists; elsewhere preparing is refused with
+/// the reason (the harness skips such cases before preparing them).
+#[test]
+fn webgpu_kernels_verify_or_say_why_not() {
+    let shapes = [("add", "n", i(1000)), ("gemm", "shape", s("64x32x72")), ("softmax", "rows", s("3x50"))];
+    let available = Device::WebGpu(0).availability();
+    for (op, key, size) in &shapes {
+        let c = case("webgpu_kernel", &[("op", s(op)), (key, size.clone())]).on(Device::WebGpu(0));
+        assert!(c.id.ends_with(",device=webgpu:0"), "{}", c.id);
+        let w = prepare_standalone(&MobileSuite, &c);
+        let mut w = match (&available, w) {
+            (Err(why), Err(e)) => {
+                eprintln!("{}: skipped: {why}", c.id);
+                assert!(e.to_string().contains(why.as_str()), "{e:#} vs {why}");
+                continue;
+            }
+            (Ok(()), Ok(w)) => w,
+            (a, w) => panic!("{}: availability {a:?} but prepare {:?}", c.id, w.err()),
+        };
+        let v = w.verify().unwrap();
+        assert!(v.passed, "{}: {} {}", c.id, v.reference, v.detail);
+        assert!(v.reference.contains("f64 reference"), "{}", v.reference);
+        w.run(3).unwrap();
+        let m = w.metrics();
+        for name in ["compile_ns", "upload_ns", "execute_ns", "readback_ns", "webgpu_native_ratio"] {
+            assert!(metric(&m, name) > 0.0, "{}: {name}", c.id);
+        }
+        let emulated = metric(&m, "cpu_emulated") == 1.0;
+        assert_eq!(v.reference.contains("CPU-emulated"), emulated, "{}", v.reference);
+    }
+    // On another device the benchmark says where it runs; an op without a
+    // WGSL kernel is refused by the suite's rule.
+    let cpu = case("webgpu_kernel", &[("op", s("add")), ("n", i(8))]);
+    assert!(prepare_standalone(&MobileSuite, &cpu).err().unwrap().to_string().contains("--device webgpu"));
+    match MobileSuite.param_rule("webgpu_kernel", "op") {
+        Some(ParamRule::OneOf(ops)) => assert_eq!(ops, crate::backend::webgpu::OPS),
+        _ => panic!("webgpu_kernel's op has no rule"),
+    }
+}

@@ -40,25 +40,31 @@ enum Native {
 }
 
 /// What one case computes: its inputs, the export's arguments, where the
-/// output lies and the reference.
-struct Problem {
+/// output lies and the reference (shared with `webgpu_kernel`, which runs
+/// the same inputs against the same reference and native code).
+pub(super) struct Problem {
     native_kind: Native,
     module: &'static str,
-    inputs: Vec<(usize, Vec<u8>)>,
+    /// Each input's offset in linear memory and its bytes, in argument order.
+    pub(super) inputs: Vec<(usize, Vec<u8>)>,
     args: Vec<Arg>,
     /// Output floats at this offset (`None`: the export returns the result).
     out: Option<(usize, usize)>,
-    want: Vec<f64>,
-    tolerance: (f64, f64),
-    throughput: Vec<Throughput>,
-    native: Box<dyn FnMut() + Send>,
+    /// The f64 reference of the output.
+    pub(super) want: Vec<f64>,
+    /// (absolute, relative) tolerance against `want`.
+    pub(super) tolerance: (f64, f64),
+    /// The work of one call.
+    pub(super) throughput: Vec<Throughput>,
+    /// tfbench's own code for the op, one call per invocation.
+    pub(super) native: Box<dyn FnMut() + Send>,
 }
 
 fn bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn f32s(b: &[u8]) -> Vec<f32> {
+pub(super) fn f32s(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
@@ -67,7 +73,7 @@ fn ptrs(v: &[usize]) -> Vec<Arg> {
 }
 
 /// Builds the problem of `op` at `dims`, inputs drawn from `seed`.
-fn problem(op: &str, dims: &[usize], seed: u64) -> Result<Problem> {
+pub(super) fn problem(op: &str, dims: &[usize], seed: u64) -> Result<Problem> {
     let uni = |n: usize, s: u64| crate::util::uniform(n, -1.0, 1.0, seed + s);
     let n = dims[0];
     Ok(match op {
@@ -173,9 +179,6 @@ fn problem(op: &str, dims: &[usize], seed: u64) -> Result<Problem> {
 
 fn gemm(dims: &[usize], uni: &dyn Fn(usize, u64) -> Vec<f32>) -> Result<Problem> {
     let (m, k, n) = (dims[0], dims[1], dims[2]);
-    if m % 4 != 0 || n % 8 != 0 {
-        bail!("gemm needs M a multiple of 4 and N of 8 (the SIMD form's 4x8 tile), got {m}x{k}x{n}");
-    }
     let (a, b) = (uni(m * k, 1), uni(k * n, 2));
     let mut want = vec![0f64; m * n];
     for i in 0..m {
@@ -296,6 +299,10 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
     if dims.len() != rank {
         bail!("case {}: {op} takes `{key}` of {rank} dimensions, got {}", case.id, dims.len());
     }
+    if op == "gemm" && (dims[0] % 4 != 0 || dims[2] % 8 != 0) {
+        let [m, k, n] = [dims[0], dims[1], dims[2]];
+        bail!("gemm needs M a multiple of 4 and N of 8 (the SIMD form's 4x8 tile), got {m}x{k}x{n}");
+    }
     let p = problem(&op, &dims, 47)?;
     let text = wasm::source(p.module).ok_or_else(|| anyhow::anyhow!("no kernel module {}", p.module))?;
     let mut inst = wasm::load(rt, &wasm::assemble(text)?)?;
@@ -311,7 +318,7 @@ pub fn prepare(case: &Case) -> Result<Box<dyn Workload>> {
 
 /// Per-call nanoseconds of `run(k)` (which runs k calls and returns the
 /// nanoseconds they took): the fastest of a few batches of about 20 ms.
-fn per_call(mut run: impl FnMut(u64) -> Result<f64>) -> Result<f64> {
+pub(super) fn per_call(mut run: impl FnMut(u64) -> Result<f64>) -> Result<f64> {
     let one = run(1)?.max(1.0);
     let k = ((2e7 / one) as u64).clamp(1, 100_000);
     let reps = if one > 1e8 { 1 } else { 3 };
