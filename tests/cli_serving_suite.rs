@@ -52,7 +52,8 @@ fn a_quick_run_verifies_every_scenario_and_reports_latencies_and_goodput() {
         assert!(timed >= 16.0 && timed % 16.0 == 0.0, "{id}: whole runs pooled, got {timed}");
         assert!((0.0..=1.0).contains(&m("goodput_share")), "{id}");
         // One iteration is one run: its tokens and requests as throughput units.
-        let kinds: Vec<&str> = c["throughput"].as_array().unwrap().iter().filter_map(|t| t["kind"].as_str()).collect();
+        let kinds: Vec<&str> =
+            c["throughput"].as_array().unwrap().iter().filter_map(|t| t["kind"].as_str()).collect();
         assert!(kinds.contains(&"tokens") && kinds.contains(&"items"), "{id}: {kinds:?}");
         assert!(c["samples"].as_array().unwrap().iter().all(|s| s["iterations"] == 1), "{id}");
         match scenario {
@@ -67,9 +68,17 @@ fn a_quick_run_verifies_every_scenario_and_reports_latencies_and_goodput() {
 fn bad_rates_and_unknown_scenarios_are_refused_before_anything_runs() {
     let dir = scratch("serving-bad-config");
     let bad: &[(&str, &str, &[&str])] = &[
-        ("qps.toml", "qps = [\"0x\"]", &["qps.toml:2:", "`qps`", "positive multiple of the offline capacity"]),
+        (
+            "qps.toml",
+            "qps = [\"0x\"]",
+            &["qps.toml:2:", "`qps`", "positive multiple of the offline capacity"],
+        ),
         ("neg.toml", "qps = [-3]", &["neg.toml:2:", "`qps`", "positive rate in requests/s"]),
-        ("scenario.toml", "scenario = [\"multi_stream\"]", &["scenario.toml:2:", "`scenario`", "valid: offline, single_stream, server"]),
+        (
+            "scenario.toml",
+            "scenario = [\"multi_stream\"]",
+            &["scenario.toml:2:", "`scenario`", "valid: offline, single_stream, server"],
+        ),
         ("slo.toml", "slo = [\"ttft:500\"]", &["slo.toml:2:", "`slo`", "no unit"]),
         ("model.toml", "model = [\"bert-tiny\"]", &["model.toml:2:", "`model`", "decoder"]),
     ];

@@ -189,7 +189,7 @@ pub fn parse_slo(s: &str) -> Result<(String, f64), String> {
         return Err(format!("`{key}` is not an SLO; valid: ttft, tpot, e2e"));
     }
     let v = value.trim();
-    let ms = crate::units::parse_duration_ms(v).map_err(|e| {
+    let ms = crate::util::parse_duration_ms(v).map_err(|e| {
         if e.contains("no unit") {
             format!("SLO `{s}` has no unit: write {key}:{v}ms (us, ms or s)")
         } else {

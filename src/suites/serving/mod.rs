@@ -122,7 +122,7 @@ pub(crate) fn parse_slo(v: &ParamValue) -> Result<Slo, String> {
     let mut slo = Slo::default();
     for part in s.split('+') {
         let Some((key, value)) = part.split_once(':') else { return Err(format!("`{part}`: {form}")) };
-        let ms = crate::units::parse_duration_ms(value).map_err(|e| format!("{e}; {form}"))?;
+        let ms = crate::util::parse_duration_ms(value).map_err(|e| format!("{e}; {form}"))?;
         let slot = match key.trim() {
             "ttft" => &mut slo.ttft_ms,
             "tpot" => &mut slo.tpot_ms,

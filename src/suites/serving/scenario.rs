@@ -94,8 +94,12 @@ fn build(case: &Case, ctx: &Context) -> Result<Scenario> {
         Ok(n)
     };
     let (n, max_batch) = (count("requests")?, count("max_batch")?);
-    let requests =
-        Requests { input_len: count("input_len")?, output_len: count("output_len")?, spread: SPREAD, seed: SEED };
+    let requests = Requests {
+        input_len: count("input_len")?,
+        output_len: count("output_len")?,
+        spread: SPREAD,
+        seed: SEED,
+    };
     requests.check()?;
     let model_name = case.str("model")?;
     let cfg = ModelConfig::preset(&model_name)?;
@@ -104,7 +108,10 @@ fn build(case: &Case, ctx: &Context) -> Result<Scenario> {
     }
     let positions = requests.max_positions();
     if positions > cfg.max_positions {
-        bail!("input_len/output_len need up to {positions} positions, over {model_name}'s {}", cfg.max_positions);
+        bail!(
+            "input_len/output_len need up to {positions} positions, over {model_name}'s {}",
+            cfg.max_positions
+        );
     }
     let threads = ctx.threads();
     let size = WorkspaceSize { batch: max_batch, tokens: 1, keys: positions, threads };
@@ -367,7 +374,8 @@ mod tests {
         if let Some(q) = qps {
             p.insert("qps".into(), s(q));
         }
-        for (k, v) in [("requests", 6), ("input_len", 8), ("output_len", 6), ("max_batch", 4), ("threads", 2)] {
+        for (k, v) in [("requests", 6), ("input_len", 8), ("output_len", 6), ("max_batch", 4), ("threads", 2)]
+        {
             p.insert(k.into(), ParamValue::Int(v));
         }
         p.insert("slo".into(), s("ttft:2s+tpot:200ms"));
