@@ -300,6 +300,11 @@ impl Workload for Scenario {
     fn after_sample(&mut self, measured: bool) -> Result<()> {
         self.recheck()?;
         let Some(log) = self.last.take() else { return Ok(()) };
+        // A copy prepared without `verify` (`ab` verifies a case once): its
+        // first run, checked in full by `recheck`, becomes the reference.
+        if self.reference.is_empty() {
+            self.reference = log.queries.iter().map(|q| q.token_ids.clone()).collect();
+        }
         if measured {
             self.pooled_s += log.duration_s;
             self.batch_sum += log.target["mean_batch"].as_f64().unwrap_or(0.0);
@@ -433,6 +438,15 @@ mod tests {
         s.differing = vec![0];
         let err = format!("{:#}", s.after_sample(true).unwrap_err());
         assert!(err.contains("tokens differ") && err.contains("token 2"), "{err}");
+        // Unverified (as `ab`'s later copies): the first run is checked in
+        // full against one-request decoding, then held as the reference.
+        let mut t = build(&c, &crate::suites::test_context(&c)).unwrap();
+        t.run(1).unwrap();
+        assert_eq!(t.differing.len(), 6);
+        t.after_sample(true).unwrap();
+        assert_eq!(t.reference.len(), 6);
+        t.run(1).unwrap();
+        t.after_sample(true).unwrap();
         for (scenario, qps, why) in
             [("server", None, "needs a `qps`"), ("offline", Some("0.5x"), "server scenario only")]
         {
