@@ -20,6 +20,11 @@ INJECT=${INJECT:-'tensor/unary/elements=1048576,op=exp$'}
 read -r -a extra <<<"${AB:-}"
 [ -x "$B" ] || { echo "no tfbench at $B: cargo build --release first" >&2; exit 2; }
 mkdir -p "$out"
+# A private copy: a rebuild of target/ during the runs must not swap the
+# binary under the later rounds' fresh workers.
+cp "$B" "$out/tfbench" && B="$out/tfbench"
+log0() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
+log0 "build: $("$B" --version), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), $(nproc) CPUs"
 log() { echo "[$(date -u +%H:%M:%S)] $*" >&2; }
 
 # One ab run of kind $1 (aa or p10), number $2: prints its exit status.

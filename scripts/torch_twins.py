@@ -178,7 +178,8 @@ def plan(case):
             if g["dims"] == 1:
                 raise Skip("layout=nhwc of a 1-D convolution: PyTorch has no channels-last format for 3-D tensors")
             memfmt = "channels_last" if g["dims"] == 2 else "channels_last_3d"
-        # Both algorithms' cases get PyTorch's convolution (oneDNN picks its own algorithm).
+        # Every algorithm's cases (im2col, direct, winograd) get PyTorch's convolution of the
+        # layer: the twin is the layer, not the algorithm (oneDNN picks its own).
         twin.update(g, call=f"F.conv{g['dims']}d", memory_format=memfmt)
     elif bench in ("pool", "adaptive_pool"):
         g = pool_geom(str(p["shape"]))

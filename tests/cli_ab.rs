@@ -45,13 +45,55 @@ fn change<'a>(v: &'a serde_json::Value, op: &str) -> &'a serde_json::Value {
 }
 
 #[test]
+fn undecided_cases_run_more_rounds_alone_and_decided_ones_do_not() {
+    // A band of 0.01% no interval fits inside: a case is decided only when
+    // significant beyond it, else it stays undecided and gets the extra
+    // rounds (12 / 3 = 4 at a time, up to --max-rounds 16).
+    let pairs = scratch("ab-extend").join("pairs.json");
+    let r =
+        ab(&["--noise-threshold", "0.01", "--max-rounds", "16", "--pairs-output", pairs.to_str().unwrap()]);
+    assert!(matches!(r.code, 0 | 1 | 4), "{}\n{}", r.stdout, r.stderr);
+    let v = json(&r);
+    let p = json_file(&pairs);
+    let mut extended = 0;
+    for c in p["cases"].as_array().unwrap() {
+        let rounds: std::collections::BTreeSet<u64> =
+            c["round"].as_array().unwrap().iter().filter_map(|r| r.as_u64()).collect();
+        let id = c["id"].as_str().unwrap();
+        let ch = v["changes"].as_array().unwrap().iter().find(|x| x["id"] == id).unwrap();
+        let verdict = ch["verdict"].as_str().unwrap();
+        if rounds.len() == 16 {
+            // Extended: judged at its second look's stricter level.
+            extended += 1;
+            assert_eq!(c["looks"], 2, "{c}");
+            assert!((ch["ratio"]["level"].as_f64().unwrap() - 0.975).abs() < 1e-9, "{ch}");
+        } else {
+            // Decided on the planned rounds: significant beyond the band.
+            assert_eq!(rounds.len(), 12, "{c}");
+            assert!(verdict == "regressed" || verdict == "improved", "{ch}");
+        }
+    }
+    let notes = v["notes"].to_string();
+    if extended > 0 {
+        assert!(
+            notes.contains(&format!(
+                "12 rounds, then 4 more for cases still undecided (4 for {extended} case(s)"
+            )),
+            "{notes}"
+        );
+    }
+}
+
+#[test]
 fn a_build_against_itself_shows_no_large_change() {
     // Two processes of one binary can differ by a few percent for their
     // whole life (memory layout, the core they got): each round has fresh
     // processes and the intervals rest on the spread between rounds, so the
     // default gate holds against the build itself.
     let pairs = scratch("ab-pairs").join("pairs.json");
-    let r = ab(&["--fail-on-regression", "--pairs-output", pairs.to_str().unwrap()]);
+    // `--max-rounds 12`: the planned rounds only (extra rounds for
+    // undecided cases have their own test below).
+    let r = ab(&["--fail-on-regression", "--max-rounds", "12", "--pairs-output", pairs.to_str().unwrap()]);
     // Never a regression (1) nor a failure (3) of the build against itself;
     // on a machine busy enough that too many rounds are set aside the gate
     // says it could not judge (4), which is not a pass and not a verdict.

@@ -36,7 +36,8 @@ fn quick_runs_of_both_suites_verify_and_attention_peaks_differ() {
     let (r, v) = suite_json("nn", "3", &["--max-time", "5", filter]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let cases = v["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 6, "{:?}", cases.iter().map(|c| &c["id"]).collect::<Vec<_>>());
+    // opbench_short by im2col and direct in both layouts, winograd in both.
+    assert_eq!(cases.len(), 8, "{:?}", cases.iter().map(|c| &c["id"]).collect::<Vec<_>>());
     for c in cases {
         assert_eq!(c["status"]["state"], "ok", "{}", c["id"]);
         assert_eq!(c["verification"]["passed"], true, "{}", c["id"]);
@@ -72,6 +73,25 @@ fn impossible_shapes_and_densities_are_refused_when_the_plan_is_built() {
     let cfg = write(&dir, "kernel.toml", "[suites.nn.benchmarks.conv]\nlayer = [\"1x3x4x4-k8x7x7\"]\n");
     let r = tfbench(&["run", "--suite", "nn", "--quick", "--no-probe", "--config", &cfg, "conv"]);
     assert_usage_error(&r, &["kernel.toml:2:", "larger than the padded input"]);
+    // An algorithm that cannot compute a layer, both set by the config: the
+    // value is refused with the rule. Setting only the layers leaves the
+    // suite file's winograd cases to the layers they apply to.
+    let cfg = write(
+        &dir,
+        "winograd.toml",
+        "[suites.nn.benchmarks.conv]\nlayer = [\"rn50_l3_1x1_b1\"]\nalgo = [\"im2col\", \"winograd\"]\n",
+    );
+    let r = tfbench(&["run", "--suite", "nn", "--quick", "--no-probe", "--config", &cfg, "conv"]);
+    assert_usage_error(&r, &["winograd.toml:3:", "algo", "layer rn50_l3_1x1_b1", "3x3 kernel, stride 1"]);
+    let cfg = write(
+        &dir,
+        "layers.toml",
+        "[suites.nn.benchmarks.conv]\nlayer = [\"rn50_l3_1x1_b1\", \"opbench_short\"]\n",
+    );
+    let r = tfbench(&["list", "--suite", "nn", "--config", &cfg, "conv/algo=winograd"]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("algo=winograd,layer=opbench_short,layout=nhwc"), "{}", r.stdout);
+    assert!(!r.stdout.contains("algo=winograd,layer=rn50_l3_1x1_b1"), "{}", r.stdout);
     let cfg = write(&dir, "density.toml", "[suites.sci.benchmarks.spmv]\ndensity = [1.5]\n");
     let r = tfbench(&["run", "--suite", "sci", "--quick", "--no-probe", "--config", &cfg, "spmv"]);
     assert_usage_error(&r, &["density.toml:2:", "density", "(0, 1]"]);

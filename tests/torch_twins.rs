@@ -118,6 +118,15 @@ fn every_case_gets_a_twin_of_tfbench_shape_or_a_reason() {
         (&json!("F.conv2d"), &json!([1, 64, 56, 56]), &json!([64, 64, 3, 3]))
     );
     assert_eq!((&t["padding"], &t["output"]), (&json!(1), &json!([1, 64, 56, 56])));
+    // The twin is the layer, not the algorithm: winograd's is im2col's.
+    for layout in ["nchw", "nhwc"] {
+        let twin = |algo: &str| {
+            find(&format!("nn/conv/algo={algo},layer=rn50_l3_3x3_b32,layout={layout},threads=all"))["twin"]
+                .clone()
+        };
+        assert_eq!(twin("winograd"), twin("im2col"), "{layout}");
+        assert_eq!(twin("winograd")["call"], json!("F.conv2d"));
+    }
     let t = &find("nn/conv/algo=direct,layer=r3d18_block,layout=nhwc,threads=all")["twin"];
     assert_eq!((&t["call"], &t["memory_format"]), (&json!("F.conv3d"), &json!("channels_last_3d")));
     let none =

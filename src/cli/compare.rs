@@ -148,6 +148,12 @@ pub struct AbArgs {
     /// the round of each pair) to FILE as JSON, for analysis elsewhere.
     #[arg(long, value_name = "FILE")]
     pub pairs_output: Option<PathBuf>,
+    /// Cases the rounds leave undecided (inconclusive, too few samples) run
+    /// more rounds, alone, until decided or N rounds in all; each later look
+    /// is judged at a stricter level (1 - (1 - level) / looks). N = the
+    /// rounds switches it off [default: twice the rounds].
+    #[arg(long, value_name = "N")]
+    pub max_rounds: Option<u32>,
     /// No progress output on stderr.
     #[arg(long, short = 'q')]
     pub quiet: bool,

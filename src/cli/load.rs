@@ -29,6 +29,16 @@ pub enum ApiKind {
     Chat,
 }
 
+/// How the engine's KV caches store keys and values (`--kv-cache`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KvCacheKind {
+    /// f32 keys and values (exact).
+    F32,
+    /// int8 codes with one f32 scale per token and head (mobile level O3's cache): about a third of
+    /// f32's bytes at a head width of 64, so the KV budget holds more requests.
+    Int8,
+}
+
 /// `tfbench load`.
 #[derive(Debug, Args)]
 pub struct LoadArgs {
@@ -119,6 +129,11 @@ pub struct LoadArgs {
     /// Engine: KV-cache budget of the running requests (MiB); requests beyond it wait.
     #[arg(long, value_name = "MIB", default_value_t = 1024.0, value_parser = positive, allow_negative_numbers = true)]
     pub kv_budget_mib: f64,
+    /// Engine: how each request's KV cache stores keys and values (the budget counts that
+    /// storage's bytes; the self-check decodes on the same storage). With --endpoint: the cache of
+    /// the reference the server's tokens are compared with.
+    #[arg(long, value_enum, value_name = "KIND", default_value_t = KvCacheKind::F32)]
+    pub kv_cache: KvCacheKind,
     /// Engine: worker threads [default: every logical CPU].
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub threads: Option<u32>,

@@ -52,6 +52,20 @@ pub fn avx2_path() -> bool {
     crate::isa::has_all(&super::simd::V3) && !crate::isa::has_all(&super::simd::V4)
 }
 
+/// What a map over a slice runs now, for `sysinfo --kernels`: this
+/// module's AVX2+FMA kernels where [`avx2_path`] holds, else the callers'
+/// plain loop as `simd_dispatch!` compiled it for the widest level the CPU
+/// (under the cap) allows: AVX-512, or the baseline x86-64 (SSE2) build.
+pub fn path_name() -> &'static str {
+    if avx2_path() {
+        "vmath avx2+fma (8 lanes)"
+    } else if crate::isa::has_all(&super::simd::V4) {
+        "plain loop, avx512 build (16 lanes)"
+    } else {
+        "plain loop, baseline build (sse2)"
+    }
+}
+
 /// `out[i] = op(x[i])` with the AVX2 kernels, 8 lanes at a time, the last
 /// `len % 8` values through the scalar function. Returns false, writing
 /// nothing, when the CPU (under the cap) lacks AVX2, FMA or F16C.

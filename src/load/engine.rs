@@ -14,7 +14,7 @@
 
 use super::{Event, Request, Target};
 use crate::model::generate::{self, PREFILL_CHUNK};
-use crate::model::transformer::{KvCache, Model, Workspace, WorkspaceSize};
+use crate::model::transformer::{KvCache, KvStorage, Model, Workspace, WorkspaceSize};
 use anyhow::Result;
 use serde_json::json;
 use std::collections::VecDeque;
@@ -35,6 +35,10 @@ pub struct EngineConfig {
     /// Positions (prompt + output) the workspaces (and a file model's
     /// rotary tables) are sized for: a request needing more is refused.
     pub max_positions: usize,
+    /// How each request's KV cache stores keys and values (f32, or int8
+    /// with one scale per token and head: `--kv-cache`); the budget counts
+    /// what that storage allocates.
+    pub kv: KvStorage,
 }
 
 /// Trace entries kept per run at most.
@@ -189,15 +193,15 @@ impl State {
         }
     }
 
-    fn kv_bytes(model: &Model, positions: usize) -> u64 {
-        model.cfg.kv_cache_bytes(1, positions, 4)
+    fn kv_bytes(kv: KvStorage, model: &Model, positions: usize) -> u64 {
+        kv.bytes(&model.cfg, 1, positions)
     }
 
     fn handle(&mut self, model: &Model, m: Msg) {
         match m {
             Msg::Job(req, events) => {
                 let need = req.ids.len() + req.max_tokens;
-                let bytes = Self::kv_bytes(model, need);
+                let bytes = Self::kv_bytes(self.cfg.kv, model, need);
                 if req.ids.is_empty() || req.max_tokens == 0 {
                     fail(&req, &events, "refused: empty prompt or no output asked".into());
                 } else if need > self.cfg.max_positions.min(model.cfg.max_positions) {
@@ -247,6 +251,7 @@ impl State {
             "max_batch": self.cfg.max_batch,
             "threads": self.cfg.threads,
             "kv_budget_bytes": self.cfg.kv_budget,
+            "kv_cache": self.cfg.kv.name(),
             "kv_peak_bytes": s.peak,
             "decode_steps": s.steps,
             "mean_batch": if s.steps > 0 { s.batch_sum as f64 / s.steps as f64 } else { 0.0 },
@@ -264,7 +269,7 @@ impl State {
     fn admit(&mut self, model: &Model) {
         while self.active.len() < self.cfg.max_batch.max(1) {
             let Some((req, _, counted)) = self.waiting.front_mut() else { return };
-            let bytes = Self::kv_bytes(model, req.ids.len() + req.max_tokens);
+            let bytes = Self::kv_bytes(self.cfg.kv, model, req.ids.len() + req.max_tokens);
             if self.kv_used + bytes > self.cfg.kv_budget {
                 if !*counted {
                     *counted = true;
@@ -280,7 +285,7 @@ impl State {
     fn prefill(&mut self, model: &Model, req: Request, events: Sender<Event>, bytes: u64) {
         let t = Instant::now();
         let n = req.ids.len();
-        let mut cache = KvCache::new(&model.cfg, 1, n + req.max_tokens);
+        let mut cache = KvCache::with_storage(&model.cfg, 1, n + req.max_tokens, self.cfg.kv);
         generate::feed(model, &mut self.pre_ws, &mut cache, &req.ids, 1, n, &mut self.chunk);
         let mut tok = [0u32];
         generate::greedy(&self.pre_ws, model.cfg.vocab, &mut tok);
@@ -373,18 +378,20 @@ pub struct SelfCheck {
     /// two tokens' logits within 1e-4 of the largest logit's magnitude:
     /// the batched products' rounding may pick either).
     pub near_ties: usize,
+    /// The KV-cache storage both sides decoded on (`f32`, `int8`).
+    pub kv_cache: &'static str,
 }
 
 /// The model runtime's own greedy generation of `n` tokens after `prompt`
-/// (one request, [`Model::decode`]), compared token by token with `got`;
-/// returns whether they matched, parted at a near-tie, or an error naming
-/// the first real difference.
-fn check_one(model: &Model, prompt: &[u32], got: &[u32]) -> Result<(usize, bool)> {
+/// (one request, [`Model::decode`], on a cache of `kv`), compared token by
+/// token with `got`; returns whether they matched, parted at a near-tie, or
+/// an error naming the first real difference.
+fn check_one(model: &Model, kv: KvStorage, prompt: &[u32], got: &[u32]) -> Result<(usize, bool)> {
     let (p, n, v) = (prompt.len(), got.len(), model.cfg.vocab);
     let threads = crate::backend::cpu::current_threads();
     let size = WorkspaceSize { batch: 1, tokens: p.clamp(1, PREFILL_CHUNK), keys: p + n, threads };
     let mut ws = Workspace::new(model, size);
-    let mut cache = KvCache::new(&model.cfg, 1, p + n);
+    let mut cache = KvCache::with_storage(&model.cfg, 1, p + n, kv);
     let mut chunk = Vec::with_capacity(PREFILL_CHUNK);
     generate::feed(model, &mut ws, &mut cache, prompt, 1, p, &mut chunk);
     for (i, &g) in got.iter().enumerate() {
@@ -408,12 +415,13 @@ fn check_one(model: &Model, prompt: &[u32], got: &[u32]) -> Result<(usize, bool)
 }
 
 /// Checks each `(prompt, engine tokens)` pair against the model runtime's
-/// one-request greedy generation (the workload's self-check).
-pub fn self_check(model: &Model, pairs: &[(&[u32], &[u32])]) -> Result<SelfCheck> {
-    let mut c = SelfCheck { requests: 0, tokens: 0, identical: 0, near_ties: 0 };
+/// one-request greedy generation on a KV cache of `kv`, the engine's (the
+/// workload's self-check).
+pub fn self_check(model: &Model, kv: KvStorage, pairs: &[(&[u32], &[u32])]) -> Result<SelfCheck> {
+    let mut c = SelfCheck { requests: 0, tokens: 0, identical: 0, near_ties: 0, kv_cache: kv.name() };
     for (i, (prompt, got)) in pairs.iter().enumerate() {
         let (n, tie) =
-            check_one(model, prompt, got).map_err(|e| anyhow::anyhow!("self-check, request {i}: {e}"))?;
+            check_one(model, kv, prompt, got).map_err(|e| anyhow::anyhow!("self-check, request {i}: {e}"))?;
         c.requests += 1;
         c.tokens += n;
         if tie {
@@ -445,11 +453,11 @@ pub struct TokenCheck {
 }
 
 /// [`self_check`] that counts differences instead of stopping at the first.
-pub fn compare_tokens(model: &Model, pairs: &[(&[u32], &[u32])]) -> TokenCheck {
+pub fn compare_tokens(model: &Model, kv: KvStorage, pairs: &[(&[u32], &[u32])]) -> TokenCheck {
     let mut c = TokenCheck::default();
     for (i, (prompt, got)) in pairs.iter().enumerate() {
         c.requests += 1;
-        match check_one(model, prompt, got) {
+        match check_one(model, kv, prompt, got) {
             Ok((n, tie)) => {
                 c.tokens += n;
                 if tie {
@@ -476,19 +484,21 @@ mod tests {
     use crate::model::config::ModelConfig;
     use crate::model::linear::DType;
 
-    fn engine(model: &Arc<Model>, max_batch: usize, kv_budget: u64) -> Engine {
-        let cfg = EngineConfig { max_batch, kv_budget, threads: 2, max_positions: 64 };
+    fn engine(model: &Arc<Model>, max_batch: usize, kv_budget: u64, kv: KvStorage) -> Engine {
+        let cfg = EngineConfig { max_batch, kv_budget, threads: 2, max_positions: 64, kv };
         Engine::start(model.clone(), cfg).unwrap()
     }
 
     /// Requests arriving together share decode steps (mean batch above 1),
-    /// and every request's tokens are the model's one-request greedy ones.
+    /// and every request's tokens are the model's one-request greedy ones,
+    /// on f32 and on int8 caches (each against one-request decoding on its own storage).
     #[test]
     fn batched_tokens_equal_one_request_greedy_generation() {
-        for name in ["gpt2-tiny", "llama-tiny"] {
+        let all = ["gpt2-tiny", "llama-tiny"].map(|n| [KvStorage::F32, KvStorage::Int8].map(|s| (n, s)));
+        for (name, kv) in all.into_iter().flatten() {
             let cfg = ModelConfig::preset(name).unwrap();
             let model = Arc::new(crate::model::weights::random_model(&cfg, DType::F32, 11).unwrap());
-            let mut e = engine(&model, 4, u64::MAX);
+            let mut e = engine(&model, 4, u64::MAX, kv);
             let w = Workload { input_len: 12, output_len: 10, spread: 0.5, seed: 4 };
             let mut make = |i| w.request(i, None, cfg.vocab).unwrap();
             let log = run(&mut e, &Mode::Open(vec![0.0; 8]), &mut make, 60.0);
@@ -500,14 +510,15 @@ mod tests {
             for (q, r) in log.queries.iter().zip(&reqs) {
                 assert_eq!(q.token_ids.len(), r.max_tokens);
             }
-            let c = self_check(&model, &pairs).unwrap();
+            let c = self_check(&model, kv, &pairs).unwrap();
             assert_eq!(c.requests, 8);
-            assert!(c.identical >= 6, "{name}: {c:?}");
+            assert!(c.identical >= 6, "{name} {kv:?}: {c:?}");
             assert!(log.target["mean_batch"].as_f64().unwrap() > 1.0, "{}", log.target);
+            assert_eq!(log.target["kv_cache"], kv.name());
             // A wrong token is caught.
             let mut bad = log.queries[0].token_ids.clone();
             bad[3] = (bad[3] + 1) % cfg.vocab as u32;
-            assert!(self_check(&model, &[(&reqs[0].ids, &bad)]).is_err());
+            assert!(self_check(&model, kv, &[(&reqs[0].ids, &bad)]).is_err());
         }
     }
 
@@ -519,7 +530,7 @@ mod tests {
         let model = Arc::new(crate::model::weights::random_model(&cfg, DType::F32, 1).unwrap());
         let w = Workload { input_len: 8, output_len: 8, spread: 0.0, seed: 1 };
         let budget = cfg.kv_cache_bytes(1, 16, 4) * 2;
-        let mut e = engine(&model, 8, budget);
+        let mut e = engine(&model, 8, budget, KvStorage::F32);
         let mut make = |i| w.request(i, None, cfg.vocab).unwrap();
         let log = run(&mut e, &Mode::Open(vec![0.0; 6]), &mut make, 60.0);
         assert!(log.queries.iter().all(|q| q.ok()), "{:?}", log.queries);
@@ -536,5 +547,25 @@ mod tests {
         let mut make = |i| big.request(i, None, cfg.vocab).unwrap();
         let log = run(&mut e, &Mode::Open(vec![0.0]), &mut make, 60.0);
         assert!(log.queries[0].error.as_deref().is_some_and(|r| r.contains("exceeds the budget")));
+    }
+
+    /// An int8 engine's budget counts an int8 cache's bytes: a budget of
+    /// three int8 caches, too small for three f32 ones, runs three requests
+    /// at once, and never more.
+    #[test]
+    fn the_budget_counts_the_int8_caches_bytes() {
+        let cfg = ModelConfig::preset("llama-tiny").unwrap();
+        let model = Arc::new(crate::model::weights::random_model(&cfg, DType::F32, 1).unwrap());
+        let w = Workload { input_len: 8, output_len: 8, spread: 0.0, seed: 1 };
+        let one = KvStorage::Int8.bytes(&cfg, 1, 16);
+        let budget = 3 * one;
+        assert!(budget < 3 * KvStorage::F32.bytes(&cfg, 1, 16), "an int8 cache of {one} B");
+        let mut e = engine(&model, 8, budget, KvStorage::Int8);
+        let mut make = |i| w.request(i, None, cfg.vocab).unwrap();
+        let log = run(&mut e, &Mode::Open(vec![0.0; 8]), &mut make, 60.0);
+        assert!(log.queries.iter().all(|q| q.ok()), "{:?}", log.queries);
+        let t = &log.target;
+        assert_eq!(t["kv_peak_bytes"].as_u64().unwrap(), budget, "{t}");
+        assert_eq!(t["kv_cache"], "int8");
     }
 }

@@ -11,8 +11,9 @@
 //! layer at a time, dequantized into a layer-sized f32 scratch (the cache's
 //! `k` and `v`): the memory held is the codes, the scales and that one layer.
 //!
-//! [`Model::decode`](super::transformer::Model::decode) takes either cache;
-//! `decode_ragged` (the serving engine's) takes f32 caches only.
+//! Both decode paths take either cache through one layer step (`decode.rs`):
+//! [`Model::decode`](super::transformer::Model::decode) and `decode_ragged`
+//! (the serving engine's, `tfbench load --kv-cache int8`).
 
 use super::config::ModelConfig;
 use super::transformer::scatter_heads;

@@ -7,12 +7,13 @@
 //! | file | what it holds |
 //! |---|---|
 //! | `config.rs` | the catalogue of shapes ([`config::ModelConfig`], presets) shared by the suites |
-//! | `transformer.rs` | one transformer configured by shape (BERT, GPT-2, LLaMA), its forward passes and KV-cache decode |
+//! | `transformer.rs` | one transformer configured by shape (BERT, GPT-2, LLaMA) and its encoder pass |
+//! | `decode.rs` | the decoder's step written once: `Model::decode` and the ragged batch share its layer step, the cache layout its one varying part |
 //! | `ops.rs`, `linear.rs` | attention, norms, activations, RoPE; linear layers over every weight storage |
 //! | `workspace.rs` | the buffers of a forward pass and the KV cache, sized once |
 //! | `lowbit.rs` | the int8 KV cache (one scale per token and head) and the W8A8 layers' model tests |
 //! | `generate.rs` | prefill in bounded chunks and greedy decoding on the CPU |
-//! | `ragged.rs` | one decode step of sequences at different positions (continuous batching) |
+//! | `ragged.rs` | one decode step of sequences at different positions (continuous batching), f32 or int8 caches |
 //! | `loader.rs`, `weights.rs` | a model from named tensors: seeded random or a BERT safetensors file; the memory plan |
 //! | `reference.rs` | the independent f64 forward pass results are checked against |
 //! | `steps.rs` | per-step latencies (time to first token, time per output token) |
@@ -27,6 +28,8 @@
 pub mod config;
 #[cfg(all(feature = "cuda", feature = "models"))]
 pub mod cuda;
+#[cfg(feature = "models")]
+pub mod decode;
 #[cfg(feature = "models")]
 pub mod generate;
 #[cfg(feature = "models")]

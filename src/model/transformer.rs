@@ -10,15 +10,17 @@
 //! the same GEMMs, never a loop over sequences). Buffers live in a
 //! [`Workspace`] sized once (`workspace.rs`, with the KV cache), so the timed
 //! loop does not allocate; `loader.rs` builds a model from named tensors.
+//! The encoder pass is here; the decoder's step (`Model::decode`, and the
+//! ragged batch's through the same layer step) is in `decode.rs`.
 
-use super::linear::{DType, Linear, LinearScratch, Weights};
+use super::linear::{DType, Linear, Weights};
 use super::ops::{self, AttnShape, Rope};
 use crate::kernels::quant::w4a8::ActQuant;
 use crate::model::config::ModelConfig;
 use rayon::prelude::*;
 
 pub use super::loader::{Getter, Tensor};
-pub use super::workspace::{KvCache, Workspace, WorkspaceSize};
+pub use super::workspace::{KvCache, KvStorage, Workspace, WorkspaceSize};
 
 /// LayerNorm (with bias) or RMSNorm (without) weights.
 pub struct Norm {
@@ -188,7 +190,9 @@ impl Model {
         2.0 * per as f64 * tokens as f64
     }
 
-    fn embed(&self, ws: &mut Workspace, ids: &[u32], n: usize, start: usize) {
+    /// Token rows into `ws.x` (scaled where the variant scales them), plus
+    /// the learned position of row `r` at `pos(r)` and BERT's segment 0.
+    pub(super) fn embed(&self, ws: &mut Workspace, ids: &[u32], pos: impl Fn(usize) -> usize) {
         let h = self.cfg.hidden;
         for (r, &id) in ids.iter().enumerate() {
             let row = &mut ws.x[r * h..(r + 1) * h];
@@ -198,8 +202,8 @@ impl Model {
                 row.iter_mut().for_each(|v| *v *= scale);
             }
             if let Some(p) = &self.positions {
-                let pos = start + r % n;
-                ops::add_into(row, &p[pos * h..(pos + 1) * h]);
+                let at = pos(r);
+                ops::add_into(row, &p[at * h..(at + 1) * h]);
             }
             if let Some(t) = &self.types {
                 ops::add_into(row, &t[..h]);
@@ -216,7 +220,7 @@ impl Model {
         let (h, rows, t) = (cfg.hidden, batch * seq, ws.threads);
         assert!(rows <= ws.rows && ids.len() == rows && mask.len() == rows, "encode: workspace too small");
         let (hd, kvd) = (cfg.head_dim(), cfg.kv_heads * cfg.head_dim());
-        self.embed(ws, ids, seq, 0);
+        self.embed(ws, ids, |r| r % seq);
         if let Some(nm) = &self.emb_norm {
             ops::layer_norm(&mut ws.x[..rows * h], &nm.w, nm.b.as_deref().unwrap_or(&[]), cfg.norm_eps);
         }
@@ -286,153 +290,6 @@ impl Model {
             p.forward(t, &ws.last[..batch * h], batch, &mut ws.pooled[..batch * h], &mut ws.lin);
             ws.pooled[..batch * h].iter_mut().for_each(|v| *v = v.tanh());
         }
-    }
-
-    /// Decoder forward of `n` new tokens per sequence (`ids` `[batch*n]`) at
-    /// positions `cache.len..cache.len+n`, appending to the cache. Logits of
-    /// each sequence's last new position go to `ws.logits`; with
-    /// `all_logits`, the logits of every new position are also returned
-    /// (verification only: that path allocates).
-    pub fn decode(
-        &self,
-        ws: &mut Workspace,
-        cache: &mut KvCache,
-        ids: &[u32],
-        n: usize,
-        all_logits: bool,
-    ) -> Option<Vec<f32>> {
-        let cfg = &self.cfg;
-        let batch = cache.batch;
-        let (h, rows, t, past) = (cfg.hidden, batch * n, ws.threads, cache.len);
-        assert!(rows <= ws.rows && ids.len() == rows, "decode: workspace too small");
-        assert!(
-            past + n <= cache.capacity,
-            "decode: cache holds {} positions, asked for {}",
-            cache.capacity,
-            past + n
-        );
-        let (hd, kvd, f, qd) = (cfg.head_dim(), cfg.kv_heads * cfg.head_dim(), cfg.ffn, cfg.q_dim());
-        self.embed(ws, ids, n, past);
-        let shape = AttnShape {
-            batch,
-            heads: cfg.heads,
-            kv_heads: cfg.kv_heads,
-            head_dim: hd,
-            queries: n,
-            keys: past + n,
-            capacity: cache.capacity,
-            causal: true,
-            window: 0,
-        };
-        let norm = |nm: &Norm, x: &[f32], out: &mut [f32]| match &nm.b {
-            Some(b) => ops::layer_norm_into(x, out, &nm.w, b, cfg.norm_eps),
-            None => ops::rms_norm_into(x, out, &nm.w, cfg.norm_eps),
-        };
-        for (l, blk) in self.blocks.iter().enumerate() {
-            norm(&blk.n1, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
-            let xn = &ws.xn[..rows * h];
-            let qkv: &mut [(&Linear, &mut [f32])] = &mut [
-                (&blk.q, &mut ws.q[..rows * qd]),
-                (&blk.k, &mut ws.k[..rows * kvd]),
-                (&blk.v, &mut ws.v[..rows * kvd]),
-            ];
-            Linear::forward_many(t, xn, rows, qkv, &mut ws.lin);
-            if let Some((qn, kn)) = &blk.qk_norm {
-                ops::rms_norm(&mut ws.q[..rows * qd], &qn.w, cfg.norm_eps);
-                ops::rms_norm(&mut ws.k[..rows * kvd], &kn.w, cfg.norm_eps);
-            }
-            let windowed = cfg.variant.windowed(l);
-            let rope =
-                if windowed { self.rope_window.as_ref().or(self.rope.as_ref()) } else { self.rope.as_ref() };
-            if let Some(rope) = rope {
-                rope.apply(&mut ws.q[..rows * qd], qd, |r| past + r % n);
-                rope.apply(&mut ws.k[..rows * kvd], kvd, |r| past + r % n);
-            }
-            // The new keys and values into the cache; layer l's keys and
-            // values as attention reads them (f32, or an int8 cache's dequantized).
-            let (kc, vc) = cache.store_layer(l, &ws.k[..rows * kvd], &ws.v[..rows * kvd], n, past);
-            let shape = AttnShape { window: if windowed { cfg.variant.window } else { 0 }, ..shape };
-            ops::attention(shape, &ws.q[..rows * qd], kc, vc, None, &mut ws.att[..rows * qd], &mut ws.attn);
-            let post = blk.post_norms.as_ref();
-            self.residual(ws, &blk.o, Input::Att, rows, post.map(|p| &p.0));
-            norm(&blk.n2, &ws.x[..rows * h], &mut ws.xn[..rows * h]);
-            let xn = &ws.xn[..rows * h];
-            match &blk.gate {
-                Some(g) => {
-                    let gate_up: &mut [(&Linear, &mut [f32])] =
-                        &mut [(&blk.up, &mut ws.f2[..rows * f]), (g, &mut ws.f1[..rows * f])];
-                    Linear::forward_many(t, xn, rows, gate_up, &mut ws.lin);
-                    if cfg.variant.gelu_gate {
-                        ops::geglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
-                    } else {
-                        ops::swiglu(&mut ws.f1[..rows * f], &ws.f2[..rows * f], f);
-                    }
-                }
-                None => {
-                    blk.up.forward(t, xn, rows, &mut ws.f1[..rows * f], &mut ws.lin);
-                    ops::gelu_tanh(&mut ws.f1[..rows * f], f)
-                }
-            }
-            self.residual(ws, &blk.down, Input::Ffn, rows, post.map(|p| &p.1));
-        }
-        cache.len += n;
-        let head = self.lm_head.as_ref().unwrap_or(&self.tokens);
-        let fnorm = self.final_norm.as_ref().expect("decoders have a final norm");
-        // Only the last position of each sequence feeds the LM head: a
-        // generator never needs the others.
-        for b in 0..batch {
-            let r = b * n + n - 1;
-            ws.tmp[b * h..(b + 1) * h].copy_from_slice(&ws.x[r * h..(r + 1) * h]);
-        }
-        norm(fnorm, &ws.tmp[..batch * h], &mut ws.last[..batch * h]);
-        head.forward(t, &ws.last[..batch * h], batch, &mut ws.logits[..batch * cfg.vocab], &mut ws.lin);
-        softcap(&mut ws.logits[..batch * cfg.vocab], cfg.variant.final_softcap);
-        all_logits.then(|| {
-            let mut normed = vec![0.0; rows * h];
-            norm(fnorm, &ws.x[..rows * h], &mut normed);
-            let mut out = vec![0.0; rows * cfg.vocab];
-            let mut scratch =
-                LinearScratch::new(t, rows, h.max(cfg.vocab), h.max(cfg.vocab), self.dtype.needs_scratch());
-            head.forward(t, &normed, rows, &mut out, &mut scratch);
-            softcap(&mut out, cfg.variant.final_softcap);
-            out
-        })
-    }
-
-    /// `x += proj(input)`, the projection's output first RMS-normed by
-    /// `post` where the block has post-norms (gemma3).
-    fn residual(&self, ws: &mut Workspace, proj: &Linear, input: Input, rows: usize, post: Option<&Norm>) {
-        let (h, t) = (self.cfg.hidden, ws.threads);
-        let x_in = match input {
-            Input::Att => &ws.att[..rows * proj.inp],
-            Input::Ffn => &ws.f1[..rows * proj.inp],
-        };
-        match post {
-            None => {
-                proj.forward_add(t, x_in, rows, &mut ws.x[..rows * h], &mut ws.tmp[..rows * h], &mut ws.lin)
-            }
-            Some(nm) => {
-                proj.forward(t, x_in, rows, &mut ws.tmp[..rows * h], &mut ws.lin);
-                ops::rms_norm_into(&ws.tmp[..rows * h], &mut ws.xn[..rows * h], &nm.w, self.cfg.norm_eps);
-                ops::add_into(&mut ws.x[..rows * h], &ws.xn[..rows * h]);
-            }
-        }
-    }
-}
-
-/// Which workspace buffer feeds a residual projection.
-#[derive(Clone, Copy)]
-enum Input {
-    /// Attention's output (`ws.att`), into the output projection.
-    Att,
-    /// The FFN's activations (`ws.f1`), into the down projection.
-    Ffn,
-}
-
-/// Gemma's final logit soft-capping, `c * tanh(x / c)` (nothing for `c = 0`).
-fn softcap(x: &mut [f32], c: f32) {
-    if c > 0.0 {
-        x.iter_mut().for_each(|v| *v = c * (*v / c).tanh());
     }
 }
 

@@ -128,6 +128,36 @@ impl Workspace {
     }
 }
 
+/// How a [`KvCache`] stores keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvStorage {
+    /// f32 values ([`KvCache::new`]).
+    #[default]
+    F32,
+    /// int8 codes with one f32 scale per token and head
+    /// ([`KvCache::new_int8`], `lowbit.rs`).
+    Int8,
+}
+
+impl KvStorage {
+    /// `f32` or `int8`, as `--kv-cache` and the reports spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::Int8 => "int8",
+        }
+    }
+
+    /// Bytes a cache of this storage for `batch` sequences of up to
+    /// `capacity` positions allocates ([`KvCache::bytes`]).
+    pub fn bytes(self, cfg: &ModelConfig, batch: usize, capacity: usize) -> u64 {
+        match self {
+            Self::F32 => cfg.kv_cache_bytes(batch, capacity, 4),
+            Self::Int8 => super::lowbit::int8_kv_bytes(cfg, batch, capacity),
+        }
+    }
+}
+
 /// Keys and values of every layer, head-major `[layer][batch][kv_heads][capacity][head_dim]`:
 /// f32 ([`KvCache::new`]), or int8 codes with one scale per token and head
 /// ([`KvCache::new_int8`], `lowbit.rs`), when `k` and `v` hold one layer's
@@ -160,6 +190,20 @@ impl KvCache {
             len: 0,
             int8: None,
         }
+    }
+
+    /// An empty cache of `storage` for `batch` sequences of up to
+    /// `capacity` positions ([`KvStorage::bytes`] of memory).
+    pub fn with_storage(cfg: &ModelConfig, batch: usize, capacity: usize, storage: KvStorage) -> Self {
+        match storage {
+            KvStorage::F32 => Self::new(cfg, batch, capacity),
+            KvStorage::Int8 => Self::new_int8(cfg, batch, capacity),
+        }
+    }
+
+    /// How this cache stores keys and values.
+    pub fn storage(&self) -> KvStorage {
+        if self.int8.is_some() { KvStorage::Int8 } else { KvStorage::F32 }
     }
 
     /// Bytes held (an int8 cache: codes, scales and one layer's f32 scratch).

@@ -61,6 +61,16 @@ pub trait Suite: Sync {
     fn param_rule(&self, _benchmark: &str, _key: &str) -> Option<ParamRule> {
         None
     }
+    /// Whether the parameters of `case` work together, each value having
+    /// passed [`Suite::param_rule`] alone: `Err((key, why))` names the
+    /// parameter whose value cannot apply with the others (the nn suite's
+    /// `algo=winograd` on a 1x1 layer). The plan drops such a case when
+    /// `key` has the built-in suite file's values (its grids pair them only
+    /// where they apply), and refuses the run, at the value, when a config
+    /// sets `key`. `Ok` (the default) for every case.
+    fn check_case(&self, _case: &Case) -> Result<(), (&'static str, String)> {
+        Ok(())
+    }
     /// Performance targets this suite's results can be checked against
     /// (reported with the run, never used to fail it).
     fn targets(&self) -> Vec<TargetSpec> {

@@ -15,7 +15,10 @@
 //!
 //! Rounds: `--rounds N`, else at least [`DEFAULT_ROUNDS`], which then share
 //! the profile's time (its rounds x its per-round times, per build), so `ab`
-//! costs about twice one `run` whatever the number of rounds.
+//! costs about twice one `run` whatever the number of rounds. Cases those
+//! rounds leave undecided then run more rounds, alone, up to `--max-rounds`
+//! (twice the rounds by default), each later look judged at a stricter
+//! level ([`rounds`]).
 //!
 //! Protocol ([`PROTOCOL`]): the worker greets with [`Hello`]; then each
 //! [`protocol::Request`] gets one [`protocol::Reply`]. A build that does not speak it (built
@@ -27,15 +30,15 @@ use crate::cli::AbArgs;
 use crate::compare::{self, paired::PairedCase};
 use crate::config::Settings;
 use anyhow::{Result, bail};
-use pairing::{CaseRound, CaseRun, RoundShare, pair_case, warm_up};
 use process::{Spent, Worker, check_executable, parse_env};
-use rand::seq::SliceRandom;
+use rounds::{Rounds, Timing};
 use std::time::Instant;
 
 mod counted;
 mod pairing;
 mod process;
 pub(crate) mod protocol;
+mod rounds;
 pub(crate) mod worker;
 
 pub use protocol::{Hello, PROTOCOL};
@@ -125,21 +128,17 @@ pub fn ab(args: &AbArgs) -> Result<Outcome> {
     check_pairable(&hb, &hh)?;
     let rounds = args.plan.timing.rounds.unwrap_or(hb.rounds.max(DEFAULT_ROUNDS)).max(1);
     let min_sample_ns = crate::harness::timer::calibrate().min_sample_ns();
+    let max_rounds = args.max_rounds.unwrap_or(2 * rounds).max(rounds);
     let mut spent = Spent::default();
-    let timing = Timing { rounds, seed, min_sample_ns, threads };
-    let (tallies, reasons) = measure_rounds(args, (base, head), &hb, &timing, &mut spent, &start)?;
+    let runner = Rounds { args, hb: &hb, t: Timing { rounds, seed, min_sample_ns, threads }, start: &start };
+    let mut tl = runner.tallies();
+    runner.run(Some((base, head)), rounds, None, &mut tl, &mut spent)?;
+    runner.extend(max_rounds, &opts, &mut tl, &mut spent)?;
     let wall = started.elapsed();
     let sides = Sides { base: &hb, head: &hh };
-    let c = judge(args, sides, tallies, reasons, &opts, (rounds, spent.describe(wall)))?;
+    let how = tl.describe(rounds);
+    let c = judge(args, sides, tl.cases, tl.reasons, &opts, (&how, tl.next_round, spent.describe(wall)))?;
     super::emit_comparison(&c, args.format, args.output.as_deref(), &args.gate)
-}
-
-/// How the rounds are timed.
-struct Timing {
-    rounds: u32,
-    seed: u64,
-    min_sample_ns: f64,
-    threads: usize,
 }
 
 /// What each build said when it started.
@@ -147,101 +146,6 @@ struct Timing {
 struct Sides<'a> {
     base: &'a Hello,
     head: &'a Hello,
-}
-
-/// Runs `t.rounds` rounds of every case, each round with a fresh pair of
-/// workers (started by `start`, in alternating order) and its own case
-/// order; stops the last workers; returns each case's tally and the notes
-/// of skipped and failed cases.
-fn measure_rounds(
-    args: &AbArgs,
-    (mut base, mut head): (Worker, Worker),
-    hb: &Hello,
-    t: &Timing,
-    spent: &mut Spent,
-    start: &dyn Fn(&'static str) -> Result<Worker>,
-) -> Result<(Vec<Tally>, Vec<String>)> {
-    let Timing { rounds, seed, min_sample_ns, threads } = *t;
-    let mut tallies: Vec<Tally> = hb
-        .cases
-        .iter()
-        .map(|(id, _)| {
-            Tally::Pairs(PairedCase {
-                id: id.clone(),
-                base: Vec::new(),
-                head: Vec::new(),
-                round: Vec::new(),
-                load: Vec::new(),
-                suspect: Vec::new(),
-            })
-        })
-        .collect();
-    // Per case, the slower build's per-iteration time in its last round:
-    // later rounds reuse it to warm up briefly.
-    let mut seen: Vec<Option<f64>> = vec![None; hb.cases.len()];
-    let mut reasons: Vec<String> = Vec::new();
-    let total = hb.cases.len() * rounds as usize;
-    let mut done = 0;
-    for round in 0..rounds {
-        if round > 0 {
-            // A fresh pair of processes, started in alternating order.
-            *spent += base.quit();
-            *spent += head.quit();
-            if round % 2 == 1 {
-                head = start("head")?;
-                base = start("base")?;
-            } else {
-                base = start("base")?;
-                head = start("head")?;
-            }
-            if base.hello.cases != hb.cases || head.hello.cases != hb.cases {
-                bail!("a build planned other cases in round {}: its plan is not deterministic", round + 1);
-            }
-        }
-        // Every round in its own order, so no case always follows the same
-        // neighbour (its caches, its threads' wake-up).
-        let mut order: Vec<usize> = (0..hb.cases.len()).collect();
-        order.shuffle(&mut crate::util::rng(seed.wrapping_add(u64::from(round))));
-        for ci in order {
-            let (id, suite) = &hb.cases[ci];
-            done += 1;
-            let Tally::Pairs(case) = &mut tallies[ci] else { continue };
-            if !args.quiet {
-                eprintln!("[{done}/{total}] round {}/{rounds}: {id}", round + 1);
-            }
-            let share =
-                RoundShare::new(&hb.settings.get(suite).cloned().unwrap_or_default(), hb.rounds, rounds);
-            // Round 0 verified every case still in the running, in both builds.
-            let verified = round > 0;
-            // Later rounds warm up briefly (see `pairing::warm_up`).
-            let share = RoundShare { warm_up: warm_up(&share, seen[ci]), ..share };
-            let ask =
-                CaseRound { id, share, round, parity: round as usize + ci, min_sample_ns, verified, threads };
-            match pair_case(&mut base, &mut head, &ask)? {
-                CaseRun::Pairs(p) => {
-                    seen[ci] = Some(p.per_iter);
-                    case.round.extend(std::iter::repeat_n(round, p.base.len()));
-                    case.base.extend(p.base);
-                    case.head.extend(p.head);
-                    case.load.extend(p.load);
-                    case.suspect.extend(p.suspect.map(|why| (round, why)));
-                }
-                CaseRun::Skipped(why) => {
-                    reasons.push(format!("{id}: skipped: {why}"));
-                    tallies[ci] = Tally::Skipped;
-                }
-                CaseRun::Failed(side, why) => {
-                    eprintln!("{id}: FAILED ({}): {why}", side.describe());
-                    reasons.push(format!("{id}: {}: {why}", side.describe()));
-                    tallies[ci] =
-                        Tally::Failed(crate::compare::gate::FailedCase { id: id.clone(), side, reason: why });
-                }
-            }
-        }
-    }
-    *spent += base.quit();
-    *spent += head.quit();
-    Ok((tallies, reasons))
 }
 
 /// The paired comparison of the tallies, with the notes of injected
@@ -253,7 +157,7 @@ fn judge(
     tallies: Vec<Tally>,
     reasons: Vec<String>,
     opts: &compare::CompareOptions,
-    (rounds, spent): (u32, String),
+    (how, rounds, spent): (&str, u32, String),
 ) -> Result<compare::Comparison> {
     let mut cases = Vec::new();
     let (mut failed, mut skipped) = (Vec::new(), Vec::new());
@@ -285,7 +189,7 @@ fn judge(
     }
     c.notes.extend(reasons);
     c.notes.push(format!(
-        "{} (head) against {} (base); {rounds} rounds, each with fresh worker processes (each build verified every case in the first round; later rounds run the same binaries on the same seeded inputs); {}",
+        "{} (head) against {} (base); {how}, each with fresh worker processes (each build verified every case in the first round; later rounds run the same binaries on the same seeded inputs); {}",
         hh.build,
         hb.build,
         spent

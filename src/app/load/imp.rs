@@ -3,7 +3,7 @@
 //! self-check the engine's tokens, report.
 
 use super::Outcome;
-use crate::cli::load::{ApiKind, LoadArgs, Scenario};
+use crate::cli::load::{ApiKind, KvCacheKind, LoadArgs, Scenario};
 use crate::load::driver::{self, Mode, RunLog};
 use crate::load::engine::{Engine, EngineConfig, SelfCheck};
 use crate::load::http::{Api, Endpoint, HttpTarget};
@@ -13,7 +13,7 @@ use crate::load::workload::{Tokenize, Workload};
 use crate::load::{Request, Target, schedule, search};
 use crate::model::config::{Arch, ModelConfig};
 use crate::model::tokenizer::FileTokenizer;
-use crate::model::transformer::Model;
+use crate::model::transformer::{KvStorage, Model};
 use anyhow::{Context, Result, bail};
 use serde::Serialize;
 use std::sync::Arc;
@@ -177,13 +177,25 @@ pub(super) fn build(a: &LoadArgs, s: &Settings) -> Result<Setup> {
     }
     let model = Arc::new(model.context("no model to serve")?);
     let kv_budget = (a.kv_budget_mib * 1048576.0) as u64;
-    let cfg = EngineConfig { max_batch: a.max_batch as usize, kv_budget, threads, max_positions: positions };
+    let kv = kv_storage(a);
+    let cfg =
+        EngineConfig { max_batch: a.max_batch as usize, kv_budget, threads, max_positions: positions, kv };
     let label = format!(
-        "tfbench engine: {name}, {threads} threads, batch up to {}, KV budget {} MiB",
-        a.max_batch, a.kv_budget_mib
+        "tfbench engine: {name}, {threads} threads, batch up to {}, KV budget {} MiB ({} cache)",
+        a.max_batch,
+        a.kv_budget_mib,
+        kv.name()
     );
     let engine = Engine::start(model.clone(), cfg.clone())?;
     Ok(Setup { target: Box::new(engine), model: Some(model), tokenizer, vocab, label, engine: Some(cfg) })
+}
+
+/// The model runtime's storage for `--kv-cache`.
+pub(super) fn kv_storage(a: &LoadArgs) -> KvStorage {
+    match a.kv_cache {
+        KvCacheKind::F32 => KvStorage::F32,
+        KvCacheKind::Int8 => KvStorage::Int8,
+    }
 }
 
 /// One run of the scenario.
@@ -339,7 +351,8 @@ pub fn load(a: &LoadArgs) -> Result<Outcome> {
         "qps": a.qps, "find_peak": a.find_peak, "duration_s": s.duration, "queries": s.queries,
         "burstiness": a.burstiness, "streams": a.streams, "bounds": s.bounds, "goodput": s.slo,
         "input_len": a.input_len, "output_len": a.output_len, "len_spread": a.len_spread,
-        "max_batch": a.max_batch, "kv_budget_mib": a.kv_budget_mib, "threads": a.threads,
+        "max_batch": a.max_batch, "kv_budget_mib": a.kv_budget_mib, "kv_cache": kv_storage(a).name(),
+        "threads": a.threads,
         "timeout_s": a.timeout, "seed": a.seed, "search_tolerance_pct": a.search_tolerance,
         "search_steps": s.steps, "quick": a.quick, "memory_pressure": a.memory_pressure,
         "prompt_ids": a.prompt_ids,
@@ -383,7 +396,8 @@ pub fn load(a: &LoadArgs) -> Result<Outcome> {
 /// The engine's tokens against one-request greedy generation (`None`
 /// for an HTTP target): the last run's first `--check` completed requests
 /// are replayed through a fresh engine with exact f32 activations, and
-/// compared with the model runtime's one-request generation, also exact.
+/// compared with the model runtime's one-request generation, also exact,
+/// on the engine's KV-cache storage (an int8 engine against int8 decoding).
 /// (With int8 activations, the kernels' one-token path and their
 /// several-token path round differently, so batched and one-request
 /// tokens may part anywhere; exact activations leave the batching alone
@@ -410,9 +424,9 @@ fn replay_check(
     let ok = last.log.queries.iter().filter(|q| q.ok()).take(a.check as usize);
     let reqs = ok.map(|q| s.workload.request(q.id, tok, vocab)).collect::<Result<Vec<_>>>()?;
     Arc::get_mut(&mut model).context("the engine still holds the model")?.set_int8_activations(false);
-    let threads = cfg.threads;
+    let (threads, kv) = (cfg.threads, cfg.kv);
     let got = crate::load::engine::replay(model.clone(), cfg, &reqs, a.timeout)?;
     let pairs: Vec<(&[u32], &[u32])> = reqs.iter().zip(&got).map(|(r, t)| (&r.ids[..], &t[..])).collect();
     let ctx = crate::backend::cpu::Context::new(crate::backend::cpu::Threads::Exactly(threads))?;
-    ctx.install(|| crate::load::engine::self_check(&model, &pairs))
+    ctx.install(|| crate::load::engine::self_check(&model, kv, &pairs))
 }

@@ -68,7 +68,7 @@ pub(super) fn serve(a: &LoadArgs, s: &Settings, addr: &str) -> Result<Outcome> {
 
 /// The server's streamed token ids of the last run's first `--check`
 /// completed requests against the model runtime's one-request greedy
-/// generation with exact f32 activations (`None` where the server sent no
+/// generation with exact f32 activations, on a `--kv-cache` cache (`None` where the server sent no
 /// ids, as llama-server does not, or `--check 0`). The model is built here
 /// from the same --model file or --preset and --seed as the server's.
 pub(super) fn server_tokens(
@@ -110,5 +110,6 @@ pub(super) fn server_tokens(
         reqs.iter().zip(&done).map(|(r, q)| (&r.ids[..], &q.token_ids[..])).collect();
     let threads = a.threads.map_or_else(crate::backend::cpu::run_threads, |t| t as usize);
     let ctx = crate::backend::cpu::Context::new(crate::backend::cpu::Threads::Exactly(threads))?;
-    Ok(Some(ctx.install(|| compare_tokens(&model, &pairs))))
+    let kv = super::imp::kv_storage(a);
+    Ok(Some(ctx.install(|| compare_tokens(&model, kv, &pairs))))
 }

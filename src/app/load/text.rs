@@ -128,8 +128,8 @@ pub fn render(res: &Results) -> String {
     if let Some(c) = &res.self_check {
         let _ = writeln!(
             out,
-            "self-check (replayed with exact f32 activations): {} request(s), {} tokens: {} identical to one-request greedy generation, {} parted at a near-tie",
-            c.requests, c.tokens, c.identical, c.near_ties
+            "self-check (replayed with exact f32 activations, {} KV cache): {} request(s), {} tokens: {} identical to one-request greedy generation, {} parted at a near-tie",
+            c.kv_cache, c.requests, c.tokens, c.identical, c.near_ties
         );
     }
     if let Some(c) = &res.server_tokens {

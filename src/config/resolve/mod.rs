@@ -158,10 +158,11 @@ pub fn resolve_model(
         settings.insert(suite.name().to_string(), layers.settings(*suite)?);
         let spec = layers.spec(*suite)?;
         for b in &spec.benchmarks {
+            let expanded = layers.applicable(*suite, plan::expand(suite.name(), b))?;
             // Cases x the chosen devices this benchmark runs on.
             let kinds = suite.devices(&b.name);
             for &device in devices.iter().filter(|d| kinds.contains(&d.kind())) {
-                let on_device = plan::expand(suite.name(), b).into_iter().map(|c| c.on(device)).collect();
+                let on_device = expanded.iter().map(|c| c.clone().on(device)).collect();
                 cases.extend(
                     plan::sweep_all(on_device, &cli.thread_sweep)
                         .into_iter()
@@ -304,6 +305,40 @@ struct Layers<'a> {
 }
 
 impl Layers<'_> {
+    /// The cases of `expanded` whose parameters work together
+    /// ([`Suite::check_case`]). One that does not is dropped when the
+    /// parameter it names has the suite file's values (its grids pair them
+    /// only where they apply; another key's override made the case), and
+    /// refused, at the value, when the config or the quick profile sets it.
+    fn applicable(&self, suite: &dyn Suite, expanded: Vec<Case>) -> Result<Vec<Case>> {
+        let mut kept = Vec::with_capacity(expanded.len());
+        for case in expanded {
+            let Err((key, why)) = suite.check_case(&case) else {
+                kept.push(case);
+                continue;
+            };
+            let at = (suite.name(), case.benchmark.as_str(), key);
+            let sets = |f: &ConfigFile| {
+                f.suites.get(at.0).and_then(|s| s.benchmarks.get(at.1)).is_some_and(|p| p.contains_key(key))
+            };
+            let value = case.params.get(key).cloned().unwrap_or(ParamValue::Bool(false));
+            let msg = format!(
+                "benchmark {}/{}: parameter `{key}` = {value} cannot run case {}: {why}",
+                at.0, at.1, case.id
+            );
+            if sets(self.file) {
+                return Err(match self.config {
+                    Some(c) => c.error_at_value(at, &value, msg),
+                    None => anyhow::anyhow!(msg),
+                });
+            }
+            if let Some(q) = self.quick.as_ref().filter(|q| sets(&q.config)) {
+                return Err(q.error_at_value(at, &value, msg));
+            }
+        }
+        Ok(kept)
+    }
+
     /// A suite's harness settings: defaults < quick profile < config file <
     /// its suite section < CLI flags, validated; an error names the flag or
     /// the config key that set the bad value.

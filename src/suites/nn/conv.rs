@@ -1,5 +1,5 @@
-//! `conv` and `pool`: convolutions of real networks' layers by two
-//! algorithms, and pooling, each checked against the f64 loops of
+//! `conv` and `pool`: convolutions of real networks' layers by three
+//! algorithms (im2col + GEMM, direct, Winograd F(4x4, 3x3) where it applies), and pooling, each checked against the f64 loops of
 //! [`crate::kernels::nn`] on sampled output planes.
 
 use super::{check, choice, ensure_memory, sample, seed};
@@ -8,14 +8,18 @@ use crate::kernels::nn::conv_nhwc::{
     block_len_nhwc, conv_direct_nhwc, conv_im2col_nhwc, pack_direct_weights, to_nchw, weights_to_planar,
 };
 use crate::kernels::nn::pool::{PoolGeom, PoolOp, parse_pool, pool, pool_value_f64};
+use crate::kernels::nn::winograd::{
+    self, WinogradWeights, conv_winograd, transform_weights, winograd_scale_f64,
+};
 use crate::plan::Case;
 use crate::suites::{Throughput, Verification, Workload};
 use anyhow::{Result, bail};
 use rayon::ThreadPool;
 use std::sync::Arc;
 
-/// Convolution algorithms.
-pub(super) const ALGOS: &[&str] = &["im2col", "direct"];
+/// Convolution algorithms (winograd: 3x3 stride-1 2-D layers only, see
+/// [`winograd::check`]).
+pub(super) const ALGOS: &[&str] = &["im2col", "direct", "winograd"];
 /// Tensor layouts: planar (PyTorch's default) or channels-last.
 pub(super) const LAYOUTS: &[&str] = &["nchw", "nhwc"];
 /// Pooling operations.
@@ -51,9 +55,27 @@ pub(super) fn layer_geom(layer: &str) -> Result<ConvGeom, String> {
     }
 }
 
+/// Whether `algo` can compute `layer` (each value valid alone): the plan's
+/// cross-parameter rule, so `algo=winograd` on a 1x1 layer is refused
+/// before anything runs.
+pub(super) fn check_algo(algo: &str, layer: &str) -> Result<(), String> {
+    match (algo, layer_geom(layer)) {
+        ("winograd", Ok(g)) => winograd::check(&g).map_err(|e| format!("layer {layer}: {e}")),
+        _ => Ok(()),
+    }
+}
+
+/// The algorithm of a `conv` case.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Algo {
+    Im2col,
+    Direct,
+    Winograd,
+}
+
 struct Conv {
     g: ConvGeom,
-    direct: bool,
+    algo: Algo,
     nhwc: bool,
     x: Vec<f32>,
     /// Weights in the layout's order (channels-last: `K x taps x C/g`).
@@ -61,6 +83,8 @@ struct Conv {
     /// Channels-last direct only: `w` repacked once (untimed, as a
     /// library's weight reorder is done once per model).
     wp: Vec<f32>,
+    /// Winograd only: the filter transform, done once (untimed, likewise).
+    wino: Option<WinogradWeights>,
     out: Vec<f32>,
     threads: usize,
     pool: Option<Arc<ThreadPool>>,
@@ -69,15 +93,24 @@ struct Conv {
 
 /// Prepares a `conv` case.
 pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
-    let direct = choice(case, "algo", ALGOS)? == "direct";
+    let algo = match choice(case, "algo", ALGOS)? {
+        "direct" => Algo::Direct,
+        "winograd" => Algo::Winograd,
+        _ => Algo::Im2col,
+    };
     let nhwc = choice(case, "layout", LAYOUTS)? == "nhwc";
     let g = layer_geom(&case.str("layer")?).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
-    // im2col's per-thread block buffers (allocated by the kernel, reused).
+    if algo == Algo::Winograd {
+        winograd::check(&g).map_err(|e| anyhow::anyhow!("case {}: {e}", case.id))?;
+    }
+    // The per-thread block buffers (allocated by the kernel, reused), and
+    // Winograd's transformed weights (plain and packed: 2 x 36/9 x weights).
     let col = ctx.threads()
-        * match (direct, nhwc) {
-            (true, _) => 0,
-            (false, false) => block_len(&g),
-            (false, true) => block_len_nhwc(&g),
+        * match (algo, nhwc) {
+            (Algo::Direct, _) => 0,
+            (Algo::Im2col, false) => block_len(&g),
+            (Algo::Im2col, true) => block_len_nhwc(&g),
+            (Algo::Winograd, _) => winograd::block_len(&g, ctx.threads()) + 8 * g.weight_len(),
         };
     ensure_memory("this convolution", 4.0 * (g.input_len() + g.weight_len() + g.output_len() + col) as f64)?;
     let seed = seed(case);
@@ -85,12 +118,14 @@ pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> R
     let fan_in = (g.c / g.groups * g.kvol()) as f32;
     let w: Vec<f32> =
         crate::util::randn(g.weight_len(), seed ^ 1).iter().map(|v| v / fan_in.sqrt()).collect();
-    let wp = if direct && nhwc { pack_direct_weights(&g, &w) } else { Vec::new() };
+    let wp = if algo == Algo::Direct && nhwc { pack_direct_weights(&g, &w) } else { Vec::new() };
+    let wino = (algo == Algo::Winograd).then(|| transform_weights(&g, &w, nhwc));
     Ok(Box::new(Conv {
         g,
-        direct,
+        algo,
         nhwc,
         wp,
+        wino,
         x: crate::util::randn(g.input_len(), seed),
         w,
         out: vec![f32::NAN; g.output_len()],
@@ -102,12 +137,13 @@ pub(super) fn prepare_conv(case: &Case, ctx: &crate::backend::cpu::Context) -> R
 
 impl Conv {
     fn once(&mut self) {
-        let Self { g, x, w, wp, out, threads, pool, direct, nhwc, .. } = self;
-        crate::backend::cpu::install(pool.as_deref(), || match (*direct, *nhwc) {
-            (true, false) => conv_direct(g, x, w, out),
-            (false, false) => conv_im2col(g, x, w, out, *threads),
-            (true, true) => conv_direct_nhwc(g, x, wp, out),
-            (false, true) => conv_im2col_nhwc(g, x, w, out, *threads),
+        let Self { g, x, w, wp, wino, out, threads, pool, algo, nhwc, .. } = self;
+        crate::backend::cpu::install(pool.as_deref(), || match (*algo, *nhwc, wino) {
+            (Algo::Winograd, _, Some(wt)) => conv_winograd(g, x, wt, out, *threads, *nhwc),
+            (Algo::Direct, false, _) => conv_direct(g, x, w, out),
+            (Algo::Direct, true, _) => conv_direct_nhwc(g, x, wp, out),
+            (_, false, _) => conv_im2col(g, x, w, out, *threads),
+            (_, true, _) => conv_im2col_nhwc(g, x, w, out, *threads),
         });
     }
 }
@@ -135,14 +171,21 @@ impl Workload for Conv {
             None => (&self.x, &self.w, &self.out),
         };
         let (mut got, mut want, mut mag) = (Vec::new(), Vec::new(), Vec::new());
+        let wino = self.algo == Algo::Winograd;
         for &p in &planes {
-            let (r, m) = conv_plane_f64(&self.g, x, w, p / self.g.k, p % self.g.k);
+            let (n, k) = (p / self.g.k, p % self.g.k);
+            let (r, m) = conv_plane_f64(&self.g, x, w, n, k);
             got.extend_from_slice(&out[p * osp..(p + 1) * osp]);
             want.extend(r);
-            mag.extend(m);
+            // Winograd's rounding scales with the terms it adds, not with |w x|.
+            mag.extend(if wino { winograd_scale_f64(&self.g, x, w, n, k) } else { m });
         }
-        let what =
-            format!("f64 convolution loop on {} of {} output planes", planes.len(), self.g.n * self.g.k);
+        let scale = if wino { "the sum of |terms| Winograd adds" } else { "the sum of |w x|" };
+        let what = format!(
+            "f64 convolution loop on {} of {} output planes (bound: 1e-5 x {scale})",
+            planes.len(),
+            self.g.n * self.g.k
+        );
         Ok(check(what, &got, &want, Some(&mag), 1e-6, 1e-5))
     }
     fn throughput(&self) -> Vec<Throughput> {

@@ -3,7 +3,7 @@
 //!
 //! | benchmark   | file           | what                                                     |
 //! |-------------|----------------|----------------------------------------------------------|
-//! | `conv`      | `conv.rs`      | 1-D/2-D/3-D convolution, im2col + GEMM vs direct          |
+//! | `conv`      | `conv.rs`      | 1-D/2-D/3-D convolution, im2col + GEMM, direct, Winograd  |
 //! | `pool`, `adaptive_pool` | `conv.rs` | max, average and adaptive-average pooling     |
 //! | `norm`      | `norm.rs`      | batch norm (inference, training), group and instance norm |
 //! | `rnn`       | `rnn.rs`       | RNN, LSTM and GRU layers over a sequence, forward         |
@@ -40,7 +40,7 @@ impl Suite for NnSuite {
         "nn"
     }
     fn describe(&self) -> &'static str {
-        "Neural-network layers: 1-3D convolution (im2col+GEMM vs direct, ResNet-50/MobileNetV2/audio/video \
+        "Neural-network layers: 1-3D convolution (im2col+GEMM vs direct vs Winograd, ResNet-50/MobileNetV2/audio/video \
          shapes), pooling, batch/group/instance norm, RNN/LSTM/GRU, materialised vs flash attention"
     }
     fn spec_toml(&self) -> &'static str {
@@ -66,6 +66,14 @@ impl Suite for NnSuite {
             (_, "threads") => ParamRule::Threads,
             _ => return None,
         })
+    }
+    fn check_case(&self, case: &Case) -> Result<(), (&'static str, String)> {
+        match (case.benchmark.as_str(), case.params.get("algo"), case.params.get("layer")) {
+            ("conv", Some(algo), Some(layer)) => {
+                conv::check_algo(&algo.to_string(), &layer.to_string()).map_err(|e| ("algo", e))
+            }
+            _ => Ok(()),
+        }
     }
     fn prepare(&self, case: &Case, ctx: &crate::backend::cpu::Context) -> Result<Box<dyn Workload>> {
         crate::suites::dispatch(self.name(), BENCHMARKS, case, ctx)
@@ -199,6 +207,8 @@ mod tests {
             conv("1x6x7x7x7-k6x3x3x3-p1-g6", "direct", "nhwc"),
             conv("2x16x6x6-k8x1x1", "im2col", "nhwc"),
             conv("1x12x6x6-k8x1x1-g4", "im2col", "nhwc"),
+            conv("2x8x9x9-k8x3x3-p1", "winograd", "nchw"),
+            conv("1x20x10x10-k12x3x3", "winograd", "nhwc"),
             case("pool", &[("op", s("max")), ("shape", s("2x3x12x12-k3-s2-p1")), ("threads", i(2))]),
             case("adaptive_pool", &[("shape", s("2x3x7x7-o1")), ("threads", i(2))]),
             case("pool", &[("op", s("avg")), ("shape", s("1x2x5x6x7-k2")), ("threads", i(2))]),
@@ -258,6 +268,28 @@ mod tests {
         let c = case("adaptive_pool", &[("shape", s("1x3x7x7-k2")), ("threads", ParamValue::Int(1))]);
         let e = crate::suites::prepare_standalone(&NnSuite, &c).err().unwrap().to_string();
         assert!(e.contains("adaptive output size -o"), "{e}");
+        // algo=winograd only where F(4x4, 3x3) applies: the plan's case rule,
+        // and prepare again.
+        let conv = |layer: &str| {
+            case(
+                "conv",
+                &[
+                    ("layer", s(layer)),
+                    ("algo", s("winograd")),
+                    ("layout", s("nchw")),
+                    ("threads", ParamValue::Int(1)),
+                ],
+            )
+        };
+        let (key, e) = NnSuite.check_case(&conv("rn50_l3_1x1_b1")).unwrap_err();
+        assert_eq!(key, "algo");
+        assert!(e.contains("layer rn50_l3_1x1_b1") && e.contains("a 1x1 kernel"), "{e}");
+        assert!(NnSuite.check_case(&conv("rn50_l3_3x3_b32")).is_ok());
+        let e = crate::suites::prepare_standalone(&NnSuite, &conv("1x8x9x9-k8x3x3-s2"))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("stride 2"), "{e}");
         let c =
             case("norm", &[("kind", s("group")), ("shape", s("1x20x4x4")), ("threads", ParamValue::Int(1))]);
         assert!(
@@ -268,8 +300,13 @@ mod tests {
     #[test]
     fn every_default_layer_parses() {
         let spec = SuiteSpec::parse("nn", NnSuite.spec_toml()).unwrap();
-        let n = spec.benchmarks.iter().flat_map(|b| expand("nn", b)).count();
-        assert!(n > 20, "{n} cases");
+        let cases: Vec<Case> = spec.benchmarks.iter().flat_map(|b| expand("nn", b)).collect();
+        assert!(cases.len() > 20, "{} cases", cases.len());
+        // The grids pair every algorithm only with layers it can compute.
+        for c in &cases {
+            assert!(NnSuite.check_case(c).is_ok(), "{}", c.id);
+        }
+        assert_eq!(cases.iter().filter(|c| c.id.contains("algo=winograd")).count(), 10);
         for (name, _) in conv::LAYERS {
             assert!(conv::layer_geom(name).is_ok(), "{name}");
         }
