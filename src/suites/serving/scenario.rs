@@ -19,7 +19,7 @@ use crate::load::workload::Workload as Requests;
 use crate::load::{Request, schedule};
 use crate::model::config::{Arch, ModelConfig};
 use crate::model::linear::DType;
-use crate::model::transformer::{Model, WorkspaceSize};
+use crate::model::transformer::{KvStorage, Model, WorkspaceSize};
 use crate::plan::Case;
 use crate::suites::{Metric, Throughput, Verification, Workload};
 use anyhow::{Context as _, Result, bail};
@@ -30,7 +30,8 @@ use std::sync::Arc;
 const SEED: u64 = 1;
 /// Lengths are uniform within this fraction of their means (`load`'s default).
 const SPREAD: f64 = 0.5;
-/// Bytes of KV cache the running requests may hold (`load`'s default, 1 GiB).
+/// Bytes of KV cache the running requests may hold (`load`'s default, 1 GiB),
+/// stored as f32 (`load --kv-cache f32`, its default).
 const KV_BUDGET: u64 = 1 << 30;
 /// A request with no finish this long after its scheduled time fails the
 /// run; the case's `--max-time` raises it, never lowers it (a quick profile's
@@ -118,7 +119,13 @@ fn build(case: &Case, ctx: &Context) -> Result<Scenario> {
     crate::model::weights::check_fits(&cfg, DType::F32, size, positions * max_batch)?;
     let model = Arc::new(crate::model::weights::random_model(&cfg, DType::F32, SEED)?);
     let reqs = (0..n).map(|i| requests.request(i, None, cfg.vocab)).collect::<Result<Vec<_>>>()?;
-    let engine_cfg = EngineConfig { max_batch, kv_budget: KV_BUDGET, threads, max_positions: positions };
+    let engine_cfg = EngineConfig {
+        max_batch,
+        kv_budget: KV_BUDGET,
+        threads,
+        max_positions: positions,
+        kv: KvStorage::F32,
+    };
     let engine = Engine::start(model.clone(), engine_cfg)?;
     let mut s = Scenario {
         name,
@@ -224,7 +231,7 @@ impl Scenario {
         let pairs: Vec<(&[u32], &[u32])> =
             which.iter().zip(tokens).map(|(&i, t)| (&self.reqs[i].ids[..], *t)).collect();
         let model = &self.model;
-        self.ctx.install(|| engine::self_check(model, &pairs))
+        self.ctx.install(|| engine::self_check(model, KvStorage::F32, &pairs))
     }
 
     /// Rechecks the last run's requests whose tokens differ from the
