@@ -15,7 +15,9 @@
 # -DLLAMA_BUILD_SERVER=ON and the `llama-server` target (docs/serving.md).
 #
 # Env: QPS (fixed-rate run, default 2), PEAK (0: no peak searches), THREADS (2), SLOTS (4), OUT (folder,
-# default target/serving-vs-llama-server). Needs a release build of tfbench
+# default target/serving-vs-llama-server), LLAMA_ARGS (extra llama-server flags, split on spaces: on a
+# busy host `--poll 0`, since llama.cpp's threads spin-wait for each other at every step and an
+# oversubscribed machine makes that very slow; say so beside the table). Needs a release build of tfbench
 # (target/release/tfbench) and python3 for the table.
 set -euo pipefail
 MODEL=${1:-.data/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf}
@@ -31,7 +33,8 @@ TFPORT=${TFPORT:-18090}
 PEAK=${PEAK:-1}
 mkdir -p "$OUT"
 
-"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -t "$THREADS" -c 2048 -np "$SLOTS" \
+read -r -a EXTRA <<<"${LLAMA_ARGS:-}"
+"$SERVER" -m "$MODEL" --host 127.0.0.1 --port "$PORT" -t "$THREADS" -c 2048 -np "$SLOTS" ${EXTRA[@]+"${EXTRA[@]}"} \
   >"$OUT/llama-server.log" 2>&1 &
 PID=$!
 "$TF" load --serve "127.0.0.1:$TFPORT" --model "$MODEL" --threads "$THREADS" --max-batch "$SLOTS" \

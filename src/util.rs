@@ -152,8 +152,42 @@ pub fn mem_available() -> Option<u64> {
     meminfo_bytes(&std::fs::read_to_string("/proc/meminfo").ok()?, "MemAvailable")
 }
 
+/// A duration written with its unit (`500ms`, `0.2s`, `1500us`) in
+/// milliseconds: the one parser of latency bounds with units (`load
+/// --goodput`, the serving suite's `slo`). The unit is required and the
+/// value must be positive and finite; the error says which rule failed.
+pub fn parse_duration_ms(text: &str) -> Result<f64, String> {
+    let v = text.trim();
+    let (num, scale) = if let Some(n) = v.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix("us") {
+        (n, 1e-3)
+    } else if let Some(n) = v.strip_suffix('s') {
+        (n, 1e3)
+    } else {
+        return Err(format!("`{v}` has no unit (us, ms or s)"));
+    };
+    let x: f64 = num.trim().parse().map_err(|_| format!("`{v}`: `{num}` is not a number"))?;
+    if !(x.is_finite() && x > 0.0) {
+        return Err(format!("`{v}`: must be a positive number"));
+    }
+    Ok(x * scale)
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn durations_need_a_unit_and_a_positive_value() {
+        use super::parse_duration_ms as p;
+        assert_eq!(p("500ms"), Ok(500.0));
+        assert_eq!(p(" 0.2s"), Ok(200.0));
+        assert_eq!(p("1500us"), Ok(1.5));
+        assert!(p("500").unwrap_err().contains("no unit"));
+        assert!(p("-5ms").unwrap_err().contains("positive"));
+        assert!(p("0s").unwrap_err().contains("positive"));
+        assert!(p("fastms").unwrap_err().contains("not a number"));
+    }
+
     #[test]
     fn parses_meminfo() {
         let meminfo =

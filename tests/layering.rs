@@ -70,6 +70,7 @@ fn no_suite_imports_another_suite() {
                     "mobile",
                     "nn",
                     "sci",
+                    "serving",
                 ]
                 .contains(&other)
             {

@@ -204,16 +204,13 @@ pub fn parse_slo(s: &str) -> Result<(String, f64), String> {
         return Err(format!("`{key}` is not an SLO; valid: ttft, tpot, e2e"));
     }
     let v = value.trim();
-    let (num, scale) = if let Some(n) = v.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = v.strip_suffix("us") {
-        (n, 1e-3)
-    } else if let Some(n) = v.strip_suffix('s') {
-        (n, 1e3)
-    } else {
-        return Err(format!("SLO `{s}` has no unit: write {key}:{v}ms (us, ms or s)"));
-    };
-    let ms = positive(num).map_err(|e| format!("SLO `{s}`: {e}"))? * scale;
+    let ms = crate::util::parse_duration_ms(v).map_err(|e| {
+        if e.contains("no unit") {
+            format!("SLO `{s}` has no unit: write {key}:{v}ms (us, ms or s)")
+        } else {
+            format!("SLO `{s}`: {e}")
+        }
+    })?;
     Ok((key, ms))
 }
 

@@ -23,6 +23,8 @@ pub mod optim;
 pub mod params;
 pub mod quant;
 pub mod sci;
+#[cfg(feature = "models")]
+pub mod serving;
 pub mod tensor;
 #[cfg(feature = "models")]
 pub mod tokenizer;
@@ -172,6 +174,8 @@ pub fn registry() -> &'static [&'static dyn Suite] {
         &mobile::MobileSuite,
         &nn::NnSuite,
         &sci::SciSuite,
+        #[cfg(feature = "models")]
+        &serving::ServingSuite,
     ];
     SUITES
 }
