@@ -18,7 +18,9 @@
 //! skip naming each rejection.
 
 use super::profile::{self, Profile};
-use crate::backend::cpu::{Context, Threads};
+use crate::backend::cpu::Context;
+#[cfg(feature = "models")]
+use crate::backend::cpu::Threads;
 use crate::isa;
 use crate::plan::{Case, ParamValue};
 use crate::suites::{Metric, Throughput, Verification, Workload, skip};

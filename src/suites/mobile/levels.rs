@@ -23,9 +23,12 @@
 
 use super::profile::{self, Profile};
 use crate::backend::cpu::{Context, Threads};
+#[cfg(feature = "models")]
 use crate::isa::{self, IsaLevel};
 use crate::plan::Case;
-use crate::suites::{Metric, Throughput, Verification, Workload};
+use crate::suites::Workload;
+#[cfg(feature = "models")]
+use crate::suites::{Metric, Throughput, Verification};
 use anyhow::Result;
 
 /// The `level` parameter's values.
